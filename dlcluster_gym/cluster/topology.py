@@ -1,0 +1,164 @@
+"""Cluster topology: GPU -> machine -> rack -> spine, as numpy index arrays plus a networkx graph.
+
+Racks are numbered across machine groups in config order; machines and GPUs are numbered rack
+by rack. The graph (GPU, machine, ToR and spine nodes; links with capacities) is built lazily
+because the engine's hot path only needs the index arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import IntEnum
+from functools import cached_property
+
+import networkx as nx
+import numpy as np
+
+from dlcluster_gym.cluster.catalog import Interconnect
+from dlcluster_gym.config import ClusterConfig, load_cluster
+
+# A placement's shape: per rack, the GPU counts of its machines; both levels sorted descending.
+# Two placements with the same shape have the same communication cost (given the same links).
+Shape = tuple[tuple[int, ...], ...]
+
+
+class Tier(IntEnum):
+    """Consolidation level of a placement (Dally 3): the widest tier its GPUs span."""
+
+    MACHINE = 0
+    RACK = 1
+    NETWORK = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Cluster:
+    """Immutable description of the hardware, with fast index arrays."""
+
+    def __init__(self, config: ClusterConfig | str | dict) -> None:
+        self.config = load_cluster(config)
+        gpu_machine: list[int] = []
+        machine_rack: list[int] = []
+        machine_group: list[int] = []
+        machine_gpus: list[int] = []
+        rack = 0
+        for gi, group in enumerate(self.config.groups):
+            for _ in range(group.racks):
+                for _ in range(group.machines_per_rack):
+                    m = len(machine_rack)
+                    machine_rack.append(rack)
+                    machine_group.append(gi)
+                    machine_gpus.append(group.gpus_per_machine)
+                    gpu_machine.extend([m] * group.gpus_per_machine)
+                rack += 1
+        self.gpu_machine = np.asarray(gpu_machine, dtype=np.int64)
+        self.machine_rack = np.asarray(machine_rack, dtype=np.int64)
+        self.machine_group = np.asarray(machine_group, dtype=np.int64)
+        self.machine_num_gpus = np.asarray(machine_gpus, dtype=np.int64)
+        self.machine_first_gpu = np.concatenate(([0], np.cumsum(self.machine_num_gpus)[:-1]))
+        self.gpu_rack = self.machine_rack[self.gpu_machine]
+        self.num_gpus = int(self.gpu_machine.size)
+        self.num_machines = int(self.machine_rack.size)
+        self.num_racks = rack
+        self.rack_first_machine = np.searchsorted(self.machine_rack, np.arange(rack))
+        self.rack_num_machines = np.bincount(self.machine_rack, minlength=rack)
+        self.rack_num_gpus = np.bincount(self.machine_rack, weights=self.machine_num_gpus,
+                                         minlength=rack).astype(np.int64)
+        self.group_names = tuple(g.name for g in self.config.groups)
+        self.machine_gpu_type = tuple(self.config.groups[g].gpu_type for g in machine_group)
+        tiers = self.config.tiers
+        self.rack_link: Interconnect = tiers.rack.resolve()
+        self.network_link: Interconnect = tiers.network.resolve()
+        self.group_machine_link: tuple[Interconnect, ...] = tuple(
+            (g.machine_link or tiers.machine).resolve() for g in self.config.groups
+        )
+        self.max_gpus_per_machine = int(self.machine_num_gpus.max())
+        self.max_gpus_per_rack = int(self.rack_num_gpus.max())
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def machine_gpus(self, machine: int) -> np.ndarray:
+        """GPU ids of one machine."""
+        first = int(self.machine_first_gpu[machine])
+        return np.arange(first, first + int(self.machine_num_gpus[machine]))
+
+    def rack_machines(self, rack: int) -> np.ndarray:
+        """Machine ids of one rack."""
+        first = int(self.rack_first_machine[rack])
+        return np.arange(first, first + int(self.rack_num_machines[rack]))
+
+    def links_for_group(self, group: int) -> tuple[Interconnect, Interconnect, Interconnect]:
+        """(machine, rack, network) links seen by a job on machines of ``group``."""
+        return (self.group_machine_link[group], self.rack_link, self.network_link)
+
+    def check_gpus(self, gpus: Sequence[int]) -> None:
+        """Raise IndexError naming the first GPU id that does not exist."""
+        for g in gpus:
+            if not 0 <= int(g) < self.num_gpus:
+                raise IndexError(f"GPU {g} does not exist (cluster has GPUs 0..{self.num_gpus - 1})")
+
+    def placement_tier(self, gpus: Sequence[int] | np.ndarray) -> Tier:
+        """The widest tier a set of GPUs spans."""
+        machines = self.gpu_machine[np.asarray(gpus, dtype=np.int64)]
+        if machines.size == 0 or (machines == machines[0]).all():
+            return Tier.MACHINE
+        racks = self.machine_rack[machines]
+        return Tier.RACK if (racks == racks[0]).all() else Tier.NETWORK
+
+    def placement_shape(self, gpus: Sequence[int] | np.ndarray) -> Shape:
+        """Canonical shape of a placement (see ``Shape``)."""
+        machines = self.gpu_machine[np.asarray(gpus, dtype=np.int64)]
+        ms, counts = np.unique(machines, return_counts=True)
+        racks = self.machine_rack[ms]
+        per_rack: dict[int, list[int]] = {}
+        for r, c in zip(racks.tolist(), counts.tolist(), strict=True):
+            per_rack.setdefault(r, []).append(c)
+        shape = [tuple(sorted(v, reverse=True)) for v in per_rack.values()]
+        shape.sort(key=lambda t: (sum(t), t), reverse=True)
+        return tuple(shape)
+
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """Topology graph: nodes ('gpu', i), ('machine', m), ('tor', r), ('spine', 0).
+
+        Edge attribute ``capacity_Bps``: GPU-machine edges carry the machine link, machine-ToR
+        edges the machine uplink (NIC) capacity, ToR-spine edges the rack uplink capacity
+        divided by the oversubscription ratio.
+        """
+        cfg = self.config
+        g = nx.Graph()
+        g.add_node(("spine", 0), kind="spine")
+        for r in range(self.num_racks):
+            g.add_node(("tor", r), kind="tor")
+            up = sum(self.machine_uplink_Bps(int(m)) for m in self.rack_machines(r))
+            g.add_edge(("tor", r), ("spine", 0),
+                       capacity_Bps=up / cfg.rack_uplink_oversubscription, tier="network")
+        for m in range(self.num_machines):
+            g.add_node(("machine", m), kind="machine", group=int(self.machine_group[m]))
+            g.add_edge(("machine", m), ("tor", int(self.machine_rack[m])),
+                       capacity_Bps=self.machine_uplink_Bps(m), tier="rack")
+            link = self.group_machine_link[int(self.machine_group[m])]
+            for gpu in self.machine_gpus(m).tolist():
+                g.add_node(("gpu", gpu), kind="gpu")
+                g.add_edge(("gpu", gpu), ("machine", m), capacity_Bps=link.bandwidth_Bps,
+                           tier="machine")
+        return g
+
+    def machine_uplink_Bps(self, machine: int) -> float:
+        """NIC capacity from a machine to its ToR (default: one rack-tier port per GPU)."""
+        if self.config.machine_uplink_gbps is not None:
+            return self.config.machine_uplink_gbps * 1e9 / 8.0
+        return float(self.machine_num_gpus[machine]) * self.rack_link.bandwidth_Bps
+
+    def describe(self) -> str:
+        """One line for people."""
+        groups = ", ".join(
+            f"{g.racks}x{g.machines_per_rack}x{g.gpus_per_machine} {g.gpu_type}"
+            for g in self.config.groups
+        )
+        return (f"{self.name}: {self.num_gpus} GPUs in {self.num_machines} machines, "
+                f"{self.num_racks} racks ({groups})")

@@ -1,0 +1,320 @@
+"""Typed, validated, frozen configs (cluster, workload, scenario) loaded from YAML.
+
+Presets live in ``configs/{clusters,scenarios}/NAME.yaml``; a config field may name a preset
+or give the mapping inline. Errors name the file, the field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dlcluster_gym.cluster.catalog import GPU_TYPES, INTERCONNECTS, Interconnect
+from dlcluster_gym.errors import ConfigError, UnknownNameError
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+class LinkSpec(_Frozen):
+    """A tier's link: a catalog preset name, or explicit bandwidth and latency."""
+
+    preset: str | None = None
+    bandwidth_gbps: PositiveFloat | None = None
+    latency_us: NonNegFloat | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, v: Any) -> Any:
+        return {"preset": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> LinkSpec:
+        if self.preset is not None and self.preset not in INTERCONNECTS:
+            raise ValueError(
+                f"unknown interconnect {self.preset!r}; known: {', '.join(sorted(INTERCONNECTS))}"
+            )
+        if self.preset is None and (self.bandwidth_gbps is None or self.latency_us is None):
+            raise ValueError("give an interconnect preset name, or both bandwidth_gbps and "
+                             "latency_us")
+        return self
+
+    def resolve(self) -> Interconnect:
+        """The interconnect with any explicit overrides applied."""
+        base = INTERCONNECTS[self.preset] if self.preset else None
+        bw = self.bandwidth_gbps if self.bandwidth_gbps is not None else base.bandwidth_gbps
+        lat = self.latency_us if self.latency_us is not None else base.latency_s * 1e6
+        return Interconnect(
+            name=self.preset or "custom",
+            bandwidth_Bps=bw * 1e9 / 8.0,
+            latency_s=lat * 1e-6,
+            description=base.description if base else "custom link",
+        )
+
+
+class MachineGroup(_Frozen):
+    """Racks of identical machines. A cluster is one or more groups, racks numbered in order."""
+
+    name: str = "default"
+    racks: PositiveInt
+    machines_per_rack: PositiveInt
+    gpus_per_machine: PositiveInt
+    gpu_type: str = "A100"
+    cpus_per_machine: PositiveInt = 64
+    memory_gb_per_machine: PositiveFloat = 512.0
+    machine_link: LinkSpec | None = None  # overrides the cluster's `tiers.machine` for the group
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v not in GPU_TYPES:
+            raise ValueError(f"unknown GPU type {v!r}; known: {', '.join(sorted(GPU_TYPES))}")
+        return v
+
+
+class Tiers(_Frozen):
+    """Links per tier: inside a machine, between machines of a rack, between racks."""
+
+    machine: LinkSpec = LinkSpec(preset="nvswitch")
+    rack: LinkSpec = LinkSpec(preset="ib-quantum")
+    network: LinkSpec = LinkSpec(preset="spectrum-eth")
+
+
+class ClusterConfig(_Frozen):
+    """A hierarchical cluster: GPU -> machine -> rack -> spine."""
+
+    name: str = "custom"
+    description: str = ""
+    groups: tuple[MachineGroup, ...]
+    tiers: Tiers = Tiers()
+    rack_uplink_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
+    machine_uplink_gbps: PositiveFloat | None = None  # default: GPUs/machine x rack link
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_group(cls, v: Any) -> Any:
+        """Accept the homogeneous short form (racks, machines_per_rack, ... at top level)."""
+        if not isinstance(v, dict):
+            return v
+        keys = set(MachineGroup.model_fields) - {"name"}
+        flat = {k: v[k] for k in list(v) if k in keys}
+        if flat:
+            if "groups" in v:
+                raise ValueError(
+                    f"give either `groups` or the homogeneous fields ({', '.join(sorted(flat))}),"
+                    " not both"
+                )
+            v = {k: x for k, x in v.items() if k not in flat}
+            v["groups"] = [flat]
+        return v
+
+    @property
+    def num_racks(self) -> int:
+        return sum(g.racks for g in self.groups)
+
+    @property
+    def num_machines(self) -> int:
+        return sum(g.racks * g.machines_per_rack for g in self.groups)
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g.racks * g.machines_per_rack * g.gpus_per_machine for g in self.groups)
+
+
+# --------------------------------------------------------------------------- workload
+
+
+class _WorkloadBase(_Frozen):
+    max_jobs: PositiveInt | None = None  # keep only the first N jobs (by arrival)
+
+
+class DallyWorkload(_WorkloadBase):
+    """Synthetic jobs over the six Dally Table 1 models, fitted to public traces."""
+
+    kind: Literal["dally"]
+    num_jobs: PositiveInt
+    arrival: Literal["batch", "poisson"] = "batch"
+    load: PositiveFloat | None = 0.9  # offered load for Poisson arrivals (fraction of GPUs)
+    rate_per_hour: PositiveFloat | None = None  # explicit Poisson rate (overrides load)
+
+
+class SyntheticWorkload(_WorkloadBase):
+    """Generic synthetic jobs: chosen models, GPU demands and iteration counts."""
+
+    kind: Literal["synthetic"]
+    num_jobs: PositiveInt
+    arrival: Literal["batch", "poisson"] = "poisson"
+    load: PositiveFloat | None = 0.9
+    rate_per_hour: PositiveFloat | None = None
+    models: tuple[str, ...] = ("resnet50",)
+    gpu_demands: tuple[PositiveInt, ...] = (1, 2, 4, 8)
+    gpu_demand_weights: tuple[PositiveFloat, ...] | None = None
+    iterations: tuple[PositiveInt, PositiveInt] = (1000, 10000)  # uniform [lo, hi]
+
+
+class TraceWorkload(_WorkloadBase):
+    """Jobs read from a trace file under the trace root."""
+
+    kind: Literal["trace"]
+    format: Literal["philly", "tiresias", "itp-raw", "itp-extracted"]
+    path: str  # relative to the trace root (or absolute)
+    models: Literal["dally", "trace"] | tuple[str, ...] = "dally"
+    # How durations become iterations: the duration is the run time at this consolidation.
+    duration_tier: Literal["machine", "rack", "network"] = "machine"
+    time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
+
+
+WorkloadConfig = Annotated[
+    DallyWorkload | SyntheticWorkload | TraceWorkload, Field(discriminator="kind")
+]
+
+
+# --------------------------------------------------------------------------- scenario
+
+
+class Overheads(_Frozen):
+    """Modeled overheads (seconds) of preemption, migration and resizing."""
+
+    checkpoint_s: NonNegFloat = 10.0
+    restore_s: NonNegFloat = 20.0
+    restart_s: NonNegFloat = 30.0
+
+
+class ScenarioConfig(_Frozen):
+    """A cluster, a workload and the engine settings: everything a run needs besides a policy."""
+
+    name: str = "custom"
+    description: str = ""
+    cluster: ClusterConfig
+    workload: WorkloadConfig
+    seed: int = 1
+    round_period_s: PositiveFloat | None = None  # periodic scheduling rounds (None: events only)
+    oversize_jobs: Literal["reject", "drop"] = "drop"
+    overheads: Overheads = Overheads()
+    contention: bool = False
+    max_sim_time_s: PositiveFloat = 10 * 365 * 86400.0
+
+
+# --------------------------------------------------------------------------- loading
+
+REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+PACKAGED_CONFIGS = Path(__file__).resolve().parent / "_configs"
+
+
+def configs_dir() -> Path:
+    """Where presets live: $DLCLUSTER_CONFIGS, the installed copy, or the repository's."""
+    env = os.environ.get("DLCLUSTER_CONFIGS")
+    if env:
+        return Path(env)
+    return PACKAGED_CONFIGS if PACKAGED_CONFIGS.is_dir() else REPO_CONFIGS
+
+
+def list_presets(kind: str) -> dict[str, str]:
+    """Preset name -> one-line description for ``kind`` in {clusters, scenarios, ...}."""
+    out: dict[str, str] = {}
+    for path in sorted((configs_dir() / kind).glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError:
+            data = {}
+        out[path.stem] = str(data.get("description", "")).strip().splitlines()[0:1]
+        out[path.stem] = out[path.stem][0] if out[path.stem] else ""
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def _format_validation(source: str, exc: ValidationError) -> ConfigError:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        shown = repr(value) if not isinstance(value, dict) else "{...}"
+        lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
+    return ConfigError(f"{source}: invalid config:\n" + "\n".join(lines))
+
+
+def _preset_path(kind: str, name: str) -> Path:
+    path = configs_dir() / kind / f"{name}.yaml"
+    if not path.is_file():
+        raise UnknownNameError(kind.rstrip("s"), name, list_presets(kind))
+    return path
+
+
+def _resolve_refs(data: dict[str, Any]) -> dict[str, Any]:
+    """Replace `cluster: NAME` by the preset's mapping."""
+    cluster = data.get("cluster")
+    if isinstance(cluster, str):
+        data = dict(data)
+        data["cluster"] = _read_yaml(_preset_path("clusters", cluster))
+    return data
+
+
+def _validate(model: type[BaseModel], data: dict[str, Any], source: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _format_validation(source, exc) from None
+
+
+def load_cluster(spec: str | Path | dict[str, Any] | ClusterConfig) -> ClusterConfig:
+    """A cluster config from a preset name, a YAML path, a mapping or an existing config."""
+    if isinstance(spec, ClusterConfig):
+        return spec
+    if isinstance(spec, dict):
+        return _validate(ClusterConfig, spec, "<cluster mapping>")
+    path = Path(spec) if str(spec).endswith((".yaml", ".yml")) else _preset_path("clusters", spec)
+    data = _read_yaml(path)
+    data.setdefault("name", path.stem)
+    return _validate(ClusterConfig, data, str(path))
+
+
+def load_scenario(
+    spec: str | Path | dict[str, Any] | ScenarioConfig, **overrides: Any
+) -> ScenarioConfig:
+    """A scenario from a preset name, a YAML path, a mapping or a config, with overrides."""
+    if isinstance(spec, ScenarioConfig):
+        data, source = spec.model_dump(), f"scenario {spec.name}"
+    elif isinstance(spec, dict):
+        data, source = dict(spec), "<scenario mapping>"
+    else:
+        is_file = str(spec).endswith((".yaml", ".yml"))
+        path = Path(spec) if is_file else _preset_path("scenarios", str(spec))
+        data, source = _read_yaml(path), str(path)
+        data.setdefault("name", path.stem)
+    try:
+        data = _resolve_refs(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return _validate(ScenarioConfig, data, source)
+
+
+def check_finite(name: str, value: float) -> float:
+    """Raise a clear error for NaN/inf/negative times."""
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name} must be a finite non-negative number, got {value!r}")
+    return value

@@ -1,0 +1,34 @@
+"""Exceptions with messages that name what was wrong and what is allowed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class DLClusterError(Exception):
+    """Base class of every error the package raises on purpose."""
+
+
+class UnknownNameError(DLClusterError, KeyError):
+    """A name (scenario, policy, model, GPU type, ...) that is not registered."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid {kind}s: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.args[0]
+
+
+class ConfigError(DLClusterError, ValueError):
+    """A malformed or inconsistent configuration (names the file, field and value)."""
+
+
+class TraceError(DLClusterError, ValueError):
+    """A trace file that is missing or malformed (names the file, line and column)."""
+
+
+class InvalidActionError(DLClusterError, ValueError):
+    """A scheduler returned an action the engine cannot apply (names policy, job and GPU)."""

@@ -1,0 +1,43 @@
+"""The Job type: what a workload hands to the engine."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dlcluster_gym.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One training job as submitted (its runtime state lives in the engine's arrays).
+
+    ``compute_s`` is the compute time of one iteration (forward + backward, no
+    communication); the engine adds exposed communication for the job's placement.
+    """
+
+    job_id: int
+    model: str
+    num_gpus: int
+    iterations: float
+    compute_s: float
+    arrival_s: float
+    name: str = ""
+    gpu_type: str | None = None  # required GPU type on heterogeneous clusters (None: any)
+
+    def __post_init__(self) -> None:
+        where = f"job {self.name or self.job_id}"
+        if not isinstance(self.num_gpus, int) or self.num_gpus <= 0:
+            raise ConfigError(f"{where}: num_gpus must be a positive integer, got {self.num_gpus!r}")
+        for field in ("iterations", "compute_s"):
+            v = getattr(self, field)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ConfigError(f"{where}: {field} must be finite and > 0, got {v!r}")
+        a = self.arrival_s
+        if not (isinstance(a, int | float) and math.isfinite(a) and a >= 0):
+            raise ConfigError(f"{where}: arrival_s must be finite and >= 0, got {a!r}")
+
+    @property
+    def ideal_run_s(self) -> float:
+        """Run time with no communication overhead (Dally's T_total-ideal-run, 4.3.1)."""
+        return self.iterations * self.compute_s
