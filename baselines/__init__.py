@@ -1,0 +1,1 @@
+"""Reference scheduling policies (the papers' schedulers and their baselines)."""

@@ -1,0 +1,62 @@
+"""First-come first-served baselines.
+
+``fcfs``: strict arrival order with head-of-line blocking and gang scheduling; each job takes
+the first free GPUs over machines in index order (first fit); no preemption.
+
+``fcfs-consolidated``: the same order, but a job only starts on the most consolidated placement
+it could ever have on this cluster (one machine if it fits on one, else one rack, else any),
+so it waits for that placement (Tiresias-style strict consolidation, Dally 3.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dlcluster_gym.cluster.topology import Tier
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.view import ClusterView
+
+
+class FCFS(BaseScheduler):
+    """Strict FCFS, first fit, head-of-line blocking."""
+
+    name = "fcfs"
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        if view.num_waiting == 0 or view.num_free == 0:
+            return ()
+        plan = view.plan()
+        for job in view.iter_waiting():
+            gpus = plan.first_fit(view.jobs[job].num_gpus)
+            if gpus is None:
+                break
+            plan.start(job, gpus)
+        return plan.actions
+
+
+def best_possible_tier(view: ClusterView, num_gpus: int) -> Tier:
+    """The tightest tier a job of ``num_gpus`` could ever be placed at on this cluster."""
+    if num_gpus <= view.cluster.max_gpus_per_machine:
+        return Tier.MACHINE
+    if num_gpus <= view.cluster.max_gpus_per_rack:
+        return Tier.RACK
+    return Tier.NETWORK
+
+
+class FCFSConsolidated(BaseScheduler):
+    """Strict FCFS that waits for the most consolidated placement (no relaxation)."""
+
+    name = "fcfs-consolidated"
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        if view.num_waiting == 0 or view.num_free == 0:
+            return ()
+        plan = view.plan()
+        for job in view.iter_waiting():
+            n = view.jobs[job].num_gpus
+            gpus = plan.find(n, max_tier=best_possible_tier(view, n))
+            if gpus is None:
+                break
+            plan.start(job, gpus)
+        return plan.actions

@@ -1,0 +1,156 @@
+"""The Scheduler protocol and the registry of named policies.
+
+A policy is any object with ``schedule(view) -> list[Action]`` (and optionally
+``reset(view, rng)``, a ``name`` and a ``params`` dict). Named policies are registered as
+``"module:attribute"`` strings and imported only when asked for, so the core never imports
+``baselines`` or ``agents`` eagerly. Users plug in their own with an import path:
+``--policy mypkg.mymodule:MyScheduler``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.view import ClusterView
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """What the engine calls. ``schedule`` runs at every decision instant."""
+
+    name: str
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None: ...
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]: ...
+
+
+class BaseScheduler:
+    """Convenience base: stores constructor parameters in ``params``; ``reset`` keeps the rng."""
+
+    name = "base"
+
+    def __init__(self, **params: Any) -> None:
+        self.params: dict[str, Any] = dict(params)
+        self.rng: np.random.Generator = np.random.default_rng(0)
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A registered policy: where it lives and one line about it."""
+
+    name: str
+    target: str  # "module:attribute"
+    description: str
+    bound: bool = False  # an analytical bound computed without the engine (e.g. `ideal`)
+
+
+_REGISTRY: dict[str, PolicySpec] = {}
+
+
+def register_policy(name: str, target: str, description: str, *, bound: bool = False) -> None:
+    """Register a policy under ``name`` (re-registering replaces it)."""
+    _REGISTRY[name] = PolicySpec(name, target, description, bound)
+
+
+def policies() -> dict[str, PolicySpec]:
+    """All registered policies by name."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def _import(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise ConfigError(f"policy import path {target!r} must look like 'package.module:Name'")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"policy {target!r}: cannot import module {module!r}: {exc}") from None
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise ConfigError(f"policy {target!r}: module {module!r} has no attribute {attr!r}") \
+            from None
+
+
+def resolve_policy(name: str) -> tuple[Any, PolicySpec]:
+    """The class/factory behind a registered name or an import path, with its spec."""
+    if name in _REGISTRY:
+        spec = _REGISTRY[name]
+    elif ":" in name and not name.startswith("agent:"):
+        spec = PolicySpec(name, name, f"user policy {name}")
+    else:
+        raise UnknownNameError("policy", name, _REGISTRY)
+    return _import(spec.target), spec
+
+
+def make_policy(name: str, **params: Any) -> Any:
+    """Instantiate a policy by name or import path, with keyword parameters."""
+    factory, spec = resolve_policy(name)
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None and params:
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        allowed = [p for p in sig.parameters if p not in ("self", "args", "kwargs")]
+        unknown = [k for k in params if k not in sig.parameters]
+        if unknown and not accepts_any:
+            raise ConfigError(
+                f"policy {name!r} has no parameter {unknown[0]!r}; parameters: "
+                f"{', '.join(allowed) or '(none)'}"
+            )
+    try:
+        policy = factory(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"policy {name!r}: bad parameters {params}: {exc}") from None
+    if not hasattr(policy, "schedule") and not spec.bound:
+        raise ConfigError(f"policy {name!r} ({spec.target}) has no schedule(view) method")
+    if not getattr(policy, "name", None) or policy.name == "base":
+        try:
+            policy.name = name
+        except AttributeError:
+            pass
+    return policy
+
+
+def parse_policy_args(items: Sequence[str]) -> dict[str, Any]:
+    """``["k=v", ...]`` -> dict, values parsed as YAML scalars (numbers, booleans, lists)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--policy-arg {item!r}: expected key=value")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out
+
+
+# Built-in policies (imported lazily).
+register_policy("fcfs", "baselines.fcfs:FCFS",
+                "strict arrival order, head-of-line blocking, first fit, no preemption")
+register_policy("fcfs-consolidated", "baselines.fcfs:FCFSConsolidated",
+                "FCFS that waits for the most consolidated placement the job can have")
+register_policy("random", "baselines.random_policy:RandomPlacement",
+                "FCFS order, random feasible GPUs")
+register_policy("ideal", "baselines.ideal:IdealBound",
+                "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",
+                bound=True)

@@ -1,0 +1,55 @@
+"""Actions a scheduler returns; the engine validates and applies them in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start (or resume) a waiting job on exactly ``gpus`` (one per GPU of its demand)."""
+
+    job: int
+    gpus: tuple[int, ...]
+    time_shift_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop a running job, release its GPUs and put it back in the wait queue."""
+
+    job: int
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move a running job to other GPUs (same count); pays checkpoint + restore."""
+
+    job: int
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """Give a running job a different set (and count) of GPUs; pays a restart."""
+
+    job: int
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimeShift:
+    """Rotate a running job's communication phases by ``shift_s`` (Cassini 4.3)."""
+
+    job: int
+    shift_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class WakeUp:
+    """Ask to be called again at simulated time ``at_s`` (a delay timer expiring)."""
+
+    at_s: float
+
+
+Action = Start | Preempt | Migrate | Resize | SetTimeShift | WakeUp

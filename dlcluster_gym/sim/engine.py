@@ -1,0 +1,417 @@
+"""Discrete-event engine: jobs arrive, a policy places them, they progress until they finish.
+
+Events sit on a heap of ``(time, priority, seq, kind, job, version)``; ``seq`` comes from a
+counter so ties are FIFO and runs are deterministic. All events at one instant are applied
+first, then the policy is called once with the triggers of that instant. Between events a
+running job progresses at ``1 / iteration_time``, with iteration time = compute per iteration
++ exposed communication for its placement (``perf.network``). A job's completion event
+carries the job's version; any change to its speed bumps the version, so stale completions
+are skipped (lazy invalidation).
+
+Overheads (scenario ``overheads``): a preempted job pays checkpoint + restore when it next
+starts, a migrated job pays checkpoint + restore on its new GPUs, a resized job pays a
+restart. During an overhead the job holds its GPUs but makes no progress.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.config import ScenarioConfig
+from dlcluster_gym.errors import ConfigError, InvalidActionError
+from dlcluster_gym.perf.network import comm_overhead
+from dlcluster_gym.sim.actions import Migrate, Preempt, Resize, SetTimeShift, Start, WakeUp
+from dlcluster_gym.sim.results import Results, build_results
+from dlcluster_gym.sim.view import ClusterView, Trigger
+from dlcluster_gym.workload.job import Job
+from dlcluster_gym.workload.models import get_model
+
+# Event kinds, in the order they are applied at one instant.
+FINISH, ARRIVAL, WAKEUP, ROUND = 0, 1, 2, 3
+_KIND_NAMES = {FINISH: "finish", ARRIVAL: "arrival", WAKEUP: "wakeup", ROUND: "round"}
+
+# Job status codes.
+PENDING, WAITING, RUNNING, DONE, DROPPED = 0, 1, 2, 3, 4
+
+
+class Engine:
+    """One simulation run of ``jobs`` on ``cluster`` under ``policy``."""
+
+    def __init__(
+        self,
+        scenario: ScenarioConfig,
+        cluster: Cluster,
+        jobs: Sequence[Job],
+        policy: Any,
+        rng: np.random.Generator,
+        *,
+        record_events: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.cluster = cluster
+        self.jobs = list(jobs)
+        self.policy = policy
+        self.policy_name = getattr(policy, "name", type(policy).__name__)
+        self.rng = rng
+        self.overheads = scenario.overheads
+        self._progress = progress
+        n = len(self.jobs)
+        for i, j in enumerate(self.jobs):
+            if j.job_id != i:
+                raise ConfigError(f"job ids must be 0..{n - 1} in order; job at {i} has id "
+                                  f"{j.job_id}")
+        self.now = 0.0
+        # Cluster state.
+        self.free_mask = np.ones(cluster.num_gpus, dtype=bool)
+        self.gpu_owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
+        self.free_per_machine = cluster.machine_num_gpus.copy()
+        self.free_per_rack = cluster.rack_num_gpus.copy()
+        # Job state (numpy arrays indexed by job id).
+        self.status = np.zeros(n, dtype=np.int8)
+        self.iterations = np.array([j.iterations for j in self.jobs], dtype=np.float64)
+        self.done_iters = np.zeros(n)
+        self.iter_time = np.full(n, np.nan)
+        self.comm_per_iter = np.zeros(n)
+        self.compute_per_iter = np.array([j.compute_s for j in self.jobs], dtype=np.float64)
+        self.last_update = np.zeros(n)
+        self.resume_at = np.zeros(n)  # progress starts here (after an overhead)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.first_start = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.last_start = np.full(n, np.nan)
+        self.wait_since = np.array([j.arrival_s for j in self.jobs], dtype=np.float64)
+        self.run_s = np.zeros(n)  # time holding GPUs (overheads included)
+        self.overhead_s = np.zeros(n)
+        self.comm_s = np.zeros(n)
+        self.compute_s = np.zeros(n)
+        self.attained = np.zeros(n)  # GPU-seconds of service (Tiresias 2D-LAS)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.migrations = np.zeros(n, dtype=np.int64)
+        self.resizes = np.zeros(n, dtype=np.int64)
+        self.tiers_used = np.zeros(n, dtype=np.int8)  # bitmask over Tier values
+        self.pending_overhead = np.zeros(n)  # charged at the next start (after preemption)
+        self.time_shift = np.zeros(n)
+        self.job_gpus: dict[int, np.ndarray] = {}
+        self.waiting: dict[int, None] = {}
+        self.running: dict[int, None] = {}
+        self._profiles = {name: get_model(name) for name in {j.model for j in self.jobs}}
+        # Events.
+        self._heap: list[tuple[float, int, int, int, int, int]] = []
+        self._seq = itertools.count()
+        self.sim_events = 0
+        self.pending_triggers: list[Trigger] = []
+        self._wakeups: set[float] = set()
+        self.event_log: list[dict[str, Any]] | None = [] if record_events else None
+        # Time series (one point per decision instant).
+        self._ts_t: list[float] = []
+        self._ts_busy: list[int] = []
+        self._ts_wait: list[int] = []
+        self._ts_run: list[int] = []
+        self.dropped: list[int] = []
+        self._admit()
+
+    # ------------------------------------------------------------------ setup
+    def _admit(self) -> None:
+        cap = self.cluster.num_gpus
+        for j in self.jobs:
+            if j.num_gpus > cap:
+                if self.scenario.oversize_jobs == "reject":
+                    raise ConfigError(
+                        f"scenario {self.scenario.name}: job {j.name or j.job_id} demands "
+                        f"{j.num_gpus} GPUs but cluster {self.cluster.name} has {cap}; set "
+                        "oversize_jobs: drop to drop such jobs with a warning"
+                    )
+                self.status[j.job_id] = DROPPED
+                self.dropped.append(j.job_id)
+                continue
+            self._push(j.arrival_s, ARRIVAL, j.job_id)
+        if self.dropped:
+            warnings.warn(
+                f"{len(self.dropped)} job(s) demand more than the cluster's {cap} GPUs and were "
+                "dropped", stacklevel=3,
+            )
+        period = self.scenario.round_period_s
+        if period:
+            self._push(0.0, ROUND, -1)
+
+    def _push(self, t: float, kind: int, job: int, version: int = 0) -> None:
+        heapq.heappush(self._heap, (float(t), kind, next(self._seq), kind, job, version))
+
+    def _log(self, event: str, job: int = -1, **extra: Any) -> None:
+        if self.event_log is not None:
+            rec: dict[str, Any] = {"t": self.now, "event": event}
+            if job >= 0:
+                rec["job"] = job
+            rec.update(extra)
+            self.event_log.append(rec)
+
+    # ------------------------------------------------------------------ speed model
+    def comm_fraction(self, job: int, gpus: np.ndarray) -> float:
+        """Exposed communication per iteration as a fraction of compute, for a placement."""
+        if gpus.size <= 1:
+            return 0.0
+        shape = self.cluster.placement_shape(gpus)
+        group = int(self.cluster.machine_group[self.cluster.gpu_machine[gpus[0]]])
+        links = self.cluster.links_for_group(group)
+        return comm_overhead(self._profiles[self.jobs[job].model], shape, links)
+
+    def _set_speed(self, job: int) -> None:
+        gpus = self.job_gpus[job]
+        spec = self.jobs[job]
+        compute = spec.compute_s * spec.num_gpus / gpus.size  # data parallel: fixed global batch
+        self.compute_per_iter[job] = compute
+        self.comm_per_iter[job] = self.comm_fraction(job, gpus) * compute
+        self.iter_time[job] = compute + self.comm_per_iter[job]
+        self.version[job] += 1
+        start = max(self.now, self.resume_at[job])
+        remaining = max(self.iterations[job] - self.done_iters[job], 0.0)
+        self._push(start + remaining * self.iter_time[job], FINISH, job, int(self.version[job]))
+
+    def _advance(self, job: int) -> None:
+        """Bring a running job's counters up to ``now``."""
+        t0 = self.last_update[job]
+        dt = self.now - t0
+        if dt <= 0:
+            return
+        self.run_s[job] += dt
+        self.attained[job] += dt * self.job_gpus[job].size
+        busy_from = max(t0, self.resume_at[job])
+        if self.now > busy_from:
+            iters = (self.now - busy_from) / self.iter_time[job]
+            iters = min(iters, self.iterations[job] - self.done_iters[job])
+            self.done_iters[job] += iters
+            self.comm_s[job] += iters * self.comm_per_iter[job]
+            self.compute_s[job] += iters * self.compute_per_iter[job]
+            self.overhead_s[job] += max(0.0, busy_from - t0)
+        else:
+            self.overhead_s[job] += dt
+        self.last_update[job] = self.now
+
+    def done_iters_now(self, job: int) -> float:
+        """Iterations done as of ``now`` (without mutating state)."""
+        if self.status[job] != RUNNING:
+            return float(self.done_iters[job])
+        busy_from = max(self.last_update[job], self.resume_at[job])
+        extra = max(0.0, self.now - busy_from) / self.iter_time[job]
+        return float(min(self.done_iters[job] + extra, self.iterations[job]))
+
+    # ------------------------------------------------------------------ allocation
+    def _allocate(self, job: int, gpus: np.ndarray) -> None:
+        self.free_mask[gpus] = False
+        self.gpu_owner[gpus] = job
+        np.subtract.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
+        np.subtract.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
+        self.job_gpus[job] = gpus
+        self.tiers_used[job] |= 1 << int(self.cluster.placement_tier(gpus))
+
+    def _release(self, job: int) -> np.ndarray:
+        gpus = self.job_gpus.pop(job)
+        self.free_mask[gpus] = True
+        self.gpu_owner[gpus] = -1
+        np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
+        np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
+        return gpus
+
+    # ------------------------------------------------------------------ actions
+    def _bad(self, action: Any, msg: str) -> InvalidActionError:
+        return InvalidActionError(
+            f"policy {self.policy_name!r} at t={self.now:.3f}s: invalid {action!r}: {msg}"
+        )
+
+    def _check_gpus(self, action: Any, job: int, gpus: Sequence[int], own: int = -1) -> np.ndarray:
+        arr = np.asarray(gpus, dtype=np.int64).reshape(-1)
+        if arr.size == 0:
+            raise self._bad(action, f"job {job}: no GPUs given")
+        bad = arr[(arr < 0) | (arr >= self.cluster.num_gpus)]
+        if bad.size:
+            raise self._bad(action, f"job {job}: GPU {int(bad[0])} does not exist (cluster "
+                                    f"{self.cluster.name} has GPUs 0..{self.cluster.num_gpus - 1})")
+        uniq, counts = np.unique(arr, return_counts=True)
+        if (counts > 1).any():
+            raise self._bad(action, f"job {job}: GPU {int(uniq[counts > 1][0])} listed twice")
+        owners = self.gpu_owner[arr]
+        taken = arr[(owners >= 0) & (owners != own)]
+        if taken.size:
+            g = int(taken[0])
+            raise self._bad(action, f"job {job}: GPU {g} is already held by job "
+                                    f"{int(self.gpu_owner[g])}")
+        return arr
+
+    def _check_job(self, action: Any, job: int, status: int) -> None:
+        if not (isinstance(job, int | np.integer) and 0 <= job < len(self.jobs)):
+            raise self._bad(action, f"job {job!r} does not exist")
+        if self.status[job] != status:
+            names = {PENDING: "not yet arrived", WAITING: "waiting", RUNNING: "running",
+                     DONE: "finished", DROPPED: "dropped"}
+            raise self._bad(action, f"job {job} is {names[int(self.status[job])]}, expected "
+                                    f"{names[status]}")
+
+    def apply(self, actions: Sequence[Any]) -> None:
+        """Validate and apply actions in order (each sees the effect of the previous ones)."""
+        for a in actions:
+            if isinstance(a, Start):
+                self._check_job(a, a.job, WAITING)
+                gpus = self._check_gpus(a, a.job, a.gpus)
+                if gpus.size != self.jobs[a.job].num_gpus:
+                    raise self._bad(a, f"job {a.job} demands {self.jobs[a.job].num_gpus} GPUs, "
+                                       f"got {gpus.size}")
+                self._start(a.job, gpus, a.time_shift_s)
+            elif isinstance(a, Preempt):
+                self._check_job(a, a.job, RUNNING)
+                self._preempt(a.job)
+            elif isinstance(a, Migrate | Resize):
+                self._check_job(a, a.job, RUNNING)
+                gpus = self._check_gpus(a, a.job, a.gpus, own=a.job)
+                if isinstance(a, Migrate) and gpus.size != self.job_gpus[a.job].size:
+                    raise self._bad(a, f"job {a.job}: migration must keep "
+                                       f"{self.job_gpus[a.job].size} GPUs, got {gpus.size}")
+                self._move(a.job, gpus, isinstance(a, Resize))
+            elif isinstance(a, SetTimeShift):
+                self._check_job(a, a.job, RUNNING)
+                self.time_shift[a.job] = float(a.shift_s)
+            elif isinstance(a, WakeUp):
+                if not math.isfinite(a.at_s):
+                    raise self._bad(a, "wake-up time must be finite")
+                t = max(float(a.at_s), self.now)
+                if t not in self._wakeups:
+                    self._wakeups.add(t)
+                    self._push(t, WAKEUP, -1)
+            else:
+                raise self._bad(a, "not an action (Start, Preempt, Migrate, Resize, "
+                                   "SetTimeShift, WakeUp)")
+
+    def _start(self, job: int, gpus: np.ndarray, shift: float) -> None:
+        del self.waiting[job]
+        self.running[job] = None
+        self.status[job] = RUNNING
+        if math.isnan(self.first_start[job]):
+            self.first_start[job] = self.now
+        self.last_start[job] = self.now
+        self.last_update[job] = self.now
+        self.resume_at[job] = self.now + self.pending_overhead[job]
+        self.pending_overhead[job] = 0.0
+        self.time_shift[job] = shift
+        self._allocate(job, gpus)
+        self._set_speed(job)
+        self._log("start", job, gpus=gpus.tolist(), tier=self.cluster.placement_tier(gpus).label)
+
+    def _preempt(self, job: int) -> None:
+        self._advance(job)
+        self._release(job)
+        del self.running[job]
+        self.waiting[job] = None
+        self.status[job] = WAITING
+        self.version[job] += 1
+        self.preemptions[job] += 1
+        self.wait_since[job] = self.now
+        self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
+        self._log("preempt", job)
+
+    def _move(self, job: int, gpus: np.ndarray, resize: bool) -> None:
+        self._advance(job)
+        self._release(job)
+        self._allocate(job, gpus)
+        if resize:
+            self.resizes[job] += 1
+            cost = self.overheads.restart_s
+        else:
+            self.migrations[job] += 1
+            cost = self.overheads.checkpoint_s + self.overheads.restore_s
+        self.resume_at[job] = max(self.resume_at[job], self.now) + cost
+        self._set_speed(job)
+        self._log("resize" if resize else "migrate", job, gpus=gpus.tolist())
+
+    # ------------------------------------------------------------------ main loop
+    def _finish(self, job: int) -> None:
+        self._advance(job)
+        self.done_iters[job] = self.iterations[job]
+        self._release(job)
+        del self.running[job]
+        self.status[job] = DONE
+        self.finish[job] = self.now
+        self._log("finish", job)
+
+    def _record(self) -> None:
+        busy = self.cluster.num_gpus - int(self.free_per_rack.sum())
+        if self._ts_t and self._ts_t[-1] == self.now:
+            self._ts_busy[-1], self._ts_wait[-1], self._ts_run[-1] = (
+                busy, len(self.waiting), len(self.running))
+            return
+        self._ts_t.append(self.now)
+        self._ts_busy.append(busy)
+        self._ts_wait.append(len(self.waiting))
+        self._ts_run.append(len(self.running))
+
+    def run(self) -> Results:
+        """Run to the end and return the results."""
+        t_wall = time.perf_counter()
+        reset = getattr(self.policy, "reset", None)
+        view = ClusterView(self)
+        if reset is not None:
+            reset(view, self.rng)
+        heap = self._heap
+        n_total = len(self.jobs) - len(self.dropped)
+        n_done = 0
+        horizon = self.scenario.max_sim_time_s
+        period = self.scenario.round_period_s
+        while heap:
+            t = heap[0][0]
+            if t > horizon:
+                warnings.warn(f"stopped at the simulated-time horizon {horizon:.0f}s with "
+                              f"{n_total - n_done} job(s) unfinished", stacklevel=2)
+                break
+            self.now = t
+            self.pending_triggers = []
+            while heap and heap[0][0] == t:
+                _, _, _, kind, job, ver = heapq.heappop(heap)
+                if kind == FINISH:
+                    if ver != self.version[job] or self.status[job] != RUNNING:
+                        continue  # stale: the job's speed changed since this was queued
+                    self._finish(job)
+                    n_done += 1
+                elif kind == ARRIVAL:
+                    self.status[job] = WAITING
+                    self.waiting[job] = None
+                    self._log("arrival", job)
+                elif kind == WAKEUP:
+                    self._wakeups.discard(t)
+                elif kind == ROUND and period and n_done < n_total:
+                    self._push(t + period, ROUND, -1)
+                self.sim_events += 1
+                self.pending_triggers.append(Trigger(_KIND_NAMES[kind], job))
+            if not self.pending_triggers:
+                continue
+            self.apply(self.policy.schedule(view))
+            self._record()
+            if self._progress is not None:
+                self._progress(n_done, n_total)
+            if n_done == n_total:
+                break
+            if not self.running and not self._future_events():
+                break  # nothing can change any more: remaining jobs are reported unfinished
+        for job in list(self.running):
+            self._advance(job)
+        wall = time.perf_counter() - t_wall
+        return build_results(self, wall)
+
+    def _future_events(self) -> bool:
+        """Whether any arrival, finish or wake-up is still queued (rounds alone don't count)."""
+        return any(e[3] != ROUND for e in self._heap)
+
+    def timeseries(self) -> dict[str, np.ndarray]:
+        return {
+            "t": np.asarray(self._ts_t),
+            "busy_gpus": np.asarray(self._ts_busy, dtype=np.int64),
+            "waiting": np.asarray(self._ts_wait, dtype=np.int64),
+            "running": np.asarray(self._ts_run, dtype=np.int64),
+        }

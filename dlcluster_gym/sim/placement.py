@@ -1,0 +1,111 @@
+"""Placement search over a free-GPU mask: first fit, and most-consolidated by tier.
+
+All functions are pure: they take the cluster, a boolean free mask and per-machine free
+counts, and return GPU ids (int64 array) or None. GPU ids are numbered machine by machine and
+machines rack by rack, so "first fit over machines in index order" is the first free ids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster, Tier
+
+
+def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
+    """The ``n`` lowest-numbered free GPUs (first fit over machines in index order)."""
+    ids = np.flatnonzero(free_mask)
+    return ids[:n] if ids.size >= n else None
+
+
+def _take_from_machines(
+    cluster: Cluster, free_mask: np.ndarray, machines: np.ndarray, n: int
+) -> np.ndarray:
+    out: list[np.ndarray] = []
+    need = n
+    for m in machines.tolist():
+        gpus = cluster.machine_gpus(m)
+        free = gpus[free_mask[gpus]]
+        take = free[:need]
+        out.append(take)
+        need -= take.size
+        if need == 0:
+            break
+    return np.concatenate(out)
+
+
+def on_one_machine(
+    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray, n: int,
+    machines: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Best fit: the machine with the fewest free GPUs that still holds ``n`` (lowest id on ties)."""
+    fpm = free_per_machine if machines is None else free_per_machine[machines]
+    ok = np.flatnonzero(fpm >= n)
+    if ok.size == 0:
+        return None
+    best = ok[np.argmin(fpm[ok])]
+    m = int(best if machines is None else machines[best])
+    gpus = cluster.machine_gpus(m)
+    return gpus[free_mask[gpus]][:n]
+
+
+def on_one_rack(
+    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray, n: int,
+) -> np.ndarray | None:
+    """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
+    ok = np.flatnonzero(free_per_rack >= n)
+    if ok.size == 0:
+        return None
+    rack = int(ok[np.argmin(free_per_rack[ok])])
+    machines = cluster.rack_machines(rack)
+    order = machines[np.argsort(-free_per_machine[machines], kind="stable")]
+    return _take_from_machines(cluster, free_mask, order, n)
+
+
+def spread_packed(
+    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray, n: int,
+) -> np.ndarray | None:
+    """Any placement, as few racks and machines as greedy packing gives."""
+    if int(free_per_rack.sum()) < n:
+        return None
+    out: list[np.ndarray] = []
+    need = n
+    for rack in np.argsort(-free_per_rack, kind="stable").tolist():
+        if free_per_rack[rack] == 0:
+            break
+        machines = cluster.rack_machines(rack)
+        order = machines[np.argsort(-free_per_machine[machines], kind="stable")]
+        take = _take_from_machines(cluster, free_mask, order, min(need, int(free_per_rack[rack])))
+        out.append(take)
+        need -= take.size
+        if need == 0:
+            break
+    return np.concatenate(out)
+
+
+def consolidated(
+    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray, n: int, max_tier: Tier = Tier.NETWORK,
+) -> np.ndarray | None:
+    """The most consolidated placement available, no wider than ``max_tier``."""
+    gpus = on_one_machine(cluster, free_mask, free_per_machine, n)
+    if gpus is not None or max_tier == Tier.MACHINE:
+        return gpus
+    gpus = on_one_rack(cluster, free_mask, free_per_machine, free_per_rack, n)
+    if gpus is not None or max_tier == Tier.RACK:
+        return gpus
+    return spread_packed(cluster, free_mask, free_per_machine, free_per_rack, n)
+
+
+def at_tier(
+    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray, n: int, tier: Tier,
+) -> np.ndarray | None:
+    """A placement at exactly ``tier`` (None when ``n`` cannot be placed that way)."""
+    if tier == Tier.MACHINE:
+        return on_one_machine(cluster, free_mask, free_per_machine, n)
+    if tier == Tier.RACK:
+        return on_one_rack(cluster, free_mask, free_per_machine, free_per_rack, n)
+    return spread_packed(cluster, free_mask, free_per_machine, free_per_rack, n)

@@ -1,0 +1,159 @@
+"""Read-only view of the engine that schedulers see, and a scratch Plan for tentative moves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.sim import placement
+from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Start, WakeUp
+from dlcluster_gym.workload.job import Job
+
+if TYPE_CHECKING:
+    from dlcluster_gym.sim.engine import Engine
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """One thing that happened since the scheduler was last called."""
+
+    kind: str  # "arrival" | "finish" | "wakeup" | "round" | "start"
+    job: int = -1
+
+
+class ClusterView:
+    """What a policy may look at. Arrays are read-only views that track the engine's state."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._e = engine
+        self.cluster: Cluster = engine.cluster
+        self.jobs: tuple[Job, ...] = tuple(engine.jobs)
+        self.num_gpus = engine.cluster.num_gpus
+        self.scenario = engine.scenario
+        self.free_mask = _ro(engine.free_mask)
+        self.free_per_machine = _ro(engine.free_per_machine)
+        self.free_per_rack = _ro(engine.free_per_rack)
+        self.gpu_owner = _ro(engine.gpu_owner)
+        self.done_iters = _ro(engine.done_iters)
+        self.run_time_s = _ro(engine.run_s)
+        self.attained_service = _ro(engine.attained)
+        self.wait_since = _ro(engine.wait_since)
+        self.preemptions = _ro(engine.preemptions)
+        self.iter_time_s = _ro(engine.iter_time)
+
+    # ---------------------------------------------------------------- time and triggers
+    @property
+    def now(self) -> float:
+        return self._e.now
+
+    @property
+    def triggers(self) -> tuple[Trigger, ...]:
+        """What happened since the last call (arrivals, finishes, wake-ups, rounds)."""
+        return tuple(self._e.pending_triggers)
+
+    # ---------------------------------------------------------------- queues
+    def waiting(self) -> list[int]:
+        """Waiting job ids, in the order they entered the wait queue."""
+        return list(self._e.waiting)
+
+    def iter_waiting(self) -> Iterator[int]:
+        """Waiting job ids without copying (do not start jobs while iterating the engine)."""
+        return iter(self._e.waiting)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._e.waiting)
+
+    def running(self) -> list[int]:
+        """Running job ids, in the order they started."""
+        return list(self._e.running)
+
+    @property
+    def num_free(self) -> int:
+        return int(self._e.free_per_rack.sum())
+
+    def gpus_of(self, job: int) -> np.ndarray:
+        """GPU ids held by a running job (empty if not running)."""
+        g = self._e.job_gpus.get(job)
+        return _ro(g) if g is not None else np.empty(0, dtype=np.int64)
+
+    def is_running(self, job: int) -> bool:
+        return job in self._e.running
+
+    def progress(self, job: int) -> float:
+        """Fraction of the job's iterations completed."""
+        return float(self._e.done_iters_now(job) / self.jobs[job].iterations)
+
+    def tier_of(self, job: int) -> Tier | None:
+        """Consolidation tier of a running job's placement."""
+        g = self._e.job_gpus.get(job)
+        return None if g is None else self.cluster.placement_tier(g)
+
+    def comm_overhead_for(self, job: int, gpus: np.ndarray | tuple[int, ...]) -> float:
+        """Predicted exposed-communication fraction of ``job`` on ``gpus`` (no contention)."""
+        return self._e.comm_fraction(job, np.asarray(gpus, dtype=np.int64))
+
+    def plan(self) -> Plan:
+        """A scratch copy of the free-GPU state for composing several actions."""
+        return Plan(self)
+
+
+class Plan:
+    """Tentative allocation state: find placements, take them, and collect the actions."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.cluster = view.cluster
+        self.free_mask = view.free_mask.copy()
+        self.free_per_machine = view.free_per_machine.copy()
+        self.free_per_rack = view.free_per_rack.copy()
+        self.actions: list[Action] = []
+
+    @property
+    def num_free(self) -> int:
+        return int(self.free_per_rack.sum())
+
+    def _mark(self, gpus: np.ndarray, free: bool) -> None:
+        self.free_mask[gpus] = free
+        d = 1 if free else -1
+        np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
+        np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
+
+    def first_fit(self, n: int) -> np.ndarray | None:
+        return placement.first_fit(self.free_mask, n)
+
+    def find(self, n: int, tier: Tier | None = None, max_tier: Tier = Tier.NETWORK
+             ) -> np.ndarray | None:
+        """Placement at exactly ``tier``, or the most consolidated up to ``max_tier``."""
+        args = (self.cluster, self.free_mask, self.free_per_machine, self.free_per_rack, n)
+        if tier is not None:
+            return placement.at_tier(*args, tier)
+        return placement.consolidated(*args, max_tier)
+
+    def start(self, job: int, gpus: np.ndarray, time_shift_s: float = 0.0) -> None:
+        gpus = np.asarray(gpus, dtype=np.int64)
+        self._mark(gpus, False)
+        self.actions.append(Start(job, tuple(gpus.tolist()), time_shift_s))
+
+    def preempt(self, job: int) -> None:
+        self._mark(self.view.gpus_of(job), True)
+        self.actions.append(Preempt(job))
+
+    def migrate(self, job: int, gpus: np.ndarray) -> None:
+        gpus = np.asarray(gpus, dtype=np.int64)
+        self._mark(self.view.gpus_of(job), True)
+        self._mark(gpus, False)
+        self.actions.append(Migrate(job, tuple(gpus.tolist())))
+
+    def wake_up(self, at_s: float) -> None:
+        self.actions.append(WakeUp(at_s))
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
