@@ -15,7 +15,8 @@ class IdealBound:
     """Every job alone on a dedicated cluster: computed, never scheduled through the engine."""
 
     name = "ideal"
-    params: dict = {}
+    def __init__(self) -> None:
+        self.params: dict = {}
 
     def bound(self, scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job]) -> Results:
         return ideal_results(scenario, cluster, jobs)

@@ -22,7 +22,8 @@ def rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
 
 
 def prepare(
-    scenario: str | Path | dict | ScenarioConfig, seed: int | None = None,
+    scenario: str | Path | dict | ScenarioConfig,
+    seed: int | None = None,
     traces_dir: str | Path | None = None,
 ) -> tuple[ScenarioConfig, Cluster, list, np.random.Generator]:
     """Load the scenario, build cluster and jobs; returns the policy's generator too."""
@@ -61,8 +62,9 @@ def simulate(
             return res
     else:
         obj = policy
-    engine = Engine(cfg, cluster, jobs, obj, pol_rng, record_events=record_events,
-                    progress=progress)
+    engine = Engine(
+        cfg, cluster, jobs, obj, pol_rng, record_events=record_events, progress=progress
+    )
     res = engine.run()
     res.summary["wall_s"] = time.perf_counter() - t0
     return res

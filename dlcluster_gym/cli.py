@@ -14,10 +14,27 @@ import click
 from dlcluster_gym.errors import DLClusterError
 
 SUMMARY_ORDER = (
-    "makespan_s", "avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s",
-    "p95_queue_s", "p99_queue_s", "avg_comm_s", "avg_comm_overhead", "gpu_utilization",
-    "throughput_jobs_per_h", "jobs_total", "jobs_completed", "jobs_unfinished", "jobs_dropped",
-    "preemptions", "migrations", "resizes", "sim_events", "wall_s",
+    "makespan_s",
+    "avg_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "p95_queue_s",
+    "p99_queue_s",
+    "avg_comm_s",
+    "avg_comm_overhead",
+    "gpu_utilization",
+    "throughput_jobs_per_h",
+    "jobs_total",
+    "jobs_completed",
+    "jobs_unfinished",
+    "jobs_dropped",
+    "preemptions",
+    "migrations",
+    "resizes",
+    "sim_events",
+    "wall_s",
 )
 
 
@@ -26,8 +43,9 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
-def _warn_to_stderr(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
-                    line: Any = None) -> None:
+def _warn_to_stderr(
+    message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
@@ -63,8 +81,14 @@ def _progress_bar(enabled: bool, total_hint: str) -> tuple[Any, Any]:
         return None, None
     from tqdm import tqdm
 
-    bar = tqdm(total=None, unit="job", desc=total_hint, file=sys.stderr, mininterval=0.5,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=None,
+        unit="job",
+        desc=total_hint,
+        file=sys.stderr,
+        mininterval=0.5,
+        dynamic_ncols=True,
+    )
     state = {"done": -1}
 
     def update(done: int, total: int) -> None:
@@ -79,23 +103,53 @@ def _progress_bar(enabled: bool, total_hint: str) -> tuple[Any, Any]:
 
 @main.command()
 @click.option("--scenario", required=True, help="Preset name (dlcluster list scenarios) or YAML.")
-@click.option("--policy", default="fcfs", show_default=True,
-              help="Registered name (dlcluster list policies) or package.module:Class.")
-@click.option("--policy-arg", "policy_args", multiple=True, metavar="KEY=VALUE",
-              help="Policy parameter (repeatable).")
+@click.option(
+    "--policy",
+    default="fcfs",
+    show_default=True,
+    help="Registered name (dlcluster list policies) or package.module:Class.",
+)
+@click.option(
+    "--policy-arg",
+    "policy_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Policy parameter (repeatable).",
+)
 @click.option("--seed", type=int, default=None, help="Overrides the scenario's seed.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory for metrics.json, results.json, jobs.csv, timeseries.csv.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
-@click.option("--events", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the event log here (one JSON object per line).")
-@click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for metrics.json, results.json, jobs.csv, timeseries.csv.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the event log here (one JSON object per line).",
+)
+@click.option(
+    "--traces-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def simulate(scenario: str, policy: str, policy_args: tuple[str, ...], seed: int | None,
-             out: Path | None, fmt: str, events: Path | None, traces_dir: Path | None,
-             quiet: bool) -> None:
+def simulate(
+    scenario: str,
+    policy: str,
+    policy_args: tuple[str, ...],
+    seed: int | None,
+    out: Path | None,
+    fmt: str,
+    events: Path | None,
+    traces_dir: Path | None,
+    quiet: bool,
+) -> None:
     """Run one policy on one scenario and print its summary."""
     from dlcluster_gym.api import simulate as run
     from dlcluster_gym.scheduler import parse_policy_args
@@ -104,8 +158,15 @@ def simulate(scenario: str, policy: str, policy_args: tuple[str, ...], seed: int
     params = parse_policy_args(policy_args)
     bar, update = _progress_bar(not quiet and sys.stderr.isatty(), f"{policy} on {scenario}")
     try:
-        res = run(scenario, policy, seed, policy_params=params, traces_dir=traces_dir,
-                  record_events=events is not None, progress=update)
+        res = run(
+            scenario,
+            policy,
+            seed,
+            policy_params=params,
+            traces_dir=traces_dir,
+            record_events=events is not None,
+            progress=update,
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -144,9 +205,14 @@ def list_cmd(what: str) -> None:
     elif what == "models":
         from dlcluster_gym.workload.models import MODEL_ZOO
 
-        rows = [(n, f"{p.family}, {p.params_m:g}M params, {p.skew} skew, {p.parallelism} "
-                    f"parallel, {p.compute_s * 1e3:g} ms/iter compute")
-                for n, p in sorted(MODEL_ZOO.items())]
+        rows = [
+            (
+                n,
+                f"{p.family}, {p.params_m:g}M params, {p.skew} skew, {p.parallelism} "
+                f"parallel, {p.compute_s * 1e3:g} ms/iter compute",
+            )
+            for n, p in sorted(MODEL_ZOO.items())
+        ]
     else:
         from dlcluster_gym.config import list_presets
 
@@ -157,10 +223,14 @@ def list_cmd(what: str) -> None:
 
 
 @main.command()
-@click.option("--overheads", is_flag=True,
-              help="Communication overhead (% of compute) at Dally's reference placements.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+@click.option(
+    "--overheads",
+    is_flag=True,
+    help="Communication overhead (% of compute) at Dally's reference placements.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def models(overheads: bool, fmt: str) -> None:
     """The model zoo; with --overheads, Dally Table 1 as our network model computes it."""
     from dlcluster_gym.perf.network import DALLY_TABLE1, table1_overheads
@@ -168,15 +238,24 @@ def models(overheads: bool, fmt: str) -> None:
     if not overheads:
         from dlcluster_gym.workload.models import MODEL_ZOO
 
-        data: Any = {n: {"params_m": p.params_m, "skew": p.skew, "parallelism": p.parallelism,
-                         "compute_s": p.compute_s, "source": p.source}
-                     for n, p in sorted(MODEL_ZOO.items())}
+        data: Any = {
+            n: {
+                "params_m": p.params_m,
+                "skew": p.skew,
+                "parallelism": p.parallelism,
+                "compute_s": p.compute_s,
+                "source": p.source,
+            }
+            for n, p in sorted(MODEL_ZOO.items())
+        }
         if fmt == "json":
             click.echo(json.dumps(data))
         else:
             for n, d in data.items():
-                click.echo(f"{n:<16} {d['params_m']:>9g}M  {d['skew']:<4} {d['parallelism']:<5} "
-                           f"{d['compute_s'] * 1e3:8.1f} ms  {d['source']}")
+                click.echo(
+                    f"{n:<16} {d['params_m']:>9g}M  {d['skew']:<4} {d['parallelism']:<5} "
+                    f"{d['compute_s'] * 1e3:8.1f} ms  {d['source']}"
+                )
         return
     table = table1_overheads()
     if fmt == "json":

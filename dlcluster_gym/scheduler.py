@@ -9,8 +9,11 @@ A policy is any object with ``schedule(view) -> list[Action]`` (and optionally
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -72,19 +75,32 @@ def policies() -> dict[str, PolicySpec]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def _import_module(module: str) -> Any:
+    """Import ``module``; like ``python -m``, the current directory is searched too."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        cwd = os.getcwd()
+        if cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(module)
+
+
 def _import(target: str) -> Any:
     module, _, attr = target.partition(":")
     if not module or not attr:
         raise ConfigError(f"policy import path {target!r} must look like 'package.module:Name'")
     try:
-        mod = importlib.import_module(module)
+        mod = _import_module(module)
     except ImportError as exc:
         raise ConfigError(f"policy {target!r}: cannot import module {module!r}: {exc}") from None
     try:
         return getattr(mod, attr)
     except AttributeError:
-        raise ConfigError(f"policy {target!r}: module {module!r} has no attribute {attr!r}") \
-            from None
+        raise ConfigError(
+            f"policy {target!r}: module {module!r} has no attribute {attr!r}"
+        ) from None
 
 
 def resolve_policy(name: str) -> tuple[Any, PolicySpec]:
@@ -121,10 +137,8 @@ def make_policy(name: str, **params: Any) -> Any:
     if not hasattr(policy, "schedule") and not spec.bound:
         raise ConfigError(f"policy {name!r} ({spec.target}) has no schedule(view) method")
     if not getattr(policy, "name", None) or policy.name == "base":
-        try:
+        with contextlib.suppress(AttributeError):
             policy.name = name
-        except AttributeError:
-            pass
     return policy
 
 
@@ -145,12 +159,22 @@ def parse_policy_args(items: Sequence[str]) -> dict[str, Any]:
 
 
 # Built-in policies (imported lazily).
-register_policy("fcfs", "baselines.fcfs:FCFS",
-                "strict arrival order, head-of-line blocking, first fit, no preemption")
-register_policy("fcfs-consolidated", "baselines.fcfs:FCFSConsolidated",
-                "FCFS that waits for the most consolidated placement the job can have")
-register_policy("random", "baselines.random_policy:RandomPlacement",
-                "FCFS order, random feasible GPUs")
-register_policy("ideal", "baselines.ideal:IdealBound",
-                "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",
-                bound=True)
+register_policy(
+    "fcfs",
+    "baselines.fcfs:FCFS",
+    "strict arrival order, head-of-line blocking, first fit, no preemption",
+)
+register_policy(
+    "fcfs-consolidated",
+    "baselines.fcfs:FCFSConsolidated",
+    "FCFS that waits for the most consolidated placement the job can have",
+)
+register_policy(
+    "random", "baselines.random_policy:RandomPlacement", "FCFS order, random feasible GPUs"
+)
+register_policy(
+    "ideal",
+    "baselines.ideal:IdealBound",
+    "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",
+    bound=True,
+)

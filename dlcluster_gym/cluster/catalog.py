@@ -65,10 +65,18 @@ INTERCONNECTS: dict[str, Interconnect] = {
         # Dally 3.3 / 5.1.2: NVSwitch inside a machine, NVIDIA Quantum InfiniBand in a rack,
         # NVIDIA Spectrum Ethernet between racks.
         _ic("nvswitch", 900, 1.0, "NVSwitch inside a machine, 900 Gb/s (Dally 3.3)"),
-        _ic("ib-quantum", 400, 2.0, "NVIDIA Quantum InfiniBand, 400 Gb/s per port, GPU RDMA "
-            "(Dally 3.3)"),
-        _ic("spectrum-eth", 800, 10.0, "NVIDIA Spectrum Ethernet, 800 Gb/s per port, higher "
-            "latency (Dally 3.3)"),
+        _ic(
+            "ib-quantum",
+            400,
+            2.0,
+            "NVIDIA Quantum InfiniBand, 400 Gb/s per port, GPU RDMA (Dally 3.3)",
+        ),
+        _ic(
+            "spectrum-eth",
+            800,
+            10.0,
+            "NVIDIA Spectrum Ethernet, 800 Gb/s per port, higher latency (Dally 3.3)",
+        ),
         # Other papers' clusters.
         _ic("nvlink", 1200, 1.0, "NVLink 2.0 (V100), 150 GB/s per direction"),
         _ic("pcie", 128, 5.0, "PCIe 3.0 x16, 16 GB/s"),

@@ -64,8 +64,9 @@ class Cluster:
         self.num_racks = rack
         self.rack_first_machine = np.searchsorted(self.machine_rack, np.arange(rack))
         self.rack_num_machines = np.bincount(self.machine_rack, minlength=rack)
-        self.rack_num_gpus = np.bincount(self.machine_rack, weights=self.machine_num_gpus,
-                                         minlength=rack).astype(np.int64)
+        self.rack_num_gpus = np.bincount(
+            self.machine_rack, weights=self.machine_num_gpus, minlength=rack
+        ).astype(np.int64)
         self.group_names = tuple(g.name for g in self.config.groups)
         self.machine_gpu_type = tuple(self.config.groups[g].gpu_type for g in machine_group)
         tiers = self.config.tiers
@@ -99,7 +100,9 @@ class Cluster:
         """Raise IndexError naming the first GPU id that does not exist."""
         for g in gpus:
             if not 0 <= int(g) < self.num_gpus:
-                raise IndexError(f"GPU {g} does not exist (cluster has GPUs 0..{self.num_gpus - 1})")
+                raise IndexError(
+                    f"GPU {g} does not exist (cluster has GPUs 0..{self.num_gpus - 1})"
+                )
 
     def placement_tier(self, gpus: Sequence[int] | np.ndarray) -> Tier:
         """The widest tier a set of GPUs spans."""
@@ -135,17 +138,26 @@ class Cluster:
         for r in range(self.num_racks):
             g.add_node(("tor", r), kind="tor")
             up = sum(self.machine_uplink_Bps(int(m)) for m in self.rack_machines(r))
-            g.add_edge(("tor", r), ("spine", 0),
-                       capacity_Bps=up / cfg.rack_uplink_oversubscription, tier="network")
+            g.add_edge(
+                ("tor", r),
+                ("spine", 0),
+                capacity_Bps=up / cfg.rack_uplink_oversubscription,
+                tier="network",
+            )
         for m in range(self.num_machines):
             g.add_node(("machine", m), kind="machine", group=int(self.machine_group[m]))
-            g.add_edge(("machine", m), ("tor", int(self.machine_rack[m])),
-                       capacity_Bps=self.machine_uplink_Bps(m), tier="rack")
+            g.add_edge(
+                ("machine", m),
+                ("tor", int(self.machine_rack[m])),
+                capacity_Bps=self.machine_uplink_Bps(m),
+                tier="rack",
+            )
             link = self.group_machine_link[int(self.machine_group[m])]
             for gpu in self.machine_gpus(m).tolist():
                 g.add_node(("gpu", gpu), kind="gpu")
-                g.add_edge(("gpu", gpu), ("machine", m), capacity_Bps=link.bandwidth_Bps,
-                           tier="machine")
+                g.add_edge(
+                    ("gpu", gpu), ("machine", m), capacity_Bps=link.bandwidth_Bps, tier="machine"
+                )
         return g
 
     def machine_uplink_Bps(self, machine: int) -> float:
@@ -160,5 +172,7 @@ class Cluster:
             f"{g.racks}x{g.machines_per_rack}x{g.gpus_per_machine} {g.gpu_type}"
             for g in self.config.groups
         )
-        return (f"{self.name}: {self.num_gpus} GPUs in {self.num_machines} machines, "
-                f"{self.num_racks} racks ({groups})")
+        return (
+            f"{self.name}: {self.num_gpus} GPUs in {self.num_machines} machines, "
+            f"{self.num_racks} racks ({groups})"
+        )

@@ -32,8 +32,9 @@ def isolated_run(cluster: Cluster, job: Job) -> tuple[float, float, int]:
     frac = 0.0
     if gpus.size > 1:
         group = int(cluster.machine_group[cluster.gpu_machine[gpus[0]]])
-        frac = comm_overhead(get_model(job.model), cluster.placement_shape(gpus),
-                             cluster.links_for_group(group))
+        frac = comm_overhead(
+            get_model(job.model), cluster.placement_shape(gpus), cluster.links_for_group(group)
+        )
     compute = job.iterations * job.compute_s
     return compute * (1.0 + frac), compute * frac, int(cluster.placement_tier(gpus))
 
@@ -51,9 +52,17 @@ def ideal_results(scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job
     finish = arrival + run
     summary = summarize(arrival, finish, run, comm, compute, gpus, cluster.num_gpus)
     summary["gpu_utilization"] = float("nan")
-    summary.update(jobs_total=len(fits), jobs_completed=len(fits), jobs_unfinished=0,
-                   jobs_dropped=dropped, preemptions=0, migrations=0, resizes=0, sim_events=0,
-                   wall_s=0.0)
+    summary.update(
+        jobs_total=len(fits),
+        jobs_completed=len(fits),
+        jobs_unfinished=0,
+        jobs_dropped=dropped,
+        preemptions=0,
+        migrations=0,
+        resizes=0,
+        sim_events=0,
+        wall_s=0.0,
+    )
     zeros = np.zeros(len(fits), dtype=np.int64)
     job_cols = {
         "job_id": np.array([j.job_id for j in fits]),
@@ -77,9 +86,18 @@ def ideal_results(scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job
         "status": np.array(["finished"] * len(fits)),
     }
     return Results(
-        scenario=scenario.name, policy="ideal", seed=scenario.seed, version=_version(),
-        summary=summary, jobs=job_cols,
-        timeseries={"t": np.zeros(0), "busy_gpus": np.zeros(0, dtype=np.int64),
-                    "waiting": np.zeros(0, dtype=np.int64), "running": np.zeros(0, dtype=np.int64)},
-        scenario_config=scenario.model_dump(mode="json"), is_bound=True,
+        scenario=scenario.name,
+        policy="ideal",
+        seed=scenario.seed,
+        version=_version(),
+        summary=summary,
+        jobs=job_cols,
+        timeseries={
+            "t": np.zeros(0),
+            "busy_gpus": np.zeros(0, dtype=np.int64),
+            "waiting": np.zeros(0, dtype=np.int64),
+            "running": np.zeros(0, dtype=np.int64),
+        },
+        scenario_config=scenario.model_dump(mode="json"),
+        is_bound=True,
     )

@@ -68,8 +68,9 @@ class Engine:
         n = len(self.jobs)
         for i, j in enumerate(self.jobs):
             if j.job_id != i:
-                raise ConfigError(f"job ids must be 0..{n - 1} in order; job at {i} has id "
-                                  f"{j.job_id}")
+                raise ConfigError(
+                    f"job ids must be 0..{n - 1} in order; job at {i} has id {j.job_id}"
+                )
         self.now = 0.0
         # Cluster state.
         self.free_mask = np.ones(cluster.num_gpus, dtype=bool)
@@ -138,7 +139,8 @@ class Engine:
         if self.dropped:
             warnings.warn(
                 f"{len(self.dropped)} job(s) demand more than the cluster's {cap} GPUs and were "
-                "dropped", stacklevel=3,
+                "dropped",
+                stacklevel=3,
             )
         period = self.scenario.round_period_s
         if period:
@@ -234,8 +236,11 @@ class Engine:
             raise self._bad(action, f"job {job}: no GPUs given")
         bad = arr[(arr < 0) | (arr >= self.cluster.num_gpus)]
         if bad.size:
-            raise self._bad(action, f"job {job}: GPU {int(bad[0])} does not exist (cluster "
-                                    f"{self.cluster.name} has GPUs 0..{self.cluster.num_gpus - 1})")
+            raise self._bad(
+                action,
+                f"job {job}: GPU {int(bad[0])} does not exist (cluster "
+                f"{self.cluster.name} has GPUs 0..{self.cluster.num_gpus - 1})",
+            )
         uniq, counts = np.unique(arr, return_counts=True)
         if (counts > 1).any():
             raise self._bad(action, f"job {job}: GPU {int(uniq[counts > 1][0])} listed twice")
@@ -243,18 +248,25 @@ class Engine:
         taken = arr[(owners >= 0) & (owners != own)]
         if taken.size:
             g = int(taken[0])
-            raise self._bad(action, f"job {job}: GPU {g} is already held by job "
-                                    f"{int(self.gpu_owner[g])}")
+            raise self._bad(
+                action, f"job {job}: GPU {g} is already held by job {int(self.gpu_owner[g])}"
+            )
         return arr
 
     def _check_job(self, action: Any, job: int, status: int) -> None:
         if not (isinstance(job, int | np.integer) and 0 <= job < len(self.jobs)):
             raise self._bad(action, f"job {job!r} does not exist")
         if self.status[job] != status:
-            names = {PENDING: "not yet arrived", WAITING: "waiting", RUNNING: "running",
-                     DONE: "finished", DROPPED: "dropped"}
-            raise self._bad(action, f"job {job} is {names[int(self.status[job])]}, expected "
-                                    f"{names[status]}")
+            names = {
+                PENDING: "not yet arrived",
+                WAITING: "waiting",
+                RUNNING: "running",
+                DONE: "finished",
+                DROPPED: "dropped",
+            }
+            raise self._bad(
+                action, f"job {job} is {names[int(self.status[job])]}, expected {names[status]}"
+            )
 
     def apply(self, actions: Sequence[Any]) -> None:
         """Validate and apply actions in order (each sees the effect of the previous ones)."""
@@ -263,8 +275,9 @@ class Engine:
                 self._check_job(a, a.job, WAITING)
                 gpus = self._check_gpus(a, a.job, a.gpus)
                 if gpus.size != self.jobs[a.job].num_gpus:
-                    raise self._bad(a, f"job {a.job} demands {self.jobs[a.job].num_gpus} GPUs, "
-                                       f"got {gpus.size}")
+                    raise self._bad(
+                        a, f"job {a.job} demands {self.jobs[a.job].num_gpus} GPUs, got {gpus.size}"
+                    )
                 self._start(a.job, gpus, a.time_shift_s)
             elif isinstance(a, Preempt):
                 self._check_job(a, a.job, RUNNING)
@@ -273,8 +286,11 @@ class Engine:
                 self._check_job(a, a.job, RUNNING)
                 gpus = self._check_gpus(a, a.job, a.gpus, own=a.job)
                 if isinstance(a, Migrate) and gpus.size != self.job_gpus[a.job].size:
-                    raise self._bad(a, f"job {a.job}: migration must keep "
-                                       f"{self.job_gpus[a.job].size} GPUs, got {gpus.size}")
+                    raise self._bad(
+                        a,
+                        f"job {a.job}: migration must keep "
+                        f"{self.job_gpus[a.job].size} GPUs, got {gpus.size}",
+                    )
                 self._move(a.job, gpus, isinstance(a, Resize))
             elif isinstance(a, SetTimeShift):
                 self._check_job(a, a.job, RUNNING)
@@ -287,8 +303,9 @@ class Engine:
                     self._wakeups.add(t)
                     self._push(t, WAKEUP, -1)
             else:
-                raise self._bad(a, "not an action (Start, Preempt, Migrate, Resize, "
-                                   "SetTimeShift, WakeUp)")
+                raise self._bad(
+                    a, "not an action (Start, Preempt, Migrate, Resize, SetTimeShift, WakeUp)"
+                )
 
     def _start(self, job: int, gpus: np.ndarray, shift: float) -> None:
         del self.waiting[job]
@@ -345,7 +362,10 @@ class Engine:
         busy = self.cluster.num_gpus - int(self.free_per_rack.sum())
         if self._ts_t and self._ts_t[-1] == self.now:
             self._ts_busy[-1], self._ts_wait[-1], self._ts_run[-1] = (
-                busy, len(self.waiting), len(self.running))
+                busy,
+                len(self.waiting),
+                len(self.running),
+            )
             return
         self._ts_t.append(self.now)
         self._ts_busy.append(busy)
@@ -367,8 +387,11 @@ class Engine:
         while heap:
             t = heap[0][0]
             if t > horizon:
-                warnings.warn(f"stopped at the simulated-time horizon {horizon:.0f}s with "
-                              f"{n_total - n_done} job(s) unfinished", stacklevel=2)
+                warnings.warn(
+                    f"stopped at the simulated-time horizon {horizon:.0f}s with "
+                    f"{n_total - n_done} job(s) unfinished",
+                    stacklevel=2,
+                )
                 break
             self.now = t
             self.pending_triggers = []

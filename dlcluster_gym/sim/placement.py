@@ -35,10 +35,13 @@ def _take_from_machines(
 
 
 def on_one_machine(
-    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray, n: int,
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    n: int,
     machines: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """Best fit: the machine with the fewest free GPUs that still holds ``n`` (lowest id on ties)."""
+    """Best fit: the machine with the fewest free GPUs that holds ``n`` (lowest id on ties)."""
     fpm = free_per_machine if machines is None else free_per_machine[machines]
     ok = np.flatnonzero(fpm >= n)
     if ok.size == 0:
@@ -50,8 +53,11 @@ def on_one_machine(
 
 
 def on_one_rack(
-    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
-    free_per_rack: np.ndarray, n: int,
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    n: int,
 ) -> np.ndarray | None:
     """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
     ok = np.flatnonzero(free_per_rack >= n)
@@ -64,8 +70,11 @@ def on_one_rack(
 
 
 def spread_packed(
-    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
-    free_per_rack: np.ndarray, n: int,
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    n: int,
 ) -> np.ndarray | None:
     """Any placement, as few racks and machines as greedy packing gives."""
     if int(free_per_rack.sum()) < n:
@@ -86,8 +95,12 @@ def spread_packed(
 
 
 def consolidated(
-    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
-    free_per_rack: np.ndarray, n: int, max_tier: Tier = Tier.NETWORK,
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    n: int,
+    max_tier: Tier = Tier.NETWORK,
 ) -> np.ndarray | None:
     """The most consolidated placement available, no wider than ``max_tier``."""
     gpus = on_one_machine(cluster, free_mask, free_per_machine, n)
@@ -100,8 +113,12 @@ def consolidated(
 
 
 def at_tier(
-    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray,
-    free_per_rack: np.ndarray, n: int, tier: Tier,
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    n: int,
+    tier: Tier,
 ) -> np.ndarray | None:
     """A placement at exactly ``tier`` (None when ``n`` cannot be placed that way)."""
     if tier == Tier.MACHINE:

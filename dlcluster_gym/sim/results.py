@@ -27,10 +27,26 @@ if TYPE_CHECKING:
     from dlcluster_gym.sim.engine import Engine
 
 SUMMARY_KEYS = (
-    "makespan_s", "avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s",
-    "p95_queue_s", "p99_queue_s", "avg_comm_s", "avg_comm_overhead", "gpu_utilization",
-    "throughput_jobs_per_h", "jobs_total", "jobs_completed", "jobs_unfinished", "jobs_dropped",
-    "preemptions", "migrations", "resizes", "sim_events",
+    "makespan_s",
+    "avg_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "p95_queue_s",
+    "p99_queue_s",
+    "avg_comm_s",
+    "avg_comm_overhead",
+    "gpu_utilization",
+    "throughput_jobs_per_h",
+    "jobs_total",
+    "jobs_completed",
+    "jobs_unfinished",
+    "jobs_dropped",
+    "preemptions",
+    "migrations",
+    "resizes",
+    "sim_events",
 )
 
 
@@ -72,8 +88,13 @@ class Results:
     def metrics(self) -> dict[str, Any]:
         """Summary plus identity fields: the flat JSON object `simulate --format json` prints."""
         out = dict(self.summary)
-        out.update(scenario=self.scenario, policy=self.policy, seed=self.seed,
-                   version=self.version, bound=self.is_bound)
+        out.update(
+            scenario=self.scenario,
+            policy=self.policy,
+            seed=self.seed,
+            version=self.version,
+            bound=self.is_bound,
+        )
         if self.policy_params:
             out["policy_params"] = self.policy_params
         return out
@@ -122,16 +143,22 @@ class Results:
             p = p / "results.json"
         data = json.loads(p.read_text())
         m = data["metrics"]
-        summary = {k: (math.nan if m.get(k) is None else m[k]) for k in m
-                   if k not in ("scenario", "policy", "seed", "version", "bound",
-                                "policy_params")}
+        summary = {
+            k: (math.nan if m.get(k) is None else m[k])
+            for k in m
+            if k not in ("scenario", "policy", "seed", "version", "bound", "policy_params")
+        }
         return cls(
-            scenario=m["scenario"], policy=m["policy"], seed=m["seed"], version=m["version"],
+            scenario=m["scenario"],
+            policy=m["policy"],
+            seed=m["seed"],
+            version=m["version"],
             summary=summary,
             jobs={k: np.asarray(v) for k, v in data["jobs"].items()},
             timeseries={k: np.asarray(v) for k, v in data["timeseries"].items()},
             policy_params=m.get("policy_params", {}),
-            scenario_config=data.get("scenario_config", {}), is_bound=m.get("bound", False),
+            scenario_config=data.get("scenario_config", {}),
+            is_bound=m.get("bound", False),
         )
 
 
@@ -175,18 +202,20 @@ def write_events(path: str | Path, events: list[dict[str, Any]]) -> None:
 
 
 def summarize(
-    arrival: np.ndarray, finish: np.ndarray, run_s: np.ndarray, comm_s: np.ndarray,
-    compute_s: np.ndarray, gpus: np.ndarray, num_gpus_cluster: int,
+    arrival: np.ndarray,
+    finish: np.ndarray,
+    run_s: np.ndarray,
+    comm_s: np.ndarray,
+    compute_s: np.ndarray,
+    gpus: np.ndarray,
+    num_gpus_cluster: int,
     busy_integral: float | None = None,
 ) -> dict[str, float]:
     """The papers' summary metrics from per-job arrays (NaN finish = unfinished)."""
     done = ~np.isnan(finish)
     jct = (finish - arrival)[done]
     queue = (finish - arrival - run_s)[done]
-    if done.any():
-        makespan = float(finish[done].max() - arrival.min())
-    else:
-        makespan = math.nan
+    makespan = float(finish[done].max() - arrival.min()) if done.any() else math.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         overhead = np.where(compute_s[done] > 0, comm_s[done] / compute_s[done], 0.0)
     if busy_integral is None:
@@ -204,8 +233,9 @@ def summarize(
         "avg_comm_s": _mean(comm_s[done]),
         "avg_comm_overhead": _mean(overhead),
         "gpu_utilization": util,
-        "throughput_jobs_per_h": (float(done.sum()) / makespan * 3600.0
-                                  if makespan and makespan > 0 else math.nan),
+        "throughput_jobs_per_h": (
+            float(done.sum()) / makespan * 3600.0 if makespan and makespan > 0 else math.nan
+        ),
     }
 
 
@@ -220,9 +250,14 @@ def build_results(engine: Engine, wall_s: float) -> Results:
     ts = engine.timeseries()
     busy_integral = float(np.sum(np.diff(ts["t"]) * ts["busy_gpus"][:-1])) if ts["t"].size else 0.0
     summary = summarize(
-        arrival[admitted], engine.finish[admitted], engine.run_s[admitted],
-        engine.comm_s[admitted], engine.compute_s[admitted], ngpu[admitted],
-        engine.cluster.num_gpus, busy_integral,
+        arrival[admitted],
+        engine.finish[admitted],
+        engine.run_s[admitted],
+        engine.comm_s[admitted],
+        engine.compute_s[admitted],
+        ngpu[admitted],
+        engine.cluster.num_gpus,
+        busy_integral,
     )
     n_done = int((engine.status == DONE).sum())
     summary.update(

@@ -126,8 +126,9 @@ class Plan:
     def first_fit(self, n: int) -> np.ndarray | None:
         return placement.first_fit(self.free_mask, n)
 
-    def find(self, n: int, tier: Tier | None = None, max_tier: Tier = Tier.NETWORK
-             ) -> np.ndarray | None:
+    def find(
+        self, n: int, tier: Tier | None = None, max_tier: Tier = Tier.NETWORK
+    ) -> np.ndarray | None:
         """Placement at exactly ``tier``, or the most consolidated up to ``max_tier``."""
         args = (self.cluster, self.free_mask, self.free_per_machine, self.free_per_rack, n)
         if tier is not None:

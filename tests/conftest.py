@@ -1,0 +1,42 @@
+"""Shared fixtures: small hand-made scenarios and the trace root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.sim.engine import Engine
+from dlcluster_gym.workload.job import Job
+
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+traces_available = TRACES.is_dir()
+needs_traces = pytest.mark.skipif(
+    not traces_available, reason=f"{TRACES} not found (set DLCLUSTER_TRACES to run trace tests)"
+)
+
+
+def small_scenario(racks: int = 1, machines: int = 2, gpus: int = 4, **kw) -> ScenarioConfig:
+    data = {
+        "name": "hand-made",
+        "cluster": {"racks": racks, "machines_per_rack": machines, "gpus_per_machine": gpus},
+        "workload": {"kind": "synthetic", "num_jobs": 1},
+    }
+    data.update(kw)
+    return load_scenario(data)
+
+
+def run_engine(scenario: ScenarioConfig, jobs: list[Job], policy, seed: int = 0, **kw):
+    engine = Engine(
+        scenario,
+        Cluster(scenario.cluster),
+        jobs,
+        policy,
+        np.random.default_rng(seed),
+        record_events=True,
+        **kw,
+    )
+    return engine, engine.run()

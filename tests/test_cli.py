@@ -1,0 +1,166 @@
+"""The `dlcluster` command and the Python API give the same results; errors are clear."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dlcluster_gym import simulate
+from dlcluster_gym.cli import main
+from dlcluster_gym.errors import ConfigError, UnknownNameError
+
+REQUIRED = {
+    "makespan_s",
+    "avg_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "p95_queue_s",
+    "p99_queue_s",
+    "avg_comm_s",
+    "avg_comm_overhead",
+    "gpu_utilization",
+    "jobs_total",
+    "jobs_completed",
+    "jobs_dropped",
+    "preemptions",
+    "migrations",
+    "sim_events",
+    "wall_s",
+    "scenario",
+    "policy",
+    "seed",
+    "version",
+}
+USER_POLICY = "fixtures.my_policy:SmallestFirst"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def sim_json(*args: str) -> dict:
+    r = run("simulate", "--format", "json", "--quiet", *args)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def drop_wall(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "wall_s"}
+
+
+def test_simulate_json_has_required_fields_and_is_deterministic():
+    a = sim_json("--scenario", "dally-batch-2rack", "--policy", "fcfs", "--seed", "2")
+    b = sim_json("--scenario", "dally-batch-2rack", "--policy", "fcfs", "--seed", "2")
+    assert set(a) >= REQUIRED
+    assert drop_wall(a) == drop_wall(b)
+    assert a["seed"] == 2 and a["policy"] == "fcfs" and a["scenario"] == "dally-batch-2rack"
+    assert a["jobs_completed"] == a["jobs_total"] == 500
+
+
+def test_cli_equals_python_api():
+    cli = sim_json("--scenario", "dally-poisson-2rack", "--policy", "random", "--seed", "5")
+    api = simulate("dally-poisson-2rack", "random", seed=5).metrics()
+    for k, v in cli.items():
+        if k != "wall_s":
+            assert api[k] == pytest.approx(v, nan_ok=True) if isinstance(v, float) else api[k] == v
+
+
+def test_different_seeds_differ():
+    a = sim_json("--scenario", "dally-poisson-2rack", "--policy", "fcfs", "--seed", "1")
+    b = sim_json("--scenario", "dally-poisson-2rack", "--policy", "fcfs", "--seed", "2")
+    assert a["avg_jct_s"] != b["avg_jct_s"]
+
+
+def test_ideal_is_labelled_a_bound():
+    d = sim_json("--scenario", "dally-batch-2rack", "--policy", "ideal")
+    assert d["bound"] is True and d["avg_queue_s"] == 0.0
+    fcfs = sim_json("--scenario", "dally-batch-2rack", "--policy", "fcfs")
+    assert d["avg_jct_s"] < fcfs["avg_jct_s"]
+    r = run("simulate", "--scenario", "dally-batch-2rack", "--policy", "ideal", "--quiet")
+    assert "BOUND" in r.output
+
+
+def test_user_policy_by_import_path_with_args(tmp_path: Path):
+    d = sim_json(
+        "--scenario", "dally-batch-2rack", "--policy", USER_POLICY, "--policy-arg", "max_starts=3"
+    )
+    assert d["jobs_completed"] == 500
+    assert d["policy_params"] == {"max_starts": 3}
+    r = run(
+        "simulate",
+        "--scenario",
+        "dally-batch-2rack",
+        "--policy",
+        USER_POLICY,
+        "--policy-arg",
+        "nope=1",
+        "--quiet",
+    )
+    assert r.exit_code == 2 and "has no parameter 'nope'; parameters: max_starts" in r.stderr
+
+
+def test_out_dir_and_events(tmp_path: Path):
+    out = tmp_path / "run"
+    ev = tmp_path / "events.jsonl"
+    d = sim_json("--scenario", "dally-batch-2rack", "--out", str(out), "--events", str(ev))
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["avg_jct_s"] == d["avg_jct_s"]
+    lines = ev.read_text().splitlines()
+    assert len([x for x in lines if '"finish"' in x]) == 500
+    assert {"jobs.csv", "timeseries.csv", "results.json"} <= {p.name for p in out.iterdir()}
+    from dlcluster_gym import Results
+
+    back = Results.load(out)
+    assert back.summary["avg_jct_s"] == pytest.approx(d["avg_jct_s"])
+
+
+@pytest.mark.parametrize("what", ["policies", "scenarios", "models", "clusters"])
+def test_list(what):
+    r = run("list", what)
+    assert r.exit_code == 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) >= 4 and all(len(line.split(None, 1)) == 2 for line in lines)
+
+
+def test_unknown_names_list_valid_ones():
+    r = run("simulate", "--scenario", "no-such-scenario", "--quiet")
+    assert r.exit_code == 2
+    assert "unknown scenario 'no-such-scenario'" in r.stderr and "dally-batch-8rack" in r.stderr
+    r = run("simulate", "--scenario", "dally-batch-2rack", "--policy", "nope", "--quiet")
+    assert r.exit_code == 2 and "unknown policy 'nope'" in r.stderr and "fcfs" in r.stderr
+    with pytest.raises(UnknownNameError, match="valid policys|valid policies|fcfs"):
+        simulate("dally-batch-2rack", "nope")
+    r = run("simulate", "--scenario", "dally-batch-2rack", "--policy", "os:nothing", "--quiet")
+    assert r.exit_code == 2 and "has no attribute 'nothing'" in r.stderr
+
+
+def test_bad_scenario_yaml_names_file_field_and_value(tmp_path: Path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("cluster: dally-2rack\nworkload: {kind: dally, num_jobs: -5}\n")
+    with pytest.raises(ConfigError, match=r"(?s)bad.yaml.*workload.dally.num_jobs.*-5"):
+        simulate(p)
+    p.write_text(
+        "cluster: {racks: 2, machines_per_rack: 8, gpus_per_machine: 8, gpu_type: "
+        "Z80}\nworkload: {kind: dally, num_jobs: 5}\n"
+    )
+    r = run("simulate", "--scenario", str(p), "--quiet")
+    assert r.exit_code == 2 and "unknown GPU type 'Z80'" in r.stderr and "A100" in r.stderr
+    p.write_text("cluster: [unclosed\n")
+    r = run("simulate", "--scenario", str(p), "--quiet")
+    assert r.exit_code == 2 and "malformed YAML" in r.stderr
+    p.write_text("cluster: dally-2rack\nworkload: {kind: dally, num_jobs: 5}\nbogus: 1\n")
+    r = run("simulate", "--scenario", str(p), "--quiet")
+    assert r.exit_code == 2 and "bogus" in r.stderr
+
+
+def test_models_overheads_json():
+    r = run("models", "--overheads", "--format", "json")
+    assert r.exit_code == 0
+    d = json.loads(r.stdout)
+    assert set(d) == {"vgg11", "alexnet", "mobilenetv3", "resnet18", "resnet50", "bert-large"}
+    assert all(set(v) == {"machine", "rack", "network"} for v in d.values())
