@@ -16,7 +16,8 @@ class UnknownNameError(DLClusterError, KeyError):
         self.kind = kind
         self.name = name
         self.valid = sorted(valid)
-        super().__init__(f"unknown {kind} {name!r}; valid {kind}s: {', '.join(self.valid)}")
+        plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+        super().__init__(f"unknown {kind} {name!r}; valid {plural}: {', '.join(self.valid)}")
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return self.args[0]
