@@ -48,8 +48,9 @@ class LinkSpec(_Frozen):
                 f"unknown interconnect {self.preset!r}; known: {', '.join(sorted(INTERCONNECTS))}"
             )
         if self.preset is None and (self.bandwidth_gbps is None or self.latency_us is None):
-            raise ValueError("give an interconnect preset name, or both bandwidth_gbps and "
-                             "latency_us")
+            raise ValueError(
+                "give an interconnect preset name, or both bandwidth_gbps and latency_us"
+            )
         return self
 
     def resolve(self) -> Interconnect:
@@ -175,6 +176,9 @@ class TraceWorkload(_WorkloadBase):
     # How durations become iterations: the duration is the run time at this consolidation.
     duration_tier: Literal["machine", "rack", "network"] = "machine"
     time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
+    # "trace": use the trace's iteration counts when it has them; "duration": always derive
+    # iterations from the duration (use it when models are reassigned, e.g. models: dally).
+    iterations_from: Literal["trace", "duration"] = "trace"
 
 
 WorkloadConfig = Annotated[

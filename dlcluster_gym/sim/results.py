@@ -12,6 +12,7 @@ and seed.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -113,7 +114,8 @@ class Results:
         }
 
     def save(self, out_dir: str | Path) -> Path:
-        """Write metrics.json, results.json, jobs.csv and timeseries.csv (and events.jsonl)."""
+        """Write metrics.json, results.json, jobs.csv, timeseries.csv, events.jsonl (if recorded)
+        and jobs.parquet (if pyarrow is installed), each file atomically."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         _atomic_write(out / "metrics.json", json.dumps(_jsonable(self.metrics()), indent=2))
@@ -122,6 +124,8 @@ class Results:
         _write_csv(out / "timeseries.csv", self.timeseries)
         if self.events is not None:
             write_events(out / "events.jsonl", self.events)
+        with contextlib.suppress(ImportError):  # Parquet is optional (pyarrow)
+            self.to_parquet(out / "jobs.parquet")
         return out
 
     def to_parquet(self, path: str | Path) -> Path:
@@ -131,8 +135,10 @@ class Results:
             import pyarrow.parquet as pq
         except ImportError as exc:
             raise ImportError("Parquet output needs pyarrow: pip install pyarrow") from exc
-        table = pa.table({k: v for k, v in self.jobs.items()})
-        pq.write_table(table, str(path))
+        table = pa.table(dict(self.jobs.items()))
+        tmp = Path(str(path) + ".tmp")
+        pq.write_table(table, str(tmp))
+        tmp.replace(path)
         return Path(path)
 
     @classmethod

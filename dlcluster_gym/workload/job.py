@@ -28,7 +28,9 @@ class Job:
     def __post_init__(self) -> None:
         where = f"job {self.name or self.job_id}"
         if not isinstance(self.num_gpus, int) or self.num_gpus <= 0:
-            raise ConfigError(f"{where}: num_gpus must be a positive integer, got {self.num_gpus!r}")
+            raise ConfigError(
+                f"{where}: num_gpus must be a positive integer, got {self.num_gpus!r}"
+            )
         for field in ("iterations", "compute_s"):
             v = getattr(self, field)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):

@@ -1,0 +1,127 @@
+"""Build a scenario's job list from its workload config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.config import (
+    DallyWorkload,
+    ScenarioConfig,
+    SyntheticWorkload,
+    TraceWorkload,
+)
+from dlcluster_gym.errors import ConfigError, TraceError, UnknownNameError
+from dlcluster_gym.workload.generators import dally_jobs, iteration_time_s, synthetic_jobs
+from dlcluster_gym.workload.job import Job
+from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
+from dlcluster_gym.workload.traces import load_trace
+
+
+def build_workload(
+    scenario: ScenarioConfig,
+    cluster: Cluster,
+    rng: np.random.Generator,
+    traces_dir: str | Path | None = None,
+) -> list[Job]:
+    """The scenario's jobs, sorted by arrival (ties keep generation/file order).
+
+    ``job_id`` is the position 0..n-1; ``max_jobs`` keeps the first N by arrival. Jobs larger
+    than the cluster are kept (the engine applies the scenario's ``oversize_jobs`` policy).
+    Trace arrivals are shifted so that the first kept job arrives at t = 0.
+    """
+    wl = scenario.workload
+    if isinstance(wl, DallyWorkload):
+        jobs = dally_jobs(wl.num_jobs, cluster, rng, wl.arrival, wl.load, wl.rate_per_hour)
+    elif isinstance(wl, SyntheticWorkload):
+        jobs = synthetic_jobs(
+            wl.num_jobs, cluster, rng, models=wl.models, gpu_demands=wl.gpu_demands,
+            gpu_demand_weights=wl.gpu_demand_weights, iterations=wl.iterations,
+            arrival=wl.arrival, load=wl.load, rate_per_hour=wl.rate_per_hour,
+        )  # fmt: skip
+    elif isinstance(wl, TraceWorkload):
+        jobs = _trace_jobs(wl, cluster, rng, traces_dir)
+    else:  # pragma: no cover - the config union is closed
+        raise ConfigError(f"unknown workload kind {getattr(wl, 'kind', wl)!r}")
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
+    if wl.max_jobs is not None:
+        order = order[: wl.max_jobs]
+    return [_renumber(jobs[i], k) for k, i in enumerate(order)]
+
+
+def _renumber(job: Job, job_id: int) -> Job:
+    if job.job_id == job_id:
+        return job
+    return Job(
+        job_id=job_id, model=job.model, num_gpus=job.num_gpus, iterations=job.iterations,
+        compute_s=job.compute_s, arrival_s=job.arrival_s, name=job.name, gpu_type=job.gpu_type,
+    )  # fmt: skip
+
+
+def _trace_jobs(
+    wl: TraceWorkload, cluster: Cluster, rng: np.random.Generator, traces_dir: str | Path | None
+) -> list[Job]:
+    trace = load_trace(wl.format, wl.path, traces_dir, wl.time_window_s)
+    n = len(trace)
+    if wl.max_jobs is not None and wl.max_jobs < n:  # already sorted by arrival
+        trace = trace.select(np.arange(n) < wl.max_jobs)
+        n = len(trace)
+    profiles = _trace_models(wl, trace.model_names, trace.path, trace.lines, rng, n)
+    arrivals = trace.arrival_s - trace.arrival_s[0]
+    use_trace_iters = wl.iterations_from == "trace" and trace.iterations is not None
+    cache: dict[tuple[str, int], float] = {}
+    jobs = []
+    for i in range(n):
+        prof, g = profiles[i], int(trace.num_gpus[i])
+        if use_trace_iters:
+            iters = float(trace.iterations[i])
+        else:
+            key = (prof.name, g)
+            if key not in cache:
+                cache[key] = iteration_time_s(prof, g, cluster, wl.duration_tier)
+            iters = float(trace.duration_s[i]) / cache[key]
+        jobs.append(Job(
+            job_id=i, model=prof.name, num_gpus=g, iterations=iters, compute_s=prof.compute_s,
+            arrival_s=float(arrivals[i]), name=trace.job_ids[i],
+        ))  # fmt: skip
+    return jobs
+
+
+def _trace_models(
+    wl: TraceWorkload,
+    names: tuple[str, ...] | None,
+    path: Path,
+    lines: np.ndarray,
+    rng: np.random.Generator,
+    n: int,
+) -> list[ModelProfile]:
+    if wl.models == "trace":
+        if names is None:
+            raise TraceError(
+                f"{path}: format {wl.format!r} has no model_name column; use models: dally or "
+                "a list of model names"
+            )
+        out = []
+        known: dict[str, ModelProfile] = {}
+        for i, name in enumerate(names):
+            if name not in known:
+                try:
+                    known[name] = get_model(name)
+                except UnknownNameError as exc:
+                    raise TraceError(
+                        f"{path}: line {int(lines[i])}, column 'model_name': unknown model "
+                        f"{name!r}; known models: {', '.join(exc.valid)}"
+                    ) from None
+            out.append(known[name])
+        return out
+    pool_names = DALLY_MODELS if wl.models == "dally" else tuple(wl.models)
+    if not pool_names:
+        raise ConfigError("trace workload: models must not be an empty list")
+    try:
+        pool = [get_model(m) for m in pool_names]
+    except UnknownNameError as exc:
+        raise ConfigError(f"trace workload models: {exc}") from None
+    idx = rng.integers(len(pool), size=n)
+    return [pool[k] for k in idx]

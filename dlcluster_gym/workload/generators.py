@@ -1,0 +1,351 @@
+"""Synthetic workload generators (batch and Poisson arrivals, Dally-style and generic jobs).
+
+Every generator takes an explicit ``numpy.random.Generator``; none touches global random state.
+
+Run time of a job "at packed consolidation" is its run time on the most consolidated placement
+(fill machines, then racks) of the cluster's first machine group:
+``iterations x compute_s x (1 + comm_overhead(profile, packed shape, links))``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster, Shape
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf import network
+from dlcluster_gym.workload.job import Job
+from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
+
+# --------------------------------------------------------------------------- fitted constants
+#
+# Dally-style job mix fitted to the real multi-GPU jobs of the public traces in ../shared/traces
+# by ``fit_dally_distributions`` (re-run: ``python experiments/fit_dally_workload.py``).
+#   Files: pollux_adaptdl/traces/philly.csv (Philly, Sep-Dec 2017) and
+#          elasticflow_itp/raw/cluster01..10.csv (Microsoft ITP, Mar-May 2021).
+#   Filter: num_gpus >= 2 and duration >= 600 s (the ITP traces hold only jobs of >= 10 min;
+#           the same floor is applied to Philly); demands rounded up to a power of two;
+#           jobs needing more than 64 GPUs after rounding dropped (3 Philly jobs of 128).
+#   Jobs kept: FIT_NUM_JOBS_PHILLY from Philly, FIT_NUM_JOBS_ITP from ITP; each source is
+#           weighted equally (each job of a source gets weight 0.5 / that source's job count).
+#   Demand: the weighted frequency of each power of two.
+#   Duration: independent of the demand (per-demand medians show no monotone trend); weighted
+#           empirical quantiles of the duration winsorized at its 1st and 99th percentiles, at
+#           the levels DALLY_DURATION_LEVELS; sampled by linear interpolation of log(duration).
+FIT_NUM_JOBS_PHILLY = 3338
+FIT_NUM_JOBS_ITP = 11669
+DALLY_GPU_DEMANDS: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
+DALLY_DEMAND_PROBS: tuple[float, ...] = (0.113, 0.3189, 0.5016, 0.0382, 0.0246, 0.0036)
+DALLY_DURATION_LEVELS: tuple[float, ...] = (
+    0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
+    0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 1.0,
+)  # fmt: skip
+# Median 6.6 h; mean 24.1 h (``dally_mean_duration_s``).
+DALLY_DURATION_QUANTILES_S: tuple[float, ...] = (
+    663.0, 928.0, 1815.0, 2927.0, 3867.0, 5423.0, 7681.0, 11178.0, 14028.0, 18187.0, 23641.0,
+    31286.0, 42137.0, 57155.0, 77689.0, 96743.0, 129085.0, 174753.0, 221704.0, 371606.0,
+    868188.0, 869012.0,
+)  # fmt: skip
+
+FIT_MIN_DURATION_S = 600.0
+FIT_MAX_GPUS = 64
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+@dataclass(frozen=True)
+class DallyFit:
+    """Result of fitting the Dally-style job mix to traces."""
+
+    num_jobs_philly: int
+    num_jobs_itp: int
+    demands: tuple[int, ...]
+    demand_probs: tuple[float, ...]
+    duration_levels: tuple[float, ...]
+    duration_quantiles_s: tuple[float, ...]
+
+
+def _weighted_quantiles(x: np.ndarray, w: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    xs, ws = x[order], w[order]
+    cdf = (np.cumsum(ws) - 0.5 * ws) / ws.sum()  # midpoint rule
+    return np.interp(levels, cdf, xs)
+
+
+def fit_dally_distributions(traces_dir: str | Path | None = None) -> DallyFit:
+    """Fit the demand pmf and duration quantile table (see the constants' comment)."""
+    from dlcluster_gym.workload import traces as tr
+
+    def keep(g: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        g2 = np.exp2(np.ceil(np.log2(g))).astype(np.int64)
+        m = (g >= 2) & (d >= FIT_MIN_DURATION_S) & (g2 <= FIT_MAX_GPUS)
+        return g2[m], d[m]
+
+    ph = tr.load_philly(tr.PHILLY_CSV, traces_dir)
+    g_ph, d_ph = keep(ph.num_gpus, ph.duration_s)
+    root = tr.trace_root(traces_dir) / tr.ITP_RAW_DIR
+    files = sorted(root.glob("cluster*.csv"))
+    if not files:
+        raise FileNotFoundError(f"no ITP raw cluster files under {root}")
+    parts = [tr.load_itp_raw(f) for f in files]
+    g_itp, d_itp = keep(
+        np.concatenate([p.num_gpus for p in parts]), np.concatenate([p.duration_s for p in parts])
+    )
+    g = np.concatenate([g_ph, g_itp])
+    d = np.concatenate([d_ph, d_itp])
+    w = np.concatenate([np.full(g_ph.size, 0.5 / g_ph.size), np.full(g_itp.size, 0.5 / g_itp.size)])
+    probs = [float(w[g == k].sum()) for k in DALLY_GPU_DEMANDS]
+    lo, hi = _weighted_quantiles(d, w, [0.01, 0.99])
+    q = _weighted_quantiles(np.clip(d, lo, hi), w, DALLY_DURATION_LEVELS)
+    return DallyFit(
+        num_jobs_philly=int(g_ph.size),
+        num_jobs_itp=int(g_itp.size),
+        demands=DALLY_GPU_DEMANDS,
+        demand_probs=tuple(round(p, 4) for p in probs),
+        duration_levels=DALLY_DURATION_LEVELS,
+        duration_quantiles_s=tuple(float(round(v)) for v in q),
+    )
+
+
+# --------------------------------------------------------------------------- iteration time
+
+
+def _packed_shape(num_gpus: int, gpus_per_machine: int, machines_per_rack: int) -> Shape:
+    """Most consolidated shape: fill machines, then racks (the network model's ``packed_shape``)."""
+    return network.packed_shape(num_gpus, gpus_per_machine, machines_per_rack)
+
+
+def _spread_shape(num_gpus: int, tier: str, gpus_per_machine: int, machines_per_rack: int) -> Shape:
+    """Shape of a placement at ``tier``: machine = packed; rack = GPUs dealt round-robin over
+    the machines of as few racks as possible; network = one GPU per rack."""
+    if tier == "machine":
+        return _packed_shape(num_gpus, gpus_per_machine, machines_per_rack)
+    if tier == "network":
+        return tuple((1,) for _ in range(num_gpus))
+    per_rack = gpus_per_machine * machines_per_rack
+    racks = []
+    left = num_gpus
+    while left > 0:
+        n = min(left, per_rack)
+        m = min(n, machines_per_rack)
+        base, extra = divmod(n, m)
+        racks.append(tuple([base + 1] * extra + [base] * (m - extra)))
+        left -= n
+    return tuple(racks)
+
+
+def _comm_fraction(profile: ModelProfile, shape: Shape, cluster: Cluster) -> float:
+    """The only call into the network model: exposed comm / compute for a shape."""
+    return float(network.comm_overhead(profile, shape, cluster.links_for_group(0)))
+
+
+def iteration_time_s(
+    profile: ModelProfile, num_gpus: int, cluster: Cluster, tier: str = "machine"
+) -> float:
+    """Time of one iteration at the given consolidation (default: packed) on ``cluster``."""
+    g = cluster.config.groups[0]
+    shape = _spread_shape(int(num_gpus), tier, g.gpus_per_machine, g.machines_per_rack)
+    return profile.compute_s * (1.0 + _comm_fraction(profile, shape, cluster))
+
+
+# --------------------------------------------------------------------------- arrivals
+
+
+def batch_arrivals(n: int) -> np.ndarray:
+    """``n`` arrivals, all at t = 0."""
+    return np.zeros(int(n), dtype=np.float64)
+
+
+def poisson_arrivals(n: int, rate_per_hour: float, rng: np.random.Generator) -> np.ndarray:
+    """``n`` arrival times (s) of a Poisson process of the given rate starting at t = 0."""
+    if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
+        raise ConfigError(f"rate_per_hour must be finite and > 0, got {rate_per_hour!r}")
+    gaps = rng.exponential(3600.0 / rate_per_hour, size=int(n))
+    return np.cumsum(gaps)
+
+
+def rate_for_load(load: float, num_gpus: int, mean_gpu_seconds: float) -> float:
+    """Poisson rate (jobs/hour) that offers ``load`` of a cluster's GPUs.
+
+    rate = load x num_gpus / E[num_gpus x run time], where run time is the job's run time at
+    packed consolidation, so ``load`` = 1 keeps every GPU busy on average.
+    """
+    if not (math.isfinite(load) and load > 0):
+        raise ConfigError(f"load must be finite and > 0, got {load!r}")
+    if not (math.isfinite(mean_gpu_seconds) and mean_gpu_seconds > 0):
+        raise ConfigError(f"E[num_gpus x run time] must be > 0, got {mean_gpu_seconds!r}")
+    return load * num_gpus / mean_gpu_seconds * 3600.0
+
+
+def make_arrivals(
+    n: int,
+    arrival: str,
+    rng: np.random.Generator,
+    *,
+    num_gpus: int,
+    mean_gpu_seconds: float,
+    load: float | None = None,
+    rate_per_hour: float | None = None,
+) -> np.ndarray:
+    """Batch (all at 0) or Poisson arrivals; Poisson uses ``rate_per_hour`` if given, else the
+    rate for offered ``load`` (see :func:`rate_for_load`)."""
+    if arrival == "batch":
+        return batch_arrivals(n)
+    if arrival != "poisson":
+        raise ConfigError(f"unknown arrival process {arrival!r}; known: batch, poisson")
+    if rate_per_hour is None:
+        if load is None:
+            raise ConfigError("Poisson arrivals need rate_per_hour or load")
+        rate_per_hour = rate_for_load(load, num_gpus, mean_gpu_seconds)
+    return poisson_arrivals(n, rate_per_hour, rng)
+
+
+# --------------------------------------------------------------------------- Dally-style jobs
+
+
+def sample_dally_demands(n: int, rng: np.random.Generator) -> np.ndarray:
+    """GPU demands (powers of two, 2..64) from the fitted pmf."""
+    p = np.asarray(DALLY_DEMAND_PROBS) / sum(DALLY_DEMAND_PROBS)
+    return np.asarray(DALLY_GPU_DEMANDS, dtype=np.int64)[rng.choice(len(p), size=int(n), p=p)]
+
+
+def sample_dally_durations(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Run times (s, at packed consolidation) from the fitted quantile table."""
+    u = rng.random(int(n))
+    logq = np.log(np.asarray(DALLY_DURATION_QUANTILES_S))
+    return np.exp(np.interp(u, DALLY_DURATION_LEVELS, logq))
+
+
+def dally_mean_duration_s() -> float:
+    """Exact mean of the fitted duration distribution (log-linear between table points)."""
+    u = np.asarray(DALLY_DURATION_LEVELS)
+    x = np.asarray(DALLY_DURATION_QUANTILES_S)
+    total = 0.0
+    for k in range(len(u) - 1):
+        a, b, du = x[k], x[k + 1], u[k + 1] - u[k]
+        total += du * (a if math.isclose(a, b) else (b - a) / math.log(b / a))
+    return total
+
+
+def dally_mean_gpu_seconds() -> float:
+    """E[num_gpus x run time] of Dally-style jobs (demand and duration are independent)."""
+    p = np.asarray(DALLY_DEMAND_PROBS) / sum(DALLY_DEMAND_PROBS)
+    return float(np.dot(p, DALLY_GPU_DEMANDS)) * dally_mean_duration_s()
+
+
+def dally_jobs(
+    num_jobs: int,
+    cluster: Cluster,
+    rng: np.random.Generator,
+    arrival: str = "batch",
+    load: float | None = 0.9,
+    rate_per_hour: float | None = None,
+) -> list[Job]:
+    """Dally-style jobs: model uniform over ``DALLY_MODELS``, fitted demand and run time.
+
+    Iterations = run time / iteration time at packed consolidation, so a job placed packed
+    runs for exactly its sampled duration. Jobs are returned in arrival order.
+    """
+    n = int(num_jobs)
+    model_idx = rng.integers(len(DALLY_MODELS), size=n)
+    demands = sample_dally_demands(n, rng)
+    durations = sample_dally_durations(n, rng)
+    arrivals = make_arrivals(
+        n,
+        arrival,
+        rng,
+        num_gpus=cluster.num_gpus,
+        mean_gpu_seconds=dally_mean_gpu_seconds(),
+        load=load,
+        rate_per_hour=rate_per_hour,
+    )
+    profiles = [get_model(m) for m in DALLY_MODELS]
+    iter_cache: dict[tuple[int, int], float] = {}
+    jobs = []
+    for i in range(n):
+        mi, g = int(model_idx[i]), int(demands[i])
+        key = (mi, g)
+        if key not in iter_cache:
+            iter_cache[key] = iteration_time_s(profiles[mi], g, cluster)
+        prof = profiles[mi]
+        jobs.append(Job(
+            job_id=i, model=prof.name, num_gpus=g,
+            iterations=float(durations[i] / iter_cache[key]), compute_s=prof.compute_s,
+            arrival_s=float(arrivals[i]), name=f"{prof.name}-{i}",
+        ))  # fmt: skip
+    return jobs
+
+
+# --------------------------------------------------------------------------- generic synthetic
+
+
+def synthetic_jobs(
+    num_jobs: int,
+    cluster: Cluster,
+    rng: np.random.Generator,
+    *,
+    models: Sequence[str] = ("resnet50",),
+    gpu_demands: Sequence[int] = (1, 2, 4, 8),
+    gpu_demand_weights: Sequence[float] | None = None,
+    iterations: tuple[int, int] = (1000, 10000),
+    arrival: str = "poisson",
+    load: float | None = 0.9,
+    rate_per_hour: float | None = None,
+) -> list[Job]:
+    """Jobs with a model uniform over ``models``, a demand from ``gpu_demands`` (weighted),
+    and iterations uniform over the integers in ``iterations`` = [lo, hi]."""
+    n = int(num_jobs)
+    if not models:
+        raise ConfigError("synthetic workload: models must not be empty")
+    if not gpu_demands:
+        raise ConfigError("synthetic workload: gpu_demands must not be empty")
+    lo, hi = int(iterations[0]), int(iterations[1])
+    if not 0 < lo <= hi:
+        raise ConfigError(f"synthetic workload: iterations must be 0 < lo <= hi, got {iterations}")
+    if gpu_demand_weights is None:
+        p = np.full(len(gpu_demands), 1.0 / len(gpu_demands))
+    else:
+        if len(gpu_demand_weights) != len(gpu_demands):
+            raise ConfigError(
+                f"synthetic workload: {len(gpu_demand_weights)} gpu_demand_weights for "
+                f"{len(gpu_demands)} gpu_demands"
+            )
+        p = np.asarray(gpu_demand_weights, dtype=np.float64)
+        p = p / p.sum()
+    profiles = [get_model(m) for m in models]
+    it_time = np.array([[iteration_time_s(pr, int(g), cluster) for g in gpu_demands]
+                        for pr in profiles])  # fmt: skip
+    # E[g x run time] = E[iters] x sum_m sum_g P(m) P(g) g t(m, g)
+    mean_gpu_s = (
+        (lo + hi) / 2.0 * float(np.mean(it_time @ (p * np.asarray(gpu_demands, dtype=np.float64))))
+    )
+    model_idx = rng.integers(len(profiles), size=n)
+    demand_idx = rng.choice(len(p), size=n, p=p)
+    iters = rng.integers(lo, hi + 1, size=n)
+    arrivals = make_arrivals(
+        n,
+        arrival,
+        rng,
+        num_gpus=cluster.num_gpus,
+        mean_gpu_seconds=mean_gpu_s,
+        load=load,
+        rate_per_hour=rate_per_hour,
+    )
+    return [
+        Job(
+            job_id=i,
+            model=profiles[model_idx[i]].name,
+            num_gpus=int(gpu_demands[demand_idx[i]]),
+            iterations=float(iters[i]),
+            compute_s=profiles[model_idx[i]].compute_s,
+            arrival_s=float(arrivals[i]),
+            name=f"{profiles[model_idx[i]].name}-{i}",
+        )
+        for i in range(n)
+    ]
