@@ -77,3 +77,11 @@ def test_invariants_hold_on_random_workloads(specs, policy, seed):
     assert a == b or all(
         (x == y) or (x != x and y != y) for x, y in zip(a.values(), b.values(), strict=True)
     )
+
+
+def test_remaining_jobs_series_counts_down_to_zero():
+    sc = small_scenario()
+    jobs = make_jobs([("vgg11", 2, 50, 1.0, 10.0 * i) for i in range(6)])
+    _, res = run_engine(sc, jobs, make_policy("fcfs"))
+    left = res.timeseries["remaining"]
+    assert left[0] == 6 and left[-1] == 0 and (np.diff(left) <= 0).all()

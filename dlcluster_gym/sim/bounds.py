@@ -97,6 +97,7 @@ def ideal_results(scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job
             "busy_gpus": np.zeros(0, dtype=np.int64),
             "waiting": np.zeros(0, dtype=np.int64),
             "running": np.zeros(0, dtype=np.int64),
+            "remaining": np.zeros(0, dtype=np.int64),
         },
         scenario_config=scenario.model_dump(mode="json"),
         is_bound=True,

@@ -118,6 +118,8 @@ class Engine:
         self._ts_busy: list[int] = []
         self._ts_wait: list[int] = []
         self._ts_run: list[int] = []
+        self._ts_left: list[int] = []
+        self.n_done = 0
         self.dropped: list[int] = []
         self._admit()
 
@@ -360,17 +362,20 @@ class Engine:
 
     def _record(self) -> None:
         busy = self.cluster.num_gpus - int(self.free_per_rack.sum())
+        left = len(self.jobs) - len(self.dropped) - self.n_done
         if self._ts_t and self._ts_t[-1] == self.now:
-            self._ts_busy[-1], self._ts_wait[-1], self._ts_run[-1] = (
+            self._ts_busy[-1], self._ts_wait[-1], self._ts_run[-1], self._ts_left[-1] = (
                 busy,
                 len(self.waiting),
                 len(self.running),
+                left,
             )
             return
         self._ts_t.append(self.now)
         self._ts_busy.append(busy)
         self._ts_wait.append(len(self.waiting))
         self._ts_run.append(len(self.running))
+        self._ts_left.append(left)
 
     def run(self) -> Results:
         """Run to the end and return the results."""
@@ -402,6 +407,7 @@ class Engine:
                         continue  # stale: the job's speed changed since this was queued
                     self._finish(job)
                     n_done += 1
+                    self.n_done = n_done
                 elif kind == ARRIVAL:
                     self.status[job] = WAITING
                     self.waiting[job] = None
@@ -437,4 +443,5 @@ class Engine:
             "busy_gpus": np.asarray(self._ts_busy, dtype=np.int64),
             "waiting": np.asarray(self._ts_wait, dtype=np.int64),
             "running": np.asarray(self._ts_run, dtype=np.int64),
+            "remaining": np.asarray(self._ts_left, dtype=np.int64),
         }
