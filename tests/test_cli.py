@@ -164,3 +164,12 @@ def test_models_overheads_json():
     d = json.loads(r.stdout)
     assert set(d) == {"vgg11", "alexnet", "mobilenetv3", "resnet18", "resnet50", "bert-large"}
     assert all(set(v) == {"machine", "rack", "network"} for v in d.values())
+
+
+def test_parquet_round_trip(tmp_path: Path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    res = simulate("dally-batch-2rack", "fcfs")
+    path = res.to_parquet(tmp_path / "jobs.parquet")
+    table = pq.read_table(path)
+    assert table.num_rows == 500
+    assert table.column("jct_s").to_pylist() == pytest.approx(res.jobs["jct_s"].tolist())
