@@ -15,6 +15,7 @@ class IdealBound:
     """Every job alone on a dedicated cluster: computed, never scheduled through the engine."""
 
     name = "ideal"
+
     def __init__(self) -> None:
         self.params: dict = {}
 
