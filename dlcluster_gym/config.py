@@ -209,7 +209,7 @@ class ScenarioConfig(_Frozen):
     oversize_jobs: Literal["reject", "drop"] = "drop"
     overheads: Overheads = Overheads()
     contention: bool = False
-    max_sim_time_s: PositiveFloat = 10 * 365 * 86400.0
+    max_sim_time_s: PositiveFloat = 100 * 365 * 86400.0  # safety net against runaway policies
 
 
 # --------------------------------------------------------------------------- loading
