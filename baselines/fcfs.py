@@ -6,16 +6,20 @@ the first free GPUs over machines in index order (first fit); no preemption.
 ``fcfs-consolidated``: the same order, but a job only starts on the most consolidated placement
 it could ever have on this cluster (one machine if it fits on one, else one rack, else any),
 so it waits for that placement (Tiresias-style strict consolidation, Dally 3.2).
+
+Subclasses change only ``place`` (where a job goes); the order and blocking stay FCFS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
-from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.sim.view import ClusterView, Plan
 
 
 class FCFS(BaseScheduler):
@@ -23,12 +27,16 @@ class FCFS(BaseScheduler):
 
     name = "fcfs"
 
+    def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
+        """GPUs for ``job`` on the plan's free GPUs, or None to block the queue."""
+        return plan.first_fit(view.jobs[job].num_gpus)
+
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         if view.num_waiting == 0 or view.num_free == 0:
             return ()
         plan = view.plan()
         for job in view.iter_waiting():
-            gpus = plan.first_fit(view.jobs[job].num_gpus)
+            gpus = self.place(view, plan, job)
             if gpus is None:
                 break
             plan.start(job, gpus)
@@ -44,19 +52,11 @@ def best_possible_tier(view: ClusterView, num_gpus: int) -> Tier:
     return Tier.NETWORK
 
 
-class FCFSConsolidated(BaseScheduler):
+class FCFSConsolidated(FCFS):
     """Strict FCFS that waits for the most consolidated placement (no relaxation)."""
 
     name = "fcfs-consolidated"
 
-    def schedule(self, view: ClusterView) -> Sequence[Action]:
-        if view.num_waiting == 0 or view.num_free == 0:
-            return ()
-        plan = view.plan()
-        for job in view.iter_waiting():
-            n = view.jobs[job].num_gpus
-            gpus = plan.find(n, max_tier=best_possible_tier(view, n))
-            if gpus is None:
-                break
-            plan.start(job, gpus)
-        return plan.actions
+    def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
+        n = view.jobs[job].num_gpus
+        return plan.find(n, max_tier=best_possible_tier(view, n))

@@ -12,30 +12,9 @@ from typing import Any
 import click
 
 from dlcluster_gym.errors import DLClusterError
+from dlcluster_gym.sim.results import SUMMARY_KEYS
 
-SUMMARY_ORDER = (
-    "makespan_s",
-    "avg_jct_s",
-    "median_jct_s",
-    "p95_jct_s",
-    "p99_jct_s",
-    "avg_queue_s",
-    "p95_queue_s",
-    "p99_queue_s",
-    "avg_comm_s",
-    "avg_comm_overhead",
-    "gpu_utilization",
-    "throughput_jobs_per_h",
-    "jobs_total",
-    "jobs_completed",
-    "jobs_unfinished",
-    "jobs_dropped",
-    "preemptions",
-    "migrations",
-    "resizes",
-    "sim_events",
-    "wall_s",
-)
+SUMMARY_ORDER = (*SUMMARY_KEYS, "wall_s")
 
 
 def _fail(msg: str) -> None:
