@@ -56,8 +56,10 @@ import math
 from collections.abc import Iterable
 from functools import lru_cache
 
+import numpy as np
+
 from dlcluster_gym.cluster.catalog import Interconnect, interconnect
-from dlcluster_gym.cluster.topology import Shape, Tier
+from dlcluster_gym.cluster.topology import Cluster, Shape, Tier
 from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
 
 Links = tuple[Interconnect, Interconnect, Interconnect]
@@ -182,6 +184,17 @@ def comm_overhead(profile: ModelProfile, shape: Shape, links: Links) -> float:
     if profile.compute_s <= 0:
         return 0.0
     return (1.0 - profile.comm.overlap) * comm_time_s(profile, shape, links) / profile.compute_s
+
+
+def placement_overhead(cluster: Cluster, profile: ModelProfile, gpus: np.ndarray) -> float:
+    """``comm_overhead`` of ``profile`` on concrete GPU ids of ``cluster`` (0 for one GPU).
+
+    The links are those of the machine group of the job's first GPU.
+    """
+    if gpus.size <= 1:
+        return 0.0
+    group = int(cluster.machine_group[cluster.gpu_machine[gpus[0]]])
+    return comm_overhead(profile, cluster.placement_shape(gpus), cluster.links_for_group(group))
 
 
 def exposed_comm_s(profile: ModelProfile, shape: Shape, links: Links, compute_s: float) -> float:

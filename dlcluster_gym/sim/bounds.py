@@ -14,9 +14,9 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig
-from dlcluster_gym.perf.network import comm_overhead
+from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim import placement
-from dlcluster_gym.sim.results import Results, _version, summarize, tiers_label
+from dlcluster_gym.sim.results import Results, _version, overhead_ratio, summarize, tiers_label
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import get_model
 
@@ -29,12 +29,7 @@ def isolated_run(cluster: Cluster, job: Job) -> tuple[float, float, int]:
     )
     if gpus is None:
         raise ValueError(f"job {job.job_id} ({job.num_gpus} GPUs) does not fit on {cluster.name}")
-    frac = 0.0
-    if gpus.size > 1:
-        group = int(cluster.machine_group[cluster.gpu_machine[gpus[0]]])
-        frac = comm_overhead(
-            get_model(job.model), cluster.placement_shape(gpus), cluster.links_for_group(group)
-        )
+    frac = placement_overhead(cluster, get_model(job.model), gpus)
     compute = job.iterations * job.compute_s
     return compute * (1.0 + frac), compute * frac, int(cluster.placement_tier(gpus))
 
@@ -79,7 +74,7 @@ def ideal_results(scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job
         "overhead_s": np.zeros(len(fits)),
         "compute_s": compute,
         "comm_s": comm,
-        "comm_overhead": np.where(compute > 0, comm / np.maximum(compute, 1e-300), 0.0),
+        "comm_overhead": overhead_ratio(comm, compute),
         "preemptions": zeros,
         "migrations": zeros,
         "tiers": np.array([tiers_label(1 << r[2]) for r in runs]),

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.perf.network import comm_overhead
+from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim.actions import Migrate, Preempt, Resize, SetTimeShift, Start, WakeUp
 from dlcluster_gym.sim.results import Results, build_results
 from dlcluster_gym.sim.view import ClusterView, Trigger
@@ -162,12 +162,7 @@ class Engine:
     # ------------------------------------------------------------------ speed model
     def comm_fraction(self, job: int, gpus: np.ndarray) -> float:
         """Exposed communication per iteration as a fraction of compute, for a placement."""
-        if gpus.size <= 1:
-            return 0.0
-        shape = self.cluster.placement_shape(gpus)
-        group = int(self.cluster.machine_group[self.cluster.gpu_machine[gpus[0]]])
-        links = self.cluster.links_for_group(group)
-        return comm_overhead(self._profiles[self.jobs[job].model], shape, links)
+        return placement_overhead(self.cluster, self._profiles[self.jobs[job].model], gpus)
 
     def _set_speed(self, job: int) -> None:
         gpus = self.job_gpus[job]
@@ -210,13 +205,15 @@ class Engine:
         return float(min(self.done_iters[job] + extra, self.iterations[job]))
 
     # ------------------------------------------------------------------ allocation
-    def _allocate(self, job: int, gpus: np.ndarray) -> None:
+    def _allocate(self, job: int, gpus: np.ndarray) -> Tier:
         self.free_mask[gpus] = False
         self.gpu_owner[gpus] = job
         np.subtract.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
         np.subtract.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
         self.job_gpus[job] = gpus
-        self.tiers_used[job] |= 1 << int(self.cluster.placement_tier(gpus))
+        tier = self.cluster.placement_tier(gpus)
+        self.tiers_used[job] |= 1 << int(tier)
+        return tier
 
     def _release(self, job: int) -> np.ndarray:
         gpus = self.job_gpus.pop(job)
@@ -320,9 +317,10 @@ class Engine:
         self.resume_at[job] = self.now + self.pending_overhead[job]
         self.pending_overhead[job] = 0.0
         self.time_shift[job] = shift
-        self._allocate(job, gpus)
+        tier = self._allocate(job, gpus)
         self._set_speed(job)
-        self._log("start", job, gpus=gpus.tolist(), tier=self.cluster.placement_tier(gpus).label)
+        if self.event_log is not None:
+            self._log("start", job, gpus=gpus.tolist(), tier=tier.label)
 
     def _preempt(self, job: int) -> None:
         self._advance(job)

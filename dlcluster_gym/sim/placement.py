@@ -34,6 +34,12 @@ def _take_from_machines(
     return np.concatenate(out)
 
 
+def _fullest_first(cluster: Cluster, free_per_machine: np.ndarray, rack: int) -> np.ndarray:
+    """Machines of ``rack``, most free GPUs first (lowest id on ties)."""
+    machines = cluster.rack_machines(rack)
+    return machines[np.argsort(-free_per_machine[machines], kind="stable")]
+
+
 def on_one_machine(
     cluster: Cluster,
     free_mask: np.ndarray,
@@ -64,9 +70,9 @@ def on_one_rack(
     if ok.size == 0:
         return None
     rack = int(ok[np.argmin(free_per_rack[ok])])
-    machines = cluster.rack_machines(rack)
-    order = machines[np.argsort(-free_per_machine[machines], kind="stable")]
-    return _take_from_machines(cluster, free_mask, order, n)
+    return _take_from_machines(
+        cluster, free_mask, _fullest_first(cluster, free_per_machine, rack), n
+    )
 
 
 def spread_packed(
@@ -84,8 +90,7 @@ def spread_packed(
     for rack in np.argsort(-free_per_rack, kind="stable").tolist():
         if free_per_rack[rack] == 0:
             break
-        machines = cluster.rack_machines(rack)
-        order = machines[np.argsort(-free_per_machine[machines], kind="stable")]
+        order = _fullest_first(cluster, free_per_machine, rack)
         take = _take_from_machines(cluster, free_mask, order, min(need, int(free_per_rack[rack])))
         out.append(take)
         need -= take.size

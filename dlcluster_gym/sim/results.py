@@ -207,6 +207,12 @@ def write_events(path: str | Path, events: list[dict[str, Any]]) -> None:
             f.write(json.dumps(e) + "\n")
 
 
+def overhead_ratio(comm_s: np.ndarray, compute_s: np.ndarray) -> np.ndarray:
+    """Per-job exposed communication / compute (0 where no compute was done)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(compute_s > 0, comm_s / compute_s, 0.0)
+
+
 def summarize(
     arrival: np.ndarray,
     finish: np.ndarray,
@@ -222,8 +228,7 @@ def summarize(
     jct = (finish - arrival)[done]
     queue = (finish - arrival - run_s)[done]
     makespan = float(finish[done].max() - arrival.min()) if done.any() else math.nan
-    with np.errstate(divide="ignore", invalid="ignore"):
-        overhead = np.where(compute_s[done] > 0, comm_s[done] / compute_s[done], 0.0)
+    overhead = overhead_ratio(comm_s[done], compute_s[done])
     if busy_integral is None:
         busy_integral = float((run_s[done] * gpus[done]).sum())
     util = busy_integral / (num_gpus_cluster * makespan) if makespan and makespan > 0 else math.nan
@@ -278,8 +283,7 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         wall_s=wall_s,
     )
     status_names = np.array(["pending", "waiting", "running", "finished", "dropped"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        overhead = np.where(engine.compute_s > 0, engine.comm_s / engine.compute_s, 0.0)
+    overhead = overhead_ratio(engine.comm_s, engine.compute_s)
     job_cols = {
         "job_id": np.arange(len(jobs)),
         "name": np.array([j.name or str(j.job_id) for j in jobs]),
