@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dlcluster_gym.cluster.topology import Tier
+from baselines.consolidation import best_possible_tier
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.view import ClusterView, Plan
@@ -43,15 +43,6 @@ class FCFS(BaseScheduler):
         return plan.actions
 
 
-def best_possible_tier(view: ClusterView, num_gpus: int) -> Tier:
-    """The tightest tier a job of ``num_gpus`` could ever be placed at on this cluster."""
-    if num_gpus <= view.cluster.max_gpus_per_machine:
-        return Tier.MACHINE
-    if num_gpus <= view.cluster.max_gpus_per_rack:
-        return Tier.RACK
-    return Tier.NETWORK
-
-
 class FCFSConsolidated(FCFS):
     """Strict FCFS that waits for the most consolidated placement (no relaxation)."""
 
@@ -59,4 +50,4 @@ class FCFSConsolidated(FCFS):
 
     def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
         n = view.jobs[job].num_gpus
-        return plan.find(n, max_tier=best_possible_tier(view, n))
+        return plan.find(n, max_tier=best_possible_tier(view.cluster, n))

@@ -173,6 +173,26 @@ register_policy(
     "random", "baselines.random_policy:RandomPlacement", "FCFS order, random feasible GPUs"
 )
 register_policy(
+    "dally",
+    "baselines.dally:Dally",
+    "Dally: Nw_sens-ordered offers, delay scheduling with auto-tuned timers, preemption",
+)
+register_policy(
+    "dally-manual",
+    "baselines.dally:DallyManual",
+    "Dally with fixed delay timers (12 h machine, 24 h rack)",
+)
+register_policy(
+    "tiresias",
+    "baselines.tiresias:Tiresias",
+    "Tiresias: discretized 2D-LAS queues, preemption, skew-based consolidation",
+)
+register_policy(
+    "gandiva",
+    "baselines.gandiva:Gandiva",
+    "Gandiva: greedy network-agnostic placement, migration to consolidated GPUs",
+)
+register_policy(
     "ideal",
     "baselines.ideal:IdealBound",
     "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",

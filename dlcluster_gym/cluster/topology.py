@@ -77,6 +77,8 @@ class Cluster:
         )
         self.max_gpus_per_machine = int(self.machine_num_gpus.max())
         self.max_gpus_per_rack = int(self.rack_num_gpus.max())
+        # Cumulative GPUs of the largest machines first: how few machines can hold n GPUs.
+        self.machines_by_size_cumsum = np.cumsum(np.sort(self.machine_num_gpus)[::-1])
 
     @property
     def name(self) -> str:

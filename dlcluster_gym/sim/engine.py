@@ -103,6 +103,7 @@ class Engine:
         self.pending_overhead = np.zeros(n)  # charged at the next start (after preemption)
         self.time_shift = np.zeros(n)
         self.job_gpus: dict[int, np.ndarray] = {}
+        self.alloc_n = np.zeros(n)  # GPUs held by each job (0 when not running)
         self.waiting: dict[int, None] = {}
         self.running: dict[int, None] = {}
         self._profiles = {name: get_model(name) for name in {j.model for j in self.jobs}}
@@ -204,6 +205,22 @@ class Engine:
         extra = max(0.0, self.now - busy_from) / self.iter_time[job]
         return float(min(self.done_iters[job] + extra, self.iterations[job]))
 
+    def live(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(iterations done, seconds holding GPUs, GPU-seconds attained) as of ``now``."""
+        jobs = np.asarray(jobs, dtype=np.int64)
+        done = self.done_iters[jobs].copy()
+        run = self.run_s[jobs].copy()
+        att = self.attained[jobs].copy()
+        on = self.status[jobs] == RUNNING
+        if on.any():
+            r = jobs[on]
+            dt = self.now - self.last_update[r]
+            busy = np.maximum(self.now - np.maximum(self.last_update[r], self.resume_at[r]), 0.0)
+            done[on] = np.minimum(done[on] + busy / self.iter_time[r], self.iterations[r])
+            run[on] += dt
+            att[on] += dt * self.alloc_n[r]
+        return done, run, att
+
     # ------------------------------------------------------------------ allocation
     def _allocate(self, job: int, gpus: np.ndarray) -> Tier:
         self.free_mask[gpus] = False
@@ -211,12 +228,14 @@ class Engine:
         np.subtract.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
         np.subtract.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
         self.job_gpus[job] = gpus
+        self.alloc_n[job] = gpus.size
         tier = self.cluster.placement_tier(gpus)
         self.tiers_used[job] |= 1 << int(tier)
         return tier
 
     def _release(self, job: int) -> np.ndarray:
         gpus = self.job_gpus.pop(job)
+        self.alloc_n[job] = 0
         self.free_mask[gpus] = True
         self.gpu_owner[gpus] = -1
         np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)

@@ -131,3 +131,24 @@ def at_tier(
     if tier == Tier.RACK:
         return on_one_rack(cluster, free_mask, free_per_machine, free_per_rack, n)
     return spread_packed(cluster, free_mask, free_per_machine, free_per_rack, n)
+
+
+def fewest_machines(
+    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray, n: int
+) -> np.ndarray | None:
+    """A placement on as few machines as the job could ever use, ignoring racks.
+
+    Tiresias-style consolidation (Dally 3.2): the job needs the minimum number of machines
+    it could occupy on an empty cluster; which racks those machines sit in does not matter.
+    Up to one machine's worth this is ``on_one_machine`` (best fit); beyond, the machines with
+    the most free GPUs, in index order on ties.
+    """
+    if n <= cluster.max_gpus_per_machine:
+        return on_one_machine(cluster, free_mask, free_per_machine, n)
+    need = int(np.searchsorted(cluster.machines_by_size_cumsum, n)) + 1
+    order = np.argsort(-free_per_machine, kind="stable")
+    have = np.cumsum(free_per_machine[order])
+    k = int(np.searchsorted(have, n)) + 1
+    if k > need or k > order.size:
+        return None
+    return _take_from_machines(cluster, free_mask, order[:k], n)

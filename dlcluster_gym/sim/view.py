@@ -44,6 +44,7 @@ class ClusterView:
         self.wait_since = _ro(engine.wait_since)
         self.preemptions = _ro(engine.preemptions)
         self.iter_time_s = _ro(engine.iter_time)
+        self.last_start_s = _ro(engine.last_start)
 
     # ---------------------------------------------------------------- time and triggers
     @property
@@ -88,6 +89,13 @@ class ClusterView:
         """Fraction of the job's iterations completed."""
         return float(self._e.done_iters_now(job) / self.jobs[job].iterations)
 
+    def live(self, jobs: np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per job, as of now: iterations done, seconds holding GPUs, GPU-seconds attained.
+
+        ``done_iters``/``run_time_s``/``attained_service`` lag for running jobs (they are
+        brought up to date at events); this computes the current values, vectorized."""
+        return self._e.live(np.asarray(jobs, dtype=np.int64))
+
     def tier_of(self, job: int) -> Tier | None:
         """Consolidation tier of a running job's placement."""
         g = self._e.job_gpus.get(job)
@@ -117,6 +125,16 @@ class Plan:
     def num_free(self) -> int:
         return int(self.free_per_rack.sum())
 
+    def copy(self) -> Plan:
+        """An independent copy (to try a move and throw it away)."""
+        other = Plan.__new__(Plan)
+        other.view, other.cluster = self.view, self.cluster
+        other.free_mask = self.free_mask.copy()
+        other.free_per_machine = self.free_per_machine.copy()
+        other.free_per_rack = self.free_per_rack.copy()
+        other.actions = list(self.actions)
+        return other
+
     def _mark(self, gpus: np.ndarray, free: bool) -> None:
         self.free_mask[gpus] = free
         d = 1 if free else -1
@@ -134,6 +152,10 @@ class Plan:
         if tier is not None:
             return placement.at_tier(*args, tier)
         return placement.consolidated(*args, max_tier)
+
+    def fewest_machines(self, n: int) -> np.ndarray | None:
+        """On as few machines as ``n`` GPUs could ever use, racks ignored (Tiresias)."""
+        return placement.fewest_machines(self.cluster, self.free_mask, self.free_per_machine, n)
 
     def start(self, job: int, gpus: np.ndarray, time_shift_s: float = 0.0) -> None:
         gpus = np.asarray(gpus, dtype=np.int64)

@@ -1,0 +1,48 @@
+"""Consolidation helpers shared by the network-aware baselines (Dally, Gandiva, FCFS variants).
+
+- ``best_possible_tier``: the tightest tier a job of some size can ever have on a cluster.
+- ``best_tiers``: that tier for every job of a run, as an array (computed once per run).
+- ``worth_moving``: whether moving a running job to other GPUs pays back its overhead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.sim.view import ClusterView
+
+
+def best_possible_tier(cluster: Cluster, num_gpus: int) -> Tier:
+    """The tightest tier a job of ``num_gpus`` could ever be placed at on ``cluster``."""
+    if num_gpus <= cluster.max_gpus_per_machine:
+        return Tier.MACHINE
+    if num_gpus <= cluster.max_gpus_per_rack:
+        return Tier.RACK
+    return Tier.NETWORK
+
+
+def best_tiers(view: ClusterView) -> np.ndarray:
+    """``best_possible_tier`` of every job of the run (int8, indexed by job id)."""
+    demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
+    out = np.full(demand.size, int(Tier.NETWORK), dtype=np.int8)
+    out[demand <= view.cluster.max_gpus_per_rack] = int(Tier.RACK)
+    out[demand <= view.cluster.max_gpus_per_machine] = int(Tier.MACHINE)
+    return out
+
+
+def worth_moving(view: ClusterView, job: int, gpus: np.ndarray) -> bool:
+    """True when moving running ``job`` to ``gpus`` saves more time than it costs.
+
+    Saving = remaining iterations x (current iteration time - iteration time on ``gpus``);
+    cost = checkpoint + restore (the engine's overhead for a preemption followed by a start,
+    or a migration). Both schedulers that move jobs for consolidation use this guard so a job
+    about to finish is not moved for nothing.
+    """
+    spec = view.jobs[job]
+    done, _, _ = view.live([job])
+    remaining = spec.iterations - float(done[0])
+    new_iter = spec.compute_s * (1.0 + view.comm_overhead_for(job, gpus))
+    saving = remaining * (float(view.iter_time_s[job]) - new_iter)
+    ov = view.scenario.overheads
+    return saving > ov.checkpoint_s + ov.restore_s

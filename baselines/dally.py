@@ -1,0 +1,344 @@
+"""Dally: delay scheduling, auto-tuned delay timers and network-sensitive preemption.
+
+Section numbers refer to Dally (../shared/papers/dally-network-sensitive-scheduling.txt).
+
+Global scheduler (4.3): jobs wait in a wait queue; whenever something changes (an arrival, a
+completion, or a delay timer expiring; the engine calls the policy at exactly those instants)
+the free GPUs are offered to waiting jobs in increasing order of
+
+    Nw_sens = W_compl / T_norm,  W_compl = I_compl / I_total,  T_norm = T_run / (t_comp x I_total)
+
+(4.3.1), i.e. the ideal compute time of the work done over the time spent holding GPUs (1.0
+means no network slowdown). Each job's local scheduler answers an offer with Algorithm 1: take
+one machine if the offer has one that fits; otherwise reject until the machine timer T_Mc has
+expired; then take one rack if it fits; otherwise reject until the rack timer T_Rk has expired;
+then take any placement. T_Rk is compared with the total starvation time (Algorithm 1 line 18),
+so the paper's manual setting of "12 h, then another 12 h" is T_Mc = 12 h, T_Rk = 24 h (4.3.2).
+A job that cannot fit on one machine has T_Mc = 0; one that cannot fit on one rack has both
+timers 0 (4.3.2). Starvation time = now - the time the job last entered the wait queue (its
+arrival, or its last preemption: ``get_last_resource_assignment_time`` of Algorithm 1).
+
+Auto-tuner (4.3.3, Algorithm 2): every acceptance at machine or rack level appends the job's
+starvation time to the list of (that level, that GPU demand); a timer is the mean of its list
+plus two sample standard deviations.
+
+Choices the paper leaves open (all are parameters):
+
+- **Nw_sens of a job that has never run** (0/0): 1.0, "no network slowdown observed yet".
+  Setting it to 0 would put every new job ahead of every job that has run, and with preemption
+  by priority that is the preemption churn Tiresias avoids by discretizing its queues (3.4).
+  Ties in Nw_sens go to the job that has waited longest (then the lower job id).
+- **Timers from a short list**: an empty list gives the paper's manual defaults (12 h / 24 h);
+  one sample gives that sample (a sample standard deviation needs two).
+- **HISTORY_TIME_LIMIT**: the text calls it a sliding window (4.3.3) while Algorithm 2 drops
+  values larger than the limit. ``history_mode="window"`` (default) keeps the samples recorded
+  in the last ``history_limit_s`` of simulated time; ``history_mode="value"`` keeps the
+  samples whose value is at most the limit (Algorithm 2 read literally).
+- **History limit default and cluster size**: 4.3.3 advises a smaller limit for larger
+  clusters (more jobs are placed per unit time). Default: 48 h x 512 / (GPUs in the cluster),
+  i.e. 48 h on the 8-rack cluster of 5.1.2, 192 h on 2 racks, 24 h on 16 racks.
+- **Network-sensitive preemption and its victims** (4.3.1, 5.2.3): "jobs suffering from
+  sub-optimal placements" get the more consolidated offers. A running job whose placement is
+  wider than the tightest tier it could have is offered resources in the same Nw_sens order as
+  the waiting jobs; when the offer contains its best tier (one machine, or one rack for jobs
+  larger than a machine) it is preempted, returns to the wait queue and accepts that offer at
+  the same instant, paying checkpoint + restore. So the victim of a preemption is always the
+  suffering job itself, never a well-placed job; it only happens when the predicted saving over
+  the job's remaining iterations exceeds the overhead (``baselines.consolidation.worth_moving``),
+  and relocations are not recorded in the auto-tuner's lists (nobody waited for them).
+- Within a tier, placements are best fit: the machine (rack) with the fewest free GPUs that
+  holds the job; network placements pack onto as few racks and machines as possible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from baselines.consolidation import best_tiers, worth_moving
+from dlcluster_gym.cluster.topology import Tier
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.view import ClusterView
+
+HOUR = 3600.0
+MANUAL_MACHINE_TIMER_S = 12 * HOUR  # 4.3.2
+MANUAL_RACK_TIMER_S = 24 * HOUR  # 4.3.2: another 12 h after the machine timer
+HISTORY_REF_S = 48 * HOUR  # default history limit on the reference cluster ...
+HISTORY_REF_GPUS = 512  # ... of 8 racks x 8 machines x 8 GPUs (5.1.2)
+MACHINE, RACK, NETWORK = int(Tier.MACHINE), int(Tier.RACK), int(Tier.NETWORK)
+
+
+def _check_time(name: str, value: float | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+
+
+class WaitHistory:
+    """The auto-tuner's wait-time lists (Algorithm 2), one per (level, GPU demand).
+
+    Keeps running sums so a timer costs O(1) however long the list is.
+    """
+
+    def __init__(self, limit_s: float, mode: str) -> None:
+        if mode not in ("window", "value"):
+            raise ConfigError(f"history_mode must be 'window' or 'value', got {mode!r}")
+        self.limit_s = limit_s
+        self.mode = mode
+        self._lists: dict[tuple[int, int], deque[tuple[float, float]]] = {}
+        self._sums: dict[tuple[int, int], list[float]] = {}
+
+    def add(self, level: int, demand: int, now: float, starvation_s: float) -> None:
+        """``update_demand_delay`` of Algorithm 1 (lines 7 and 15)."""
+        if self.mode == "value" and starvation_s > self.limit_s:
+            return  # Algorithm 2 lines 3-4 / 9-10: values above the limit are discarded
+        key = (level, demand)
+        self._lists.setdefault(key, deque()).append((now, starvation_s))
+        s = self._sums.setdefault(key, [0.0, 0.0])
+        s[0] += starvation_s
+        s[1] += starvation_s * starvation_s
+
+    def samples(self, level: int, demand: int, now: float) -> list[float]:
+        self._expire((level, demand), now)
+        return [v for _, v in self._lists.get((level, demand), ())]
+
+    def _expire(self, key: tuple[int, int], now: float) -> None:
+        q = self._lists.get(key)
+        if not q or self.mode != "window":
+            return
+        s = self._sums[key]
+        while q and q[0][0] < now - self.limit_s:
+            _, v = q.popleft()
+            s[0] -= v
+            s[1] -= v * v
+        if not q:
+            s[0] = s[1] = 0.0
+
+    def timer(self, level: int, demand: int, now: float) -> float | None:
+        """Mean + 2 sample standard deviations of the list; None when the list is empty."""
+        key = (level, demand)
+        self._expire(key, now)
+        q = self._lists.get(key)
+        if not q:
+            return None
+        n = len(q)
+        total, sq = self._sums[key]
+        mean = total / n
+        if n == 1:
+            return max(mean, 0.0)
+        var = max((sq - n * mean * mean) / (n - 1), 0.0)
+        return max(mean + 2.0 * math.sqrt(var), 0.0)
+
+
+class Dally(BaseScheduler):
+    """Dally with the auto-tuner (Algorithms 1 and 2) and network-sensitive preemption."""
+
+    name = "dally"
+
+    def __init__(
+        self,
+        *,
+        history_limit_s: float | None = None,
+        history_mode: str = "window",
+        default_machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
+        default_rack_timer_s: float = MANUAL_RACK_TIMER_S,
+        preemption: bool = True,
+    ) -> None:
+        _check_time("history_limit_s", history_limit_s, allow_none=True)
+        _check_time("default_machine_timer_s", default_machine_timer_s)
+        _check_time("default_rack_timer_s", default_rack_timer_s)
+        if history_mode not in ("window", "value"):
+            raise ConfigError(f"history_mode must be 'window' or 'value', got {history_mode!r}")
+        super().__init__(
+            history_limit_s=history_limit_s,
+            history_mode=history_mode,
+            default_machine_timer_s=default_machine_timer_s,
+            default_rack_timer_s=default_rack_timer_s,
+            preemption=preemption,
+        )
+        self.history_limit_s = history_limit_s
+        self.history_mode = history_mode
+        self.default_machine_timer_s = float(default_machine_timer_s)
+        self.default_rack_timer_s = float(default_rack_timer_s)
+        self.preemption = bool(preemption)
+        self.history = WaitHistory(history_limit_s or HISTORY_REF_S, history_mode)
+
+    # ---------------------------------------------------------------- setup
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        cluster = view.cluster
+        limit = self.history_limit_s
+        if limit is None:
+            limit = HISTORY_REF_S * HISTORY_REF_GPUS / cluster.num_gpus
+        self.history = WaitHistory(limit, self.history_mode)
+        self._max_machine = cluster.max_gpus_per_machine
+        self._max_rack = cluster.max_gpus_per_rack
+        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
+        self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
+        self._best = best_tiers(view)
+        self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
+        self._next_wake = math.inf
+        self.relocations = 0
+
+    # ---------------------------------------------------------------- timers
+    def timers(self, demand: int, now: float) -> tuple[float, float]:
+        """(T_Mc, T_Rk) for a job demanding ``demand`` GPUs (Algorithm 2, 4.3.2 zeros)."""
+        if demand > self._max_rack:
+            return 0.0, 0.0
+        tr = self.history.timer(RACK, demand, now)
+        tr = self.default_rack_timer_s if tr is None else tr
+        if demand > self._max_machine:
+            return 0.0, tr
+        tm = self.history.timer(MACHINE, demand, now)
+        return (self.default_machine_timer_s if tm is None else tm), tr
+
+    def record(self, level: int, demand: int, now: float, starvation_s: float) -> None:
+        """An acceptance at ``level`` (Algorithm 1 lines 7 and 15)."""
+        self.history.add(level, demand, now, starvation_s)
+
+    def _timer_vectors(self, demand: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+        uniq, inv = np.unique(demand, return_inverse=True)
+        pairs = np.array([self.timers(int(d), now) for d in uniq], dtype=np.float64)
+        pairs = pairs.reshape(-1, 2)
+        return pairs[inv, 0], pairs[inv, 1]
+
+    # ---------------------------------------------------------------- priority
+    def nw_sens(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
+        """Nw_sens = W_compl / T_norm (4.3.1) = ideal compute time of the work done / time held;
+        1.0 for a job that has not run yet."""
+        done, run, _ = view.live(jobs)
+        ideal = done * self._compute[jobs]
+        out = np.ones(jobs.size)
+        ran = run > 0
+        out[ran] = ideal[ran] / run[ran]
+        return out
+
+    # ---------------------------------------------------------------- offers
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        plan = view.plan()
+        if plan.num_free == 0:
+            return ()  # nothing to offer; the next completion calls us again
+        now = view.now
+        waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
+        movers = np.empty(0, dtype=np.int64)
+        if self.preemption:
+            running = np.asarray(view.running(), dtype=np.int64)
+            if running.size:
+                movers = running[self._tier[running] > self._best[running]]
+        ids = np.concatenate((waiting, movers))
+        if ids.size == 0:
+            return ()
+        is_run = np.zeros(ids.size, dtype=bool)
+        is_run[waiting.size :] = True
+        nws = self.nw_sens(view, ids)
+        since = np.asarray(view.wait_since)[ids]
+        order = np.lexsort((ids, since, nws))
+        ids, is_run, since = ids[order], is_run[order], since[order]
+        demand = self._demand[ids]
+        best = self._best[ids]
+        starv = now - since
+        t_mc, t_rk = self._timer_vectors(demand, now)
+        open_ = np.ones(ids.size, dtype=bool)
+        while True:
+            fm = int(plan.free_per_machine.max())
+            fr = int(plan.free_per_rack.max())
+            nf = plan.num_free
+            past_mc = starv >= t_mc
+            takes = ~is_run & (
+                (demand <= fm)
+                | (past_mc & (demand <= fr))
+                | (past_mc & (starv >= t_rk) & (demand <= nf))
+            )
+            moves = is_run & (
+                ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
+            )
+            ok = open_ & (takes | moves)
+            k = int(np.argmax(ok))
+            if not ok[k]:
+                break
+            open_[k] = False
+            job, n = int(ids[k]), int(demand[k])
+            if is_run[k]:
+                gpus = plan.find(n, tier=Tier(int(best[k])))
+                if gpus is None or not worth_moving(view, job, gpus):
+                    continue
+                plan.preempt(job)
+                plan.start(job, gpus)
+                self._tier[job] = best[k]
+                self.relocations += 1
+                continue
+            if n <= fm:
+                tier = MACHINE
+            elif past_mc[k] and n <= fr:
+                tier = RACK
+            else:
+                tier = NETWORK
+            gpus = plan.find(n, tier=Tier(tier))
+            if gpus is None:  # cannot happen: the free counts above guarantee a placement
+                raise RuntimeError(f"dally: no {Tier(tier).label} placement for job {job}")
+            plan.start(job, gpus)
+            self._tier[job] = tier
+            if tier != NETWORK:
+                self.record(tier, n, now, float(starv[k]))
+                same = demand == n
+                t_mc[same], t_rk[same] = self.timers(n, now)
+        self._wake_at_next_timer(plan, now, starv, t_mc, t_rk, since, open_ & ~is_run)
+        return plan.actions
+
+    def _wake_at_next_timer(
+        self,
+        plan,
+        now: float,
+        starv: np.ndarray,
+        t_mc: np.ndarray,
+        t_rk: np.ndarray,
+        since: np.ndarray,
+        still: np.ndarray,
+    ) -> None:
+        """Ask to be called when the next waiting job's timer expires (its answer changes)."""
+        if not still.any():
+            return
+        expiries = np.concatenate((since[still] + t_mc[still], since[still] + t_rk[still]))
+        future = expiries[expiries > now]
+        if future.size == 0:
+            return
+        t = float(future.min())
+        if t < self._next_wake or self._next_wake <= now:
+            plan.wake_up(t)
+            self._next_wake = t
+
+
+class DallyManual(Dally):
+    """Dally with fixed timers (4.3.2, 5.1.3 "Dally-manual"): 12 h machine, 24 h in total for
+    rack; the same offers order and preemption as Dally."""
+
+    name = "dally-manual"
+
+    def __init__(
+        self,
+        *,
+        machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
+        rack_timer_s: float = MANUAL_RACK_TIMER_S,
+        preemption: bool = True,
+    ) -> None:
+        _check_time("machine_timer_s", machine_timer_s)
+        _check_time("rack_timer_s", rack_timer_s)
+        super().__init__(
+            default_machine_timer_s=machine_timer_s,
+            default_rack_timer_s=rack_timer_s,
+            preemption=preemption,
+        )
+        self.params = {
+            "machine_timer_s": machine_timer_s,
+            "rack_timer_s": rack_timer_s,
+            "preemption": preemption,
+        }
+
+    def record(self, level: int, demand: int, now: float, starvation_s: float) -> None:
+        """Fixed timers: nothing to learn."""

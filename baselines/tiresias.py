@@ -1,0 +1,227 @@
+"""Tiresias: Discretized 2D-LAS with preemption, starvation promotion and skew-based placement.
+
+As Dally describes it (3.2, 3.4) and the NSDI'19 paper defines it (Gu et al., "Tiresias: A GPU
+Cluster Manager for Distributed Deep Learning"; the paper is not in ../shared/papers):
+
+- **Priority** (2D-LAS, 3.4): a job's attained service is GPUs x time run. It is discretized
+  into K priority queues by thresholds on attained service; a new job enters the highest
+  queue and is demoted when its attained service crosses the next threshold. Within a queue,
+  running jobs keep their GPUs and waiting jobs are served in arrival order (FIFO), so jobs of
+  one queue never preempt each other. Default thresholds (3250, 7200) GPU-seconds, i.e. K=3
+  queues, are those of the authors' public simulator (SymbioticLab/Tiresias,
+  simulator/jobs.py, ``queue_limit``; dlas-gpu uses GPU-time).
+- **Preemption**: a waiting job that cannot be placed may preempt running jobs of strictly
+  lower-priority queues, lowest queue first and, within a queue, the most recently started
+  first, taking only as many as its placement needs and only when that frees a placement it
+  accepts. Preempted jobs keep their progress (checkpoint + restore overhead in the engine).
+- **Starvation** (the paper's PROMOTEKNOB/STARVELIMIT): a waiting job below the top queue
+  that has waited, since it last ran, at least ``promote_knob`` x its run time since its last
+  promotion goes back to the top queue with that run time reset. Default knob 2 (our choice;
+  0 disables promotion).
+- **Placement** (Dally 3.2): models with high skew (largest tensor / model size, Dally Table 1
+  classes) wait for the fewest machines they can use, which racks those are does not matter
+  (Tiresias knows machines, not the rack tier; 3.4 (i)); other models take any offer: the
+  lowest-numbered free GPUs (first fit).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.view import ClusterView, Plan
+from dlcluster_gym.workload.models import get_model
+
+DEFAULT_THRESHOLDS = (3250.0, 7200.0)
+
+
+class Tiresias(BaseScheduler):
+    """Discretized 2D-LAS (K queues), preemption, starvation promotion, skew consolidation."""
+
+    name = "tiresias"
+
+    def __init__(
+        self,
+        *,
+        thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+        promote_knob: float = 2.0,
+        preemption: bool = True,
+    ) -> None:
+        th = list(thresholds) if isinstance(thresholds, list | tuple) else None
+        if th is None or not all(isinstance(t, int | float) and math.isfinite(t) for t in th):
+            raise ConfigError(
+                f"thresholds must be a list of finite GPU-second values, got {thresholds!r}"
+            )
+        if any(t <= 0 for t in th) or any(b <= a for a, b in itertools.pairwise(th)):
+            raise ConfigError(f"thresholds must be positive and increasing, got {thresholds!r}")
+        if not isinstance(promote_knob, int | float) or not (
+            math.isfinite(promote_knob) and promote_knob >= 0
+        ):
+            raise ConfigError(f"promote_knob must be a finite number >= 0, got {promote_knob!r}")
+        super().__init__(thresholds=th, promote_knob=promote_knob, preemption=preemption)
+        self.thresholds = np.asarray(th, dtype=np.float64)
+        self.promote_knob = float(promote_knob)
+        self.preemption = bool(preemption)
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        n = len(view.jobs)
+        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
+        self._arrival = np.array([j.arrival_s for j in view.jobs], dtype=np.float64)
+        self._high_skew = np.array(
+            [get_model(j.model).skew == "high" for j in view.jobs], dtype=bool
+        )
+        # Attained service and run time at the last promotion (2D-LAS counts from there).
+        self._service_base = np.zeros(n)
+        self._run_base = np.zeros(n)
+        self._next_wake = math.inf
+        self.promotions = 0
+
+    def place(self, plan: Plan, job: int) -> np.ndarray | None:
+        """High skew: fewest machines (or wait); otherwise any free GPUs (first fit)."""
+        n = int(self._demand[job])
+        if plan.num_free < n:
+            return None
+        if self._high_skew[job]:
+            if n <= plan.cluster.max_gpus_per_machine and int(plan.free_per_machine.max()) < n:
+                return None
+            return plan.fewest_machines(n)
+        return plan.first_fit(n)
+
+    def queues(self, service: np.ndarray) -> np.ndarray:
+        """Queue index (0 = highest priority) for attained service values."""
+        return np.searchsorted(self.thresholds, service, side="right")
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        now = view.now
+        waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
+        running = np.asarray(view.running(), dtype=np.int64)
+        if waiting.size == 0:
+            return ()
+        ids = np.concatenate((waiting, running))
+        _, run, attained = view.live(ids)
+        service = attained - self._service_base[ids]
+        executed = run - self._run_base[ids]
+        since = np.asarray(view.wait_since)[ids]
+        is_wait = np.zeros(ids.size, dtype=bool)
+        is_wait[: waiting.size] = True
+        q = self.queues(service)
+        if self.promote_knob > 0:
+            starving = (
+                is_wait & (q > 0) & (executed > 0) & (now - since >= self.promote_knob * executed)
+            )
+            if starving.any():
+                s = ids[starving]
+                self._service_base[s] = attained[starving]
+                self._run_base[s] = run[starving]
+                service[starving] = 0.0
+                executed[starving] = 0.0
+                q[starving] = 0
+                self.promotions += int(starving.sum())
+        plan = view.plan()
+        q_wait, q_run = q[: waiting.size], q[waiting.size :]
+        order = np.lexsort((waiting, self._arrival[waiting], q_wait))
+        # Victims: lowest priority first (highest queue), then the most recently started.
+        vorder = np.lexsort((-np.asarray(view.last_start_s)[running], -q_run))
+        victims, victim_q = running[vorder], q_run[vorder]
+        victim_open = np.ones(victims.size, dtype=bool)
+        top_victim_q = int(victim_q[0]) if self.preemption and victims.size else -1
+        failed: set[tuple[int, int, bool]] = set()  # what cannot fit stays unfit this call
+        for k in order.tolist():
+            job = int(waiting[k])
+            qj = int(q_wait[k])
+            if qj >= top_victim_q and plan.num_free == 0:
+                break  # no free GPUs and nobody left that this or any later job may preempt
+            key = (qj, int(self._demand[job]), bool(self._high_skew[job]))
+            if key in failed:
+                continue
+            gpus = self.place(plan, job)
+            if gpus is None and qj < top_victim_q:
+                plan, gpus = self._preempt_for(plan, job, qj, victims, victim_q, victim_open)
+            if gpus is None:
+                failed.add(key)
+            else:
+                plan.start(job, gpus)
+        self._wake(
+            plan,
+            view,
+            now,
+            running,
+            q_run,
+            service[waiting.size :],
+            ids,
+            since,
+            q,
+            executed,
+            is_wait,
+        )
+        return plan.actions
+
+    def _preempt_for(
+        self,
+        plan: Plan,
+        job: int,
+        q_job: int,
+        victims: np.ndarray,
+        victim_q: np.ndarray,
+        victim_open: np.ndarray,
+    ) -> tuple[Plan, np.ndarray | None]:
+        """Preempt the fewest lowest-priority jobs that make room for ``job``."""
+        eligible = np.flatnonzero(victim_open & (victim_q > q_job))
+        if eligible.size == 0:
+            return plan, None
+        need = int(self._demand[job])
+        if plan.num_free + int(self._demand[victims[eligible]].sum()) < need:
+            return plan, None
+        trial = plan.copy()
+        taken: list[int] = []
+        for i in eligible.tolist():
+            trial.preempt(int(victims[i]))
+            taken.append(i)
+            gpus = self.place(trial, job)
+            if gpus is not None:
+                victim_open[taken] = False
+                return trial, gpus
+        return plan, None
+
+    def _wake(
+        self,
+        plan: Plan,
+        view: ClusterView,
+        now: float,
+        running: np.ndarray,
+        q_run: np.ndarray,
+        service_run: np.ndarray,
+        ids: np.ndarray,
+        since: np.ndarray,
+        q: np.ndarray,
+        executed: np.ndarray,
+        is_wait: np.ndarray,
+    ) -> None:
+        """Wake up at the next demotion of a running job or promotion of a waiting one."""
+        times = []
+        if running.size:
+            nxt = q_run < self.thresholds.size
+            if nxt.any():
+                left = self.thresholds[q_run[nxt]] - service_run[nxt]
+                times.append(now + left / self._demand[running[nxt]])
+        if self.promote_knob > 0:
+            starving = is_wait & (q > 0) & (executed > 0)
+            if starving.any():
+                times.append(since[starving] + self.promote_knob * executed[starving])
+        if not times:
+            return
+        t_all = np.concatenate(times)
+        t_all = t_all[t_all > now]
+        if t_all.size == 0:
+            return
+        t = float(t_all.min())
+        if t < self._next_wake or self._next_wake <= now:
+            plan.wake_up(t)
+            self._next_wake = t
