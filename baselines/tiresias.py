@@ -34,7 +34,7 @@ import numpy as np
 
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.actions import Action, Preempt, Start
 from dlcluster_gym.sim.view import ClusterView, Plan
 from dlcluster_gym.workload.models import get_model
 
@@ -81,6 +81,7 @@ class Tiresias(BaseScheduler):
         self._service_base = np.zeros(n)
         self._run_base = np.zeros(n)
         self._next_wake = math.inf
+        self._pos = np.zeros(n, dtype=np.int64)  # scratch: job id -> index in this call
         self.promotions = 0
 
     def place(self, plan: Plan, job: int) -> np.ndarray | None:
@@ -148,19 +149,18 @@ class Tiresias(BaseScheduler):
                 failed.add(key)
             else:
                 plan.start(job, gpus)
-        self._wake(
-            plan,
-            view,
-            now,
-            running,
-            q_run,
-            service[waiting.size :],
-            ids,
-            since,
-            q,
-            executed,
-            is_wait,
-        )
+        # State after this decision: who runs, who waits (and since when).
+        runs = ~is_wait
+        since = since.copy()
+        pos = self._pos
+        pos[ids] = np.arange(ids.size)
+        for a in plan.actions:
+            if isinstance(a, Start):
+                runs[pos[a.job]] = True
+            elif isinstance(a, Preempt):
+                runs[pos[a.job]] = False
+                since[pos[a.job]] = now
+        self._wake(plan, now, ids, runs, since, q, service, executed)
         return plan.actions
 
     def _preempt_for(
@@ -193,30 +193,21 @@ class Tiresias(BaseScheduler):
     def _wake(
         self,
         plan: Plan,
-        view: ClusterView,
         now: float,
-        running: np.ndarray,
-        q_run: np.ndarray,
-        service_run: np.ndarray,
         ids: np.ndarray,
+        runs: np.ndarray,
         since: np.ndarray,
         q: np.ndarray,
+        service: np.ndarray,
         executed: np.ndarray,
-        is_wait: np.ndarray,
     ) -> None:
         """Wake up at the next demotion of a running job or promotion of a waiting one."""
-        times = []
-        if running.size:
-            nxt = q_run < self.thresholds.size
-            if nxt.any():
-                left = self.thresholds[q_run[nxt]] - service_run[nxt]
-                times.append(now + left / self._demand[running[nxt]])
+        lower = q < self.thresholds.size
+        dem = runs & lower
+        times = [now + (self.thresholds[q[dem]] - service[dem]) / self._demand[ids[dem]]]
         if self.promote_knob > 0:
-            starving = is_wait & (q > 0) & (executed > 0)
-            if starving.any():
-                times.append(since[starving] + self.promote_knob * executed[starving])
-        if not times:
-            return
+            starving = ~runs & (q > 0) & (executed > 0)
+            times.append(since[starving] + self.promote_knob * executed[starving])
         t_all = np.concatenate(times)
         t_all = t_all[t_all > now]
         if t_all.size == 0:

@@ -9,8 +9,10 @@ import pytest
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.perf.network import comm_overhead
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
+from dlcluster_gym.workload.models import get_model
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 traces_available = TRACES.is_dir()
@@ -40,3 +42,14 @@ def run_engine(scenario: ScenarioConfig, jobs: list[Job], policy, seed: int = 0,
         **kw,
     )
     return engine, engine.run()
+
+
+def frac(cluster: Cluster, model: str, gpus: list[int]) -> float:
+    """Exposed communication of ``model`` on ``gpus`` as a fraction of compute (no contention)."""
+    links = cluster.links_for_group(0)
+    return comm_overhead(get_model(model), cluster.placement_shape(gpus), links)
+
+
+def starts(res) -> dict[int, tuple[float, list[int], str]]:
+    """Last start of each job: (time, GPUs, tier) from a run recorded with events."""
+    return {e["job"]: (e["t"], e["gpus"], e["tier"]) for e in res.events if e["event"] == "start"}

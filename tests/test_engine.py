@@ -6,20 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from conftest import run_engine, small_scenario
+from conftest import frac, run_engine, small_scenario
 
 from dlcluster_gym import BaseScheduler, Migrate, Preempt, Resize, Start, WakeUp
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.perf.network import comm_overhead
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import get_model
-
-
-def frac(cluster: Cluster, model: str, gpus: list[int]) -> float:
-    links = cluster.links_for_group(0)
-    return comm_overhead(get_model(model), cluster.placement_shape(gpus), links)
 
 
 def trace(res) -> list[tuple]:

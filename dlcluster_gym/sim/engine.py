@@ -8,6 +8,14 @@ running job progresses at ``1 / iteration_time``, with iteration time = compute 
 carries the job's version; any change to its speed bumps the version, so stale completions
 are skipped (lazy invalidation).
 
+Link contention (scenario ``contention``, off by default): jobs that share a NIC or ToR uplink
+stretch each other's communication under fair sharing unless their phases interleave
+(``perf.contention``); iteration time = compute + exposed communication x the job's contention
+factor (its worst link's stretch). The engine keeps link -> jobs membership; a start, finish,
+preemption, migration, resize or time shift recomputes the stretch of the links it touches
+only, and the jobs on them whose factor changed are brought up to now and rescheduled. With
+contention off none of this runs and the engine is unchanged.
+
 Overheads (scenario ``overheads``): a preempted job pays checkpoint + restore when it next
 starts, a migrated job pays checkpoint + restore on its new GPUs, a resized job pays a
 restart. During an overhead the job holds its GPUs but makes no progress.
@@ -28,6 +36,7 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.errors import ConfigError, InvalidActionError
+from dlcluster_gym.perf.contention import UP_TEMPLATES, SharedLinks, stretch_factors
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim.actions import Migrate, Preempt, Resize, SetTimeShift, Start, WakeUp
 from dlcluster_gym.sim.results import Results, build_results
@@ -122,6 +131,11 @@ class Engine:
         self._ts_left: list[int] = []
         self.n_done = 0
         self.dropped: list[int] = []
+        # Link contention (perf.contention); None when the scenario turns it off.
+        self.links: SharedLinks | None = SharedLinks(cluster) if scenario.contention else None
+        self.contention_s = np.zeros(n)  # extra exposed-comm seconds due to link sharing
+        if self.links is not None:
+            self._init_contention(n)
         self._admit()
 
     # ------------------------------------------------------------------ setup
@@ -166,6 +180,10 @@ class Engine:
         return placement_overhead(self.cluster, self._profiles[self.jobs[job].model], gpus)
 
     def _set_speed(self, job: int) -> None:
+        if self.links is not None:
+            self._base_speed(job)
+            self._respeed(job)
+            return
         gpus = self.job_gpus[job]
         spec = self.jobs[job]
         compute = spec.compute_s * spec.num_gpus / gpus.size  # data parallel: fixed global batch
@@ -192,6 +210,8 @@ class Engine:
             self.done_iters[job] += iters
             self.comm_s[job] += iters * self.comm_per_iter[job]
             self.compute_s[job] += iters * self.compute_per_iter[job]
+            if self.links is not None:
+                self.contention_s[job] += iters * (self.comm_per_iter[job] - self.comm_base[job])
             self.overhead_s[job] += max(0.0, busy_from - t0)
         else:
             self.overhead_s[job] += dt
@@ -220,6 +240,157 @@ class Engine:
             run[on] += dt
             att[on] += dt * self.alloc_n[r]
         return done, run, att
+
+    # ------------------------------------------------------------------ link contention
+    def _init_contention(self, n: int) -> None:
+        links = self.links
+        assert links is not None
+        self.comm_base = np.zeros(n)  # exposed comm per iteration without contention
+        self.contention = np.ones(n)  # factor on exposed comm (worst link's stretch)
+        self._finish_at = np.full(n, math.inf)  # time of each job's valid FINISH event
+        self._up_s = np.zeros(n)  # communication (Up) seconds per iteration, uncontended
+        self._job_links: dict[int, np.ndarray] = {}  # running job -> link ids it crosses
+        self._job_peak: dict[int, np.ndarray] = {}  # its capped peak demand on each link
+        self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
+        self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
+        self._parallelism = [self._profiles[j.model].parallelism for j in self.jobs]
+        self._overlap = np.array([self._profiles[j.model].comm.overlap for j in self.jobs])
+        n_links = links.num_links
+        self._link_jobs: list[dict[int, float]] = [{} for _ in range(n_links)]  # job -> rate
+        self._link_stretch: dict[int, dict[int, float]] = {}  # only over-subscribed links
+        self._link_count = np.zeros(n_links, dtype=np.int64)
+        self._link_peak = np.zeros(n_links)  # summed capped peak demand (bytes/s)
+        self._link_load = np.zeros(n_links)  # summed time-averaged carried demand (bytes/s)
+        self._ts_util_mean: list[float] = []
+        self._ts_util_max: list[float] = []
+        self._ts_active: list[int] = []
+        self._ts_contended: list[int] = []
+
+    def _base_speed(self, job: int) -> None:
+        """Compute and uncontended exposed comm per iteration of a running job."""
+        gpus = self.job_gpus[job]
+        spec = self.jobs[job]
+        compute = spec.compute_s * spec.num_gpus / gpus.size
+        self.compute_per_iter[job] = compute
+        comm = self.comm_fraction(job, gpus) * compute
+        self.comm_base[job] = comm
+        up = comm / (1.0 - self._overlap[job])
+        self._up_s[job] = min(up, compute + comm)
+
+    def _respeed(self, job: int) -> None:
+        """Iteration time from the base speed and the contention factor; new FINISH event."""
+        self.comm_per_iter[job] = self.comm_base[job] * self.contention[job]
+        self.iter_time[job] = self.compute_per_iter[job] + self.comm_per_iter[job]
+        self.version[job] += 1
+        start = max(self.now, self.resume_at[job])
+        remaining = max(self.iterations[job] - self.done_iters[job], 0.0)
+        t = start + remaining * self.iter_time[job]
+        self._finish_at[job] = t
+        self._push(t, FINISH, job, int(self.version[job]))
+        carry = self._job_carry.get(job)
+        if carry is not None:
+            ids = self._job_links[job]
+            load = carry * (self._up_s[job] / self.iter_time[job])
+            old = self._job_load.get(job)
+            if old is not None:
+                self._link_load[ids] -= old
+            self._link_load[ids] += load
+            self._job_load[job] = load
+
+    def _net_join(self, job: int) -> np.ndarray:
+        """Put a just-placed job on the links its placement crosses; returns them."""
+        links = self.links
+        assert links is not None
+        traffic = links.traffic(self._profiles[self.jobs[job].model], self.job_gpus[job])
+        ids = traffic.links
+        self._job_links[job] = ids
+        if ids.size:
+            tpl = UP_TEMPLATES[self._parallelism[job]]
+            caps = links.capacity_Bps[ids]
+            rates = traffic.rate_Bps
+            # carried rate per Up second, phase demands capped at the capacity
+            self._job_carry[job] = sum(
+                s * np.minimum(v * rates, caps) for s, v in zip(tpl.share, tpl.level, strict=True)
+            )
+            self._job_peak[job] = np.minimum(rates * tpl.peak, caps)
+            self._link_peak[ids] += self._job_peak[job]
+            self._link_count[ids] += 1
+            for link, rate in zip(ids.tolist(), rates.tolist(), strict=True):
+                self._link_jobs[link][job] = rate
+        return ids
+
+    def _net_leave(self, job: int) -> np.ndarray:
+        """Take a job off its links (it finished, was preempted or moves); returns them."""
+        ids = self._job_links.pop(job)
+        if ids.size:
+            self._link_peak[ids] -= self._job_peak.pop(job)
+            self._link_load[ids] -= self._job_load.pop(job, 0.0)
+            del self._job_carry[job]
+            self._link_count[ids] -= 1
+            empty = ids[self._link_count[ids] == 0]
+            self._link_peak[empty] = 0.0
+            self._link_load[empty] = 0.0
+            for link in ids.tolist():
+                del self._link_jobs[link][job]
+        self.contention[job] = 1.0
+        return ids
+
+    def _net_flush(self, dirty: np.ndarray, placed: int = -1) -> None:
+        """Recompute the stretch on ``dirty`` links; reschedule jobs whose factor changed.
+
+        ``placed`` is a job the caller reschedules itself (it was just placed or moved).
+        """
+        if dirty.size == 0:
+            return
+        links = self.links
+        assert links is not None
+        cap = links.capacity_Bps
+        affected: dict[int, None] = {}
+        for link in dirty.tolist():
+            members = self._link_jobs[link]
+            had = self._link_stretch.pop(link, None)
+            if had:  # was over-subscribed: its remaining jobs may speed up
+                affected.update((j, None) for j in had if j in members)
+            if len(members) < 2 or self._link_peak[link] <= cap[link] * (1.0 + 1e-9):
+                continue
+            jobs = list(members)
+            arr = np.asarray(jobs, dtype=np.int64)
+            stretch = stretch_factors(
+                self.compute_per_iter[arr] + self.comm_base[arr],
+                self._up_s[arr],
+                [self._parallelism[j] for j in jobs],
+                list(members.values()),
+                self.time_shift[arr],
+                float(cap[link]),
+            )
+            if (stretch > 1.0).any():
+                self._link_stretch[link] = dict(zip(jobs, stretch.tolist(), strict=True))
+                affected.update(dict.fromkeys(jobs))
+        if placed >= 0:
+            affected[placed] = None
+        for job in affected:
+            factor = 1.0
+            for link in self._job_links[job].tolist():
+                st = self._link_stretch.get(link)
+                if st is not None:
+                    factor = max(factor, st[job])
+            if job == placed:
+                self.contention[job] = factor
+            elif factor != self.contention[job] and self._finish_at[job] > self.now:
+                self._advance(job)
+                self.contention[job] = factor
+                self._respeed(job)
+
+    def link_utilization(self) -> np.ndarray:
+        """Per shared link, time-averaged carried demand / capacity now (0 when idle, <= 1).
+
+        A job carries its bytes per iteration on the link (Up rate x Up time, phase demands
+        capped at the capacity) once per current, stretched, iteration.
+        """
+        links = self.links
+        if links is None:
+            raise RuntimeError("link utilization needs scenario.contention on")
+        return np.minimum(np.maximum(self._link_load, 0.0) / links.capacity_Bps, 1.0)
 
     # ------------------------------------------------------------------ allocation
     def _allocate(self, job: int, gpus: np.ndarray) -> Tier:
@@ -296,6 +467,8 @@ class Engine:
                     raise self._bad(
                         a, f"job {a.job} demands {self.jobs[a.job].num_gpus} GPUs, got {gpus.size}"
                     )
+                if not math.isfinite(a.time_shift_s):
+                    raise self._bad(a, "time shift must be finite")
                 self._start(a.job, gpus, a.time_shift_s)
             elif isinstance(a, Preempt):
                 self._check_job(a, a.job, RUNNING)
@@ -312,7 +485,12 @@ class Engine:
                 self._move(a.job, gpus, isinstance(a, Resize))
             elif isinstance(a, SetTimeShift):
                 self._check_job(a, a.job, RUNNING)
+                if not math.isfinite(a.shift_s):
+                    raise self._bad(a, "time shift must be finite")
+                old = self.time_shift[a.job]
                 self.time_shift[a.job] = float(a.shift_s)
+                if self.links is not None and self.time_shift[a.job] != old:
+                    self._net_flush(self._job_links[a.job])
             elif isinstance(a, WakeUp):
                 if not math.isfinite(a.at_s):
                     raise self._bad(a, "wake-up time must be finite")
@@ -337,7 +515,12 @@ class Engine:
         self.pending_overhead[job] = 0.0
         self.time_shift[job] = shift
         tier = self._allocate(job, gpus)
-        self._set_speed(job)
+        if self.links is None:
+            self._set_speed(job)
+        else:
+            self._base_speed(job)
+            self._net_flush(self._net_join(job), placed=job)
+            self._respeed(job)
         if self.event_log is not None:
             self._log("start", job, gpus=gpus.tolist(), tier=tier.label)
 
@@ -351,6 +534,8 @@ class Engine:
         self.preemptions[job] += 1
         self.wait_since[job] = self.now
         self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
+        if self.links is not None:
+            self._net_flush(self._net_leave(job))
         self._log("preempt", job)
 
     def _move(self, job: int, gpus: np.ndarray, resize: bool) -> None:
@@ -364,7 +549,13 @@ class Engine:
             self.migrations[job] += 1
             cost = self.overheads.checkpoint_s + self.overheads.restore_s
         self.resume_at[job] = max(self.resume_at[job], self.now) + cost
-        self._set_speed(job)
+        if self.links is None:
+            self._set_speed(job)
+        else:
+            old = self._net_leave(job)
+            self._base_speed(job)
+            self._net_flush(np.union1d(old, self._net_join(job)), placed=job)
+            self._respeed(job)
         self._log("resize" if resize else "migrate", job, gpus=gpus.tolist())
 
     # ------------------------------------------------------------------ main loop
@@ -375,6 +566,8 @@ class Engine:
         del self.running[job]
         self.status[job] = DONE
         self.finish[job] = self.now
+        if self.links is not None:
+            self._net_flush(self._net_leave(job))
         self._log("finish", job)
 
     def _record(self) -> None:
@@ -387,12 +580,33 @@ class Engine:
                 len(self.running),
                 left,
             )
+            if self.links is not None:
+                self._record_links(replace=True)
             return
         self._ts_t.append(self.now)
         self._ts_busy.append(busy)
         self._ts_wait.append(len(self.waiting))
         self._ts_run.append(len(self.running))
         self._ts_left.append(left)
+        if self.links is not None:
+            self._record_links(replace=False)
+
+    def _record_links(self, replace: bool) -> None:
+        """Mean / max utilization over links carrying jobs, and how many are contended."""
+        active = self._link_count > 0
+        n_active = int(active.sum())
+        if n_active:
+            util = self.link_utilization()[active]
+            mean, peak = float(util.mean()), float(util.max())
+        else:
+            mean = peak = 0.0
+        row = (mean, peak, n_active, len(self._link_stretch))
+        cols = (self._ts_util_mean, self._ts_util_max, self._ts_active, self._ts_contended)
+        for col, v in zip(cols, row, strict=True):
+            if replace:
+                col[-1] = v
+            else:
+                col.append(v)
 
     def run(self) -> Results:
         """Run to the end and return the results."""
@@ -455,10 +669,19 @@ class Engine:
         return any(e[3] != ROUND for e in self._heap)
 
     def timeseries(self) -> dict[str, np.ndarray]:
-        return {
+        """One point per decision instant; the link columns only when contention is on."""
+        ts = {
             "t": np.asarray(self._ts_t),
             "busy_gpus": np.asarray(self._ts_busy, dtype=np.int64),
             "waiting": np.asarray(self._ts_wait, dtype=np.int64),
             "running": np.asarray(self._ts_run, dtype=np.int64),
             "remaining": np.asarray(self._ts_left, dtype=np.int64),
         }
+        if self.links is not None:
+            ts.update(
+                link_util_mean=np.asarray(self._ts_util_mean, dtype=np.float64),
+                link_util_max=np.asarray(self._ts_util_max, dtype=np.float64),
+                links_active=np.asarray(self._ts_active, dtype=np.int64),
+                links_contended=np.asarray(self._ts_contended, dtype=np.int64),
+            )
+        return ts

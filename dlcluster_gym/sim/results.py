@@ -6,6 +6,12 @@ Definitions (all times in seconds):
 - comm overhead of a job = exposed communication seconds / compute seconds; ``avg_comm_overhead``
   averages it over finished jobs, ``avg_comm_s`` averages the exposed seconds.
 - GPU utilization = integral of allocated GPUs over time / (GPUs x makespan).
+- link contention (scenario ``contention``): ``contention_s`` of a job = extra exposed-comm
+  seconds due to sharing links; its ``contention_slowdown`` = busy time (compute + exposed
+  comm) / the same without the extra, 1.0 without contention; ``avg_contention_slowdown``
+  averages it over finished jobs. ``avg_link_utilization`` = time average over the run of the
+  ``link_util_mean`` series (mean carried demand / capacity over the links carrying jobs at
+  each decision instant; only with contention on, where links are modeled).
 Only ``wall_s`` depends on the machine; every other field is a function of scenario, policy
 and seed.
 """
@@ -38,6 +44,8 @@ SUMMARY_KEYS = (
     "p99_queue_s",
     "avg_comm_s",
     "avg_comm_overhead",
+    "avg_contention_slowdown",
+    "avg_link_utilization",
     "gpu_utilization",
     "throughput_jobs_per_h",
     "jobs_total",
@@ -207,6 +215,23 @@ def write_events(path: str | Path, events: list[dict[str, Any]]) -> None:
             f.write(json.dumps(e) + "\n")
 
 
+def contention_slowdown(
+    compute_s: np.ndarray, comm_s: np.ndarray, contention_s: np.ndarray
+) -> np.ndarray:
+    """Per job, busy time / busy time without the contention stretch (1 where no work done)."""
+    busy = compute_s + comm_s
+    base = busy - contention_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(base > 0, busy / base, 1.0)
+
+
+def _time_average(t: np.ndarray, v: np.ndarray) -> float:
+    """Time average of a step series sampled at ``t`` (each value holds until the next)."""
+    if t.size < 2 or t[-1] <= t[0]:
+        return float(v[0]) if v.size else math.nan
+    return float(np.sum(np.diff(t) * v[:-1]) / (t[-1] - t[0]))
+
+
 def overhead_ratio(comm_s: np.ndarray, compute_s: np.ndarray) -> np.ndarray:
     """Per-job exposed communication / compute (0 where no compute was done)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -271,6 +296,11 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         busy_integral,
     )
     n_done = int((engine.status == DONE).sum())
+    slowdown = contention_slowdown(engine.compute_s, engine.comm_s, engine.contention_s)
+    finished = engine.status == DONE
+    summary["avg_contention_slowdown"] = _mean(slowdown[finished])
+    if "link_util_mean" in ts:
+        summary["avg_link_utilization"] = _time_average(ts["t"], ts["link_util_mean"])
     summary.update(
         jobs_total=int(admitted.sum()),
         jobs_completed=n_done,
@@ -300,6 +330,8 @@ def build_results(engine: Engine, wall_s: float) -> Results:
         "compute_s": engine.compute_s,
         "comm_s": engine.comm_s,
         "comm_overhead": overhead,
+        "contention_s": engine.contention_s,
+        "contention_slowdown": slowdown,
         "preemptions": engine.preemptions,
         "migrations": engine.migrations,
         "tiers": np.array([tiers_label(int(m)) for m in engine.tiers_used]),

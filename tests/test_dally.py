@@ -1,0 +1,193 @@
+"""Dally: Algorithm 1 decisions and timings, the auto-tuner's lists, relocation preemption."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import frac, run_engine, small_scenario, starts
+
+from baselines.dally import Dally, WaitHistory
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.sim.engine import Engine
+from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.workload.job import Job
+
+LONG = 10**6  # iterations: a job that outlives the test
+
+
+def fragmented(extra: list[Job]) -> list[Job]:
+    """2 racks x 2 machines x 4 GPUs with one free GPU per machine (four long 3-GPU jobs)."""
+    return [Job(i, "resnet50", 3, LONG, 1.0, 0.0) for i in range(4)] + extra
+
+
+def test_machine_timer_then_rack_placement_exactly_at_expiry():
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    jobs = fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)])
+    policy = make_policy("dally-manual", machine_timer_s=100.0, rack_timer_s=300.0)
+    _, res = run_engine(sc, jobs, policy)
+    st = starts(res)
+    assert [st[i][2] for i in range(4)] == ["machine"] * 4
+    t, gpus, tier = st[4]
+    assert (t, tier) == (pytest.approx(101.0), "rack")  # rejected until T_Mc expired
+    assert {g // 4 for g in gpus} == {0, 1}  # one free GPU on each machine of rack 0
+
+
+def test_rack_timer_then_network_placement():
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    jobs = fragmented([Job(4, "resnet18", 3, 10, 1.0, 1.0)])
+    policy = make_policy("dally-manual", machine_timer_s=100.0, rack_timer_s=300.0)
+    _, res = run_engine(sc, jobs, policy)
+    t, _, tier = starts(res)[4]
+    # No rack holds 3 free GPUs: rejected at t=101 too, accepted when T_Rk expires.
+    assert (t, tier) == (pytest.approx(301.0), "network")
+
+
+def test_timers_are_zero_for_jobs_that_cannot_fit_on_a_machine():
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    jobs = [Job(0, "resnet50", 1, LONG, 1.0, 0.0), Job(1, "resnet18", 6, 10, 1.0, 1.0)]
+    policy = make_policy("dally-manual", machine_timer_s=1e6, rack_timer_s=2e6)
+    _, res = run_engine(sc, jobs, policy)
+    t, _, tier = starts(res)[1]
+    assert (t, tier) == (pytest.approx(1.0), "rack")  # T_Mc = 0: takes the rack at once
+    jobs = [Job(0, "resnet50", 1, LONG, 1.0, 0.0), Job(1, "resnet18", 12, 10, 1.0, 1.0)]
+    _, res = run_engine(sc, jobs, make_policy("dally-manual", machine_timer_s=1e6))
+    t, _, tier = starts(res)[1]
+    assert (t, tier) == (pytest.approx(1.0), "network")  # larger than a rack: both timers 0
+
+
+def test_relocation_preempts_suffering_job_and_keeps_its_progress():
+    sc = small_scenario(
+        racks=1,
+        machines=2,
+        gpus=4,
+        overheads={"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0},
+    )
+    cl = Cluster(sc.cluster)
+    jobs = [
+        Job(0, "resnet50", 3, 100, 1.0, 0.0),  # short, on machine 0
+        Job(1, "resnet50", 3, LONG, 1.0, 0.0),  # long, on machine 1
+        Job(2, "resnet18", 2, 20_000, 1.0, 1.0),  # only a rack placement at t=1
+    ]
+    _, res = run_engine(sc, jobs, make_policy("dally-manual", machine_timer_s=0.0))
+    events = [(e["event"], e.get("job")) for e in res.events]
+    assert ("preempt", 2) in events
+    st = starts(res)
+    t_reloc, gpus, tier = st[2]
+    t_free = 100 * (1 + frac(cl, "resnet50", [0, 1, 2]))  # job 0 finishes, machine 0 frees
+    assert t_reloc == pytest.approx(t_free)
+    assert tier == "machine" and {g // 4 for g in gpus} == {0}
+    it_rack = 1 + frac(cl, "resnet18", [3, 7])
+    it_machine = 1 + frac(cl, "resnet18", gpus)
+    done = (t_free - 1.0) / it_rack  # progress kept across the preemption
+    expected = t_free + 30.0 + (20_000 - done) * it_machine  # checkpoint + restore once
+    assert res.jobs["finish_s"][2] == pytest.approx(expected)
+    assert res.jobs["preemptions"][2] == 1
+    assert res.jobs["overhead_s"][2] == pytest.approx(30.0)
+    assert res.jobs["tiers"][2] == "machine|rack"
+
+
+def test_no_relocation_when_the_saving_does_not_pay_the_overhead():
+    sc = small_scenario(racks=1, machines=2, gpus=4)
+    jobs = [
+        Job(0, "resnet50", 3, 100, 1.0, 0.0),
+        Job(1, "resnet50", 3, LONG, 1.0, 0.0),
+        Job(2, "resnet18", 2, 100, 1.0, 1.0),  # almost done when machine 0 frees
+    ]
+    cl = Cluster(sc.cluster)
+    t_free = 100 * (1 + frac(cl, "resnet50", [0, 1, 2]))
+    left = 100 - (t_free - 1.0) / (1 + frac(cl, "resnet18", [3, 7]))
+    saving = left * (frac(cl, "resnet18", [3, 7]) - frac(cl, "resnet18", [0, 1]))
+    assert 0 < saving < 30.0  # checkpoint + restore = 30 s by default
+    _, res = run_engine(sc, jobs, make_policy("dally-manual", machine_timer_s=0.0))
+    assert res.jobs["preemptions"][2] == 0
+    assert res.jobs["tiers"][2] == "rack"
+
+
+def test_nw_sens_is_ideal_compute_over_time_held():
+    sc = small_scenario(racks=1, machines=2, gpus=4)
+    cl = Cluster(sc.cluster)
+    policy = Dally()
+    jobs = [Job(0, "resnet18", 8, 10, 1.0, 0.0), Job(1, "resnet18", 1, 10, 1.0, 0.0)]
+    engine, _ = run_engine(sc, jobs, policy)
+    view = ClusterView(engine)
+    nws = policy.nw_sens(view, np.array([0, 1]))
+    assert nws[0] == pytest.approx(1 / (1 + frac(cl, "resnet18", list(range(8)))))
+    assert nws[1] == pytest.approx(1.0)  # one GPU: no communication
+    # A job that has not run yet: 0/0 is taken as 1.0 (no slowdown observed).
+    fresh = ClusterView(Engine(sc, cl, jobs, Dally(), np.random.default_rng(0)))
+    other = Dally()
+    other.reset(fresh, np.random.default_rng(0))
+    assert other.nw_sens(fresh, np.array([0, 1])).tolist() == [1.0, 1.0]
+
+
+def test_wait_history_mean_plus_two_sample_std_and_window():
+    h = WaitHistory(limit_s=100.0, mode="window")
+    assert h.timer(0, 4, now=0.0) is None
+    h.add(0, 4, now=0.0, starvation_s=10.0)
+    assert h.timer(0, 4, now=0.0) == pytest.approx(10.0)  # one sample: no deviation
+    h.add(0, 4, now=50.0, starvation_s=20.0)
+    h.add(0, 4, now=60.0, starvation_s=30.0)
+    vals = [10.0, 20.0, 30.0]
+    expect = np.mean(vals) + 2 * np.std(vals, ddof=1)
+    assert h.timer(0, 4, now=60.0) == pytest.approx(expect)
+    # The first sample (recorded at t=0) leaves the 100 s window after t=100.
+    vals = [20.0, 30.0]
+    assert h.timer(0, 4, now=120.0) == pytest.approx(np.mean(vals) + 2 * np.std(vals, ddof=1))
+    assert h.timer(0, 8, now=120.0) is None  # lists are per (level, demand)
+    assert h.timer(1, 4, now=120.0) is None
+
+
+def test_wait_history_value_mode_drops_large_values():
+    h = WaitHistory(limit_s=25.0, mode="value")
+    for v in (10.0, 20.0, 30.0):
+        h.add(1, 2, now=0.0, starvation_s=v)
+    assert h.samples(1, 2, now=1e9) == [10.0, 20.0]  # old samples stay, large ones go
+
+
+def test_auto_tuner_records_acceptances_and_falls_back_to_manual_defaults():
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    jobs = fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)])
+    policy = Dally(history_limit_s=1e9)
+    _, res = run_engine(sc, jobs, policy)
+    # Jobs 0-3 accepted machines after 0 s: the machine list for 3 GPUs holds four zeros.
+    assert policy.history.samples(0, 3, now=res.summary["makespan_s"]) == [0.0] * 4
+    # Demands with empty lists get the manual defaults; job 4 (2 GPUs) had such lists.
+    assert policy.timers(1, now=0.0) == (12 * 3600.0, 24 * 3600.0)
+    t, _, tier = starts(res)[4]
+    assert (t, tier) == (pytest.approx(1.0 + 12 * 3600.0), "rack")
+    assert policy.history.samples(1, 2, now=t) == [pytest.approx(12 * 3600.0)]
+
+
+def test_default_history_limit_scales_inversely_with_cluster_size():
+    for racks, hours in ((2, 192), (8, 48), (16, 24)):
+        policy = Dally()
+        sc = small_scenario(racks=racks, machines=8, gpus=8)
+        run_engine(sc, [Job(0, "resnet50", 1, 1, 1.0, 0.0)], policy)
+        assert policy.history.limit_s == pytest.approx(hours * 3600.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "match"),
+    [
+        ("dally-manual", {"machine_timer_s": -1.0}, "machine_timer_s must be a finite"),
+        ("dally-manual", {"rack_timer_s": math.inf}, "rack_timer_s must be a finite"),
+        ("dally", {"history_limit_s": math.nan}, "history_limit_s must be a finite"),
+        ("dally", {"history_mode": "sliding"}, "history_mode must be 'window' or 'value'"),
+        ("dally", {"timer": 3}, "has no parameter 'timer'"),
+    ],
+)
+def test_bad_parameters_are_clear_errors(name, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        make_policy(name, **kwargs)
+
+
+def test_dally_manual_timers_do_not_learn():
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    policy = make_policy("dally-manual", machine_timer_s=5.0, rack_timer_s=7.0)
+    run_engine(sc, fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)]), policy)
+    assert policy.timers(3, now=1e6) == (5.0, 7.0)
+    assert policy.params == {"machine_timer_s": 5.0, "rack_timer_s": 7.0, "preemption": True}

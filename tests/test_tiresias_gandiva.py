@@ -1,0 +1,138 @@
+"""Tiresias (2D-LAS queues, preemption, promotion, skew placement) and Gandiva (migration)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import frac, run_engine, small_scenario, starts
+
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.workload.job import Job
+
+LONG = 10**6
+
+
+def test_tiresias_demotion_lets_a_new_job_preempt_and_progress_is_kept():
+    sc = small_scenario(racks=1, machines=1, gpus=4)
+    cl = Cluster(sc.cluster)
+    jobs = [Job(0, "resnet50", 4, 2000, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
+    _, res = run_engine(sc, jobs, make_policy("tiresias", promote_knob=0))
+    it = 1 + frac(cl, "resnet50", [0, 1, 2, 3])
+    t_demote = 3250.0 / 4  # job 0 crosses the first threshold (GPU-seconds) here
+    trace = [(e["event"], e.get("job"), round(e["t"], 6)) for e in res.events]
+    assert ("preempt", 0, round(t_demote, 6)) in trace
+    assert starts(res)[1][0] == pytest.approx(t_demote)  # job 1 (queue 0) takes the GPUs
+    t1 = t_demote + 100 * it
+    assert res.jobs["finish_s"][1] == pytest.approx(t1)
+    # Job 0 keeps the iterations it did and pays checkpoint + restore (30 s) once.
+    done = t_demote / it
+    assert res.jobs["finish_s"][0] == pytest.approx(t1 + 30.0 + (2000 - done) * it)
+    assert res.jobs["preemptions"].tolist() == [1, 0]
+
+
+def test_tiresias_jobs_of_one_queue_do_not_preempt_each_other():
+    sc = small_scenario(racks=1, machines=1, gpus=4)
+    jobs = [Job(0, "resnet50", 4, 100, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
+    _, res = run_engine(sc, jobs, make_policy("tiresias"))
+    assert res.summary["preemptions"] == 0
+    assert starts(res)[1][0] == pytest.approx(res.jobs["finish_s"][0])
+
+
+def test_tiresias_promotes_starving_jobs():
+    sc = small_scenario(racks=1, machines=1, gpus=1)
+    jobs = [
+        Job(0, "vgg11", 1, 5000, 1.0, 0.0),  # demoted at 3250 s, preempted by job 1
+        Job(1, "vgg11", 1, 100_000, 1.0, 3000.0),  # runs in queue 0 until 6250 s
+    ]
+    policy = make_policy("tiresias", promote_knob=1.0, thresholds=[3250.0])
+    _, res = run_engine(sc, jobs, policy)
+    # Job 0 ran 3250 s; with knob 1 it is promoted after waiting 3250 s (at 6500 s), back
+    # in queue 0 it preempts job 1 (queue 1 since 6250 s).
+    trace = [(e["event"], e.get("job"), round(e["t"], 6)) for e in res.events]
+    assert ("preempt", 0, 3250.0) in trace
+    assert ("preempt", 1, 6500.0) in trace
+    assert policy.promotions >= 1
+
+
+def test_tiresias_high_skew_waits_for_fewest_machines_low_skew_takes_any():
+    sc = small_scenario(racks=1, machines=2, gpus=4)
+    # Job 1 takes GPUs 3-4 (first fit, both machines) and job 2 GPUs 0-1 once job 0 left:
+    # at t=10 no machine has 4 free GPUs, though 4 are free in all.
+    jobs = [
+        Job(0, "resnet50", 3, 1, 1.0, 0.0),
+        Job(1, "resnet50", 2, LONG, 1.0, 0.0),  # machine 1 (machine 0 has 1 free)
+        Job(2, "resnet50", 2, LONG, 1.0, 5.0),  # after job 0 left: machine 0
+        Job(3, "vgg11", 4, 10, 1.0, 10.0),  # high skew: no machine has 4 free -> waits
+        Job(4, "resnet18", 4, 10, 1.0, 10.0),  # low skew: takes the 2 + 2 free GPUs
+    ]
+    _, res = run_engine(sc, jobs, make_policy("tiresias", preemption=False))
+    st = starts(res)
+    assert st[4][0] == pytest.approx(10.0) and st[4][2] == "rack"
+    # The vgg11 job starts only once a whole machine is free: when job 2 finishes, machine 0
+    # still has job 1's GPU 3; when job 1 finishes, machine 0 is whole.
+    assert res.jobs["finish_s"][2] < res.jobs["finish_s"][1]
+    assert st[3][2] == "machine"
+    assert st[3][0] == pytest.approx(res.jobs["finish_s"][1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"thresholds": [100.0, 50.0]}, "positive and increasing"),
+        ({"thresholds": "3250"}, "list of finite GPU-second values"),
+        ({"promote_knob": -1}, "promote_knob must be a finite number >= 0"),
+    ],
+)
+def test_tiresias_bad_parameters(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        make_policy("tiresias", **kwargs)
+
+
+def test_gandiva_first_fit_then_migrates_to_a_freed_machine():
+    sc = small_scenario(
+        racks=1,
+        machines=2,
+        gpus=4,
+        overheads={"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0},
+    )
+    cl = Cluster(sc.cluster)
+    jobs = [Job(0, "resnet50", 3, 100, 1.0, 0.0), Job(1, "resnet18", 3, 20_000, 1.0, 0.0)]
+    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    first = [e for e in res.events if e["event"] == "start"]
+    assert [e["gpus"] for e in first] == [[0, 1, 2], [3, 4, 5]]  # network-agnostic first fit
+    t_free = 100 * (1 + frac(cl, "resnet50", [0, 1, 2]))
+    mig = [e for e in res.events if e["event"] == "migrate"]
+    assert len(mig) == 1 and mig[0]["t"] == pytest.approx(t_free) and mig[0]["gpus"] == [0, 1, 2]
+    it_spread = 1 + frac(cl, "resnet18", [3, 4, 5])
+    it_machine = 1 + frac(cl, "resnet18", [0, 1, 2])
+    done = t_free / it_spread
+    assert res.jobs["finish_s"][1] == pytest.approx(t_free + 30.0 + (20_000 - done) * it_machine)
+    assert res.jobs["migrations"].tolist() == [0, 1]
+
+
+def test_gandiva_lets_smaller_jobs_go_first():
+    sc = small_scenario(racks=1, machines=1, gpus=4)
+    jobs = [
+        Job(0, "resnet50", 2, LONG, 1.0, 0.0),
+        Job(1, "resnet50", 4, 10, 1.0, 1.0),  # does not fit
+        Job(2, "resnet50", 2, 10, 1.0, 2.0),  # fits: starts at once (no head-of-line block)
+    ]
+    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    assert starts(res)[2][0] == pytest.approx(2.0)
+    assert starts(res)[1][0] == pytest.approx(res.jobs["finish_s"][0])  # waits for all 4
+
+
+@pytest.mark.parametrize("policy", ["dally", "dally-manual", "tiresias", "gandiva"])
+def test_paper_policies_are_deterministic_and_finish_everything(policy):
+    from dlcluster_gym import load_scenario, simulate
+
+    sc = load_scenario("dally-batch-2rack").model_dump()
+    sc["workload"]["num_jobs"] = 120
+    a = simulate(sc, policy, seed=3)
+    b = simulate(sc, policy, seed=3)
+    drop = {"wall_s"}
+    assert {k: v for k, v in a.summary.items() if k not in drop} == {
+        k: v for k, v in b.summary.items() if k not in drop
+    }
+    assert a.summary["jobs_unfinished"] == 0 and a.summary["jobs_completed"] == 120
