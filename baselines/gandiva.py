@@ -10,8 +10,9 @@ migration to better-consolidated GPUs when they free up.
   first, then the rack tier; older jobs first) moves to the most consolidated placement among
   the free GPUs, if that is strictly tighter and the saving over its remaining iterations
   exceeds the checkpoint + restore overhead (``baselines.consolidation.worth_moving``).
-  Migrations happen before waiting jobs are started, so running jobs get the consolidated
-  GPUs and waiting jobs the rest.
+  Waiting jobs are started first and migrations use the GPUs still free afterwards: Gandiva
+  puts early feedback for new jobs first, and uses its introspective mechanisms on the
+  resources left over (so in a congested cluster few jobs get migrated).
 - **Not modelled: time-slicing.** Gandiva suspends and resumes jobs to share oversubscribed
   GPUs at a ~1 minute granularity. This engine gives each job exclusive GPUs (gang scheduling,
   no GPU sharing), and Dally 5.1.3 characterizes Gandiva by its placement and migration only,
@@ -28,7 +29,7 @@ from baselines.consolidation import best_tiers, worth_moving
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
-from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.sim.view import ClusterView, Plan
 
 
 class Gandiva(BaseScheduler):
@@ -50,17 +51,6 @@ class Gandiva(BaseScheduler):
         plan = view.plan()
         if plan.num_free == 0:
             return ()
-        if self.migration and any(t.kind == "finish" for t in view.triggers):
-            running = np.asarray(view.running(), dtype=np.int64)
-            if running.size:
-                wide = running[self._tier[running] > self._best[running]]
-                start = np.asarray(view.last_start_s)[wide]
-                for job in wide[np.lexsort((wide, start, -self._tier[wide]))].tolist():
-                    tighter = Tier(int(self._tier[job]) - 1)
-                    gpus = plan.find(int(self._demand[job]), max_tier=tighter)
-                    if gpus is not None and worth_moving(view, job, gpus):
-                        plan.migrate(job, gpus)
-                        self._tier[job] = view.cluster.placement_tier(gpus)
         for job in view.iter_waiting():
             if plan.num_free == 0:
                 break
@@ -69,4 +59,19 @@ class Gandiva(BaseScheduler):
                 gpus = plan.first_fit(n)
                 plan.start(job, gpus)
                 self._tier[job] = view.cluster.placement_tier(gpus)
+        if self.migration and plan.num_free and any(t.kind == "finish" for t in view.triggers):
+            self._migrate(view, plan)
         return plan.actions
+
+    def _migrate(self, view: ClusterView, plan: Plan) -> None:
+        running = np.asarray(view.running(), dtype=np.int64)
+        if running.size == 0:
+            return
+        wide = running[self._tier[running] > self._best[running]]
+        start = np.asarray(view.last_start_s)[wide]
+        for job in wide[np.lexsort((wide, start, -self._tier[wide]))].tolist():
+            tighter = Tier(int(self._tier[job]) - 1)
+            gpus = plan.find(int(self._demand[job]), max_tier=tighter)
+            if gpus is not None and worth_moving(view, job, gpus):
+                plan.migrate(job, gpus)
+                self._tier[job] = view.cluster.placement_tier(gpus)

@@ -20,8 +20,10 @@ Cluster Manager for Distributed Deep Learning"; the paper is not in ../shared/pa
   0 disables promotion).
 - **Placement** (Dally 3.2): models with high skew (largest tensor / model size, Dally Table 1
   classes) wait for the fewest machines they can use, which racks those are does not matter
-  (Tiresias knows machines, not the rack tier; 3.4 (i)); other models take any offer: the
-  lowest-numbered free GPUs (first fit).
+  (Tiresias knows machines, not the rack tier; 3.4 (i)); other models take any offer at once,
+  packed onto as few machines as the free GPUs allow, again whatever their racks. (Packing
+  rather than first fit: Tiresias is consolidation-aware at the machine level; a fully
+  network-agnostic placement is Gandiva's.)
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ class Tiresias(BaseScheduler):
         self.promotions = 0
 
     def place(self, plan: Plan, job: int) -> np.ndarray | None:
-        """High skew: fewest machines (or wait); otherwise any free GPUs (first fit)."""
+        """High skew: the fewest machines it could ever use (or wait); otherwise any free
+        GPUs, packed onto as few machines as they allow."""
         n = int(self._demand[job])
         if plan.num_free < n:
             return None
@@ -93,7 +96,7 @@ class Tiresias(BaseScheduler):
             if n <= plan.cluster.max_gpus_per_machine and int(plan.free_per_machine.max()) < n:
                 return None
             return plan.fewest_machines(n)
-        return plan.first_fit(n)
+        return plan.fewest_machines(n, strict=False)
 
     def queues(self, service: np.ndarray) -> np.ndarray:
         """Queue index (0 = highest priority) for attained service values."""

@@ -57,23 +57,31 @@ def test_tiresias_promotes_starving_jobs():
 
 def test_tiresias_high_skew_waits_for_fewest_machines_low_skew_takes_any():
     sc = small_scenario(racks=1, machines=2, gpus=4)
-    # Job 1 takes GPUs 3-4 (first fit, both machines) and job 2 GPUs 0-1 once job 0 left:
-    # at t=10 no machine has 4 free GPUs, though 4 are free in all.
     jobs = [
-        Job(0, "resnet50", 3, 1, 1.0, 0.0),
-        Job(1, "resnet50", 2, LONG, 1.0, 0.0),  # machine 1 (machine 0 has 1 free)
-        Job(2, "resnet50", 2, LONG, 1.0, 5.0),  # after job 0 left: machine 0
-        Job(3, "vgg11", 4, 10, 1.0, 10.0),  # high skew: no machine has 4 free -> waits
-        Job(4, "resnet18", 4, 10, 1.0, 10.0),  # low skew: takes the 2 + 2 free GPUs
+        Job(0, "resnet50", 3, LONG, 1.0, 0.0),  # machine 0
+        Job(1, "resnet50", 3, 2 * LONG, 1.0, 0.0),  # machine 1: one free GPU on each
+        Job(2, "vgg11", 2, 10, 1.0, 10.0),  # high skew: needs one machine -> waits
+        Job(3, "resnet18", 2, 10, 1.0, 10.0),  # low skew: takes the 1 + 1 free GPUs
     ]
     _, res = run_engine(sc, jobs, make_policy("tiresias", preemption=False))
     st = starts(res)
-    assert st[4][0] == pytest.approx(10.0) and st[4][2] == "rack"
-    # The vgg11 job starts only once a whole machine is free: when job 2 finishes, machine 0
-    # still has job 1's GPU 3; when job 1 finishes, machine 0 is whole.
-    assert res.jobs["finish_s"][2] < res.jobs["finish_s"][1]
-    assert st[3][2] == "machine"
-    assert st[3][0] == pytest.approx(res.jobs["finish_s"][1])
+    assert st[3][0] == pytest.approx(10.0) and st[3][2] == "rack"
+    assert st[2][2] == "machine"
+    assert st[2][0] == pytest.approx(res.jobs["finish_s"][0])  # when machine 0 frees up
+
+
+def test_tiresias_packs_low_skew_jobs_onto_fewest_machines():
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    jobs = [
+        Job(0, "resnet50", 1, LONG, 1.0, 0.0),  # one GPU on machine 0
+        Job(1, "resnet18", 7, 10, 1.0, 1.0),  # low skew: two whole machines' worth
+    ]
+    _, res = run_engine(sc, jobs, make_policy("tiresias"))
+    gpus = starts(res)[1][1]
+    # Machines 1 and 2 (the two with most free GPUs, lowest ids first) in racks 0 and 1,
+    # although rack 1 alone has 8 free GPUs: Tiresias does not see racks.
+    assert sorted({g // 4 for g in gpus}) == [1, 2]
+    assert starts(res)[1][2] == "network"
 
 
 @pytest.mark.parametrize(

@@ -134,21 +134,28 @@ def at_tier(
 
 
 def fewest_machines(
-    cluster: Cluster, free_mask: np.ndarray, free_per_machine: np.ndarray, n: int
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    n: int,
+    strict: bool = True,
 ) -> np.ndarray | None:
-    """A placement on as few machines as the job could ever use, ignoring racks.
+    """A placement on as few machines as possible, ignoring racks (Tiresias, Dally 3.2/3.4).
 
-    Tiresias-style consolidation (Dally 3.2): the job needs the minimum number of machines
-    it could occupy on an empty cluster; which racks those machines sit in does not matter.
-    Up to one machine's worth this is ``on_one_machine`` (best fit); beyond, the machines with
-    the most free GPUs, in index order on ties.
+    Best fit on one machine when one holds ``n``; otherwise the machines with the most free
+    GPUs (index order on ties) across the whole cluster. ``strict``: only if that uses the
+    minimum number of machines the job could ever occupy (on an empty cluster), else None;
+    not strict: the greedy packing over whatever is free.
     """
     if n <= cluster.max_gpus_per_machine:
-        return on_one_machine(cluster, free_mask, free_per_machine, n)
-    need = int(np.searchsorted(cluster.machines_by_size_cumsum, n)) + 1
+        gpus = on_one_machine(cluster, free_mask, free_per_machine, n)
+        if gpus is not None or strict:
+            return gpus
     order = np.argsort(-free_per_machine, kind="stable")
     have = np.cumsum(free_per_machine[order])
     k = int(np.searchsorted(have, n)) + 1
-    if k > need or k > order.size:
+    if k > order.size:
+        return None
+    if strict and k > int(np.searchsorted(cluster.machines_by_size_cumsum, n)) + 1:
         return None
     return _take_from_machines(cluster, free_mask, order[:k], n)

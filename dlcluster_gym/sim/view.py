@@ -153,9 +153,12 @@ class Plan:
             return placement.at_tier(*args, tier)
         return placement.consolidated(*args, max_tier)
 
-    def fewest_machines(self, n: int) -> np.ndarray | None:
-        """On as few machines as ``n`` GPUs could ever use, racks ignored (Tiresias)."""
-        return placement.fewest_machines(self.cluster, self.free_mask, self.free_per_machine, n)
+    def fewest_machines(self, n: int, strict: bool = True) -> np.ndarray | None:
+        """On as few machines as possible, racks ignored (Tiresias). ``strict``: only the
+        minimum the job could ever use; otherwise the best packing of what is free."""
+        return placement.fewest_machines(
+            self.cluster, self.free_mask, self.free_per_machine, n, strict
+        )
 
     def start(self, job: int, gpus: np.ndarray, time_shift_s: float = 0.0) -> None:
         gpus = np.asarray(gpus, dtype=np.int64)
