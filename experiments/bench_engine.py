@@ -4,7 +4,14 @@ Targets (issue #2, one core of the 2-core reference machine):
   fcfs on philly-1024gpu (82,247 Philly jobs, 1,024 GPUs)   <= 30 s
   fcfs on dally-batch-8rack                                   <= 1 s
 
+Link contention (issue #3): every cell also runs with ``contention: true`` (target: within 2x
+of contention off). On the preset clusters (one NIC port per GPU, no oversubscription) no link
+is ever over-subscribed by these data-parallel workloads, so that measures the bookkeeping and
+fast path; ``--oversubscription X`` adds rows with ToR uplinks over-subscribed X:1, where the
+unified-circle stretch runs (default 4 for the synthetic cells; 0 turns those rows off).
+
 Usage: python experiments/bench_engine.py [--repeat N] [--cells SCENARIO:POLICY ...]
+       [--oversubscription X] [--json]
 Trace-backed cells are skipped with a message when the trace root is absent.
 """
 
@@ -18,18 +25,31 @@ import time
 import numpy as np
 
 from dlcluster_gym.api import prepare
+from dlcluster_gym.config import load_scenario
 from dlcluster_gym.errors import TraceError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.engine import Engine
 
 DEFAULT_CELLS = ("dally-batch-8rack:fcfs", "dally-poisson-8rack:fcfs", "philly-1024gpu:fcfs")
 TARGETS = {"philly-1024gpu:fcfs": 30.0, "dally-batch-8rack:fcfs": 1.0}
+CONTENDED_CELLS = ("dally-batch-8rack:fcfs", "dally-poisson-8rack:fcfs")
 
 
-def bench(cell: str, repeat: int) -> dict:
+def _with_contention(scenario: str, oversubscription: float | None) -> dict:
+    data = load_scenario(scenario).model_dump()
+    data["contention"] = True
+    if oversubscription:
+        data["cluster"]["rack_uplink_oversubscription"] = oversubscription
+    return data
+
+
+def bench(
+    cell: str, repeat: int, contention: bool = False, oversubscription: float | None = None
+) -> dict:
     scenario, policy = cell.split(":", 1)
     t0 = time.perf_counter()
-    cfg, cluster, jobs, _ = prepare(scenario)
+    spec = _with_contention(scenario, oversubscription) if contention else scenario
+    cfg, cluster, jobs, _ = prepare(spec)
     load_s = time.perf_counter() - t0
     best = None
     for _ in range(repeat):
@@ -41,8 +61,13 @@ def bench(cell: str, repeat: int) -> dict:
             best = (sim_s, res)
     sim_s, res = best
     n = res.summary["jobs_completed"]
+    label = cell
+    if contention:
+        label += f" +cont{f' os{oversubscription:g}' if oversubscription else ''}"
     return {
-        "cell": cell,
+        "cell": label,
+        "contention": contention,
+        "oversubscription": oversubscription or cfg.cluster.rack_uplink_oversubscription,
         "jobs": len(jobs),
         "gpus": cluster.num_gpus,
         "load_s": round(load_s, 3),
@@ -50,41 +75,61 @@ def bench(cell: str, repeat: int) -> dict:
         "total_s": round(load_s + sim_s, 3),
         "jobs_per_s": round(n / sim_s),
         "events_per_s": round(res.summary["sim_events"] / sim_s),
-        "target_s": TARGETS.get(cell),
+        "target_s": TARGETS.get(cell) if not contention else None,
         "jobs_completed": n,
+        "avg_jct_s": res.summary["avg_jct_s"],
+        "avg_contention_slowdown": res.summary["avg_contention_slowdown"],
     }
+
+
+def _row(r: dict, base: dict | None) -> str:
+    target = f"<={r['target_s']:g}s" if r["target_s"] else ""
+    ratio = f"{r['sim_s'] / base['sim_s']:.2f}x" if base and base["sim_s"] > 0 else ""
+    return (
+        f"{r['cell']:<36}{r['jobs']:>8}{r['gpus']:>6}{r['load_s']:>8.2f}{r['sim_s']:>8.2f}"
+        f"{r['total_s']:>9.2f}{r['jobs_per_s']:>9}{r['events_per_s']:>10}{target:>8}"
+        f"{ratio:>8}{r['avg_contention_slowdown']:>9.3f}"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cells", nargs="*", default=list(DEFAULT_CELLS))
+    ap.add_argument(
+        "--oversubscription",
+        type=float,
+        default=4.0,
+        help="ToR oversubscription for the extra contended rows (0: none)",
+    )
     ap.add_argument("--json", action="store_true", help="one JSON object per cell")
     args = ap.parse_args()
     print(
         f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-        f"best of {args.repeat}"
+        f"best of {args.repeat}; 'vs off' = sim s / sim s of the same cell without contention"
     )
     header = (
-        f"{'cell':<28}{'jobs':>8}{'GPUs':>6}{'load s':>8}{'sim s':>8}{'total s':>9}"
-        f"{'jobs/s':>9}{'events/s':>10}{'target':>8}"
+        f"{'cell':<36}{'jobs':>8}{'GPUs':>6}{'load s':>8}{'sim s':>8}{'total s':>9}"
+        f"{'jobs/s':>9}{'events/s':>10}{'target':>8}{'vs off':>8}{'slowdown':>9}"
     )
     if not args.json:
         print(header)
     for cell in args.cells:
-        try:
-            r = bench(cell, args.repeat)
-        except TraceError as exc:
-            print(f"{cell:<28} skipped: {exc}")
-            continue
-        if args.json:
-            print(json.dumps(r))
-            continue
-        target = f"<={r['target_s']:g}s" if r["target_s"] else ""
-        print(
-            f"{r['cell']:<28}{r['jobs']:>8}{r['gpus']:>6}{r['load_s']:>8.2f}{r['sim_s']:>8.2f}"
-            f"{r['total_s']:>9.2f}{r['jobs_per_s']:>9}{r['events_per_s']:>10}{target:>8}"
-        )
+        runs = [(False, None), (True, None)]
+        if args.oversubscription and cell in CONTENDED_CELLS:
+            runs.append((True, args.oversubscription))
+        base = None
+        for contention, oversub in runs:
+            try:
+                r = bench(cell, args.repeat, contention, oversub)
+            except TraceError as exc:
+                print(f"{cell:<36} skipped: {exc}")
+                break
+            if args.json:
+                print(json.dumps(r))
+            else:
+                print(_row(r, base))
+            base = base or r
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ uplink to the spine, with the capacities of ``Cluster.graph``: machine ``m``'s u
 divided by ``rack_uplink_oversubscription``. Link ids: machine uplink ``m`` -> ``m``, ToR uplink
 ``r`` -> ``num_machines + r``. A placement inside one machine crosses no shared link; one
 spanning machines of one rack crosses their uplinks; one spanning racks also crosses the ToR
-uplinks of those racks. Links are computed once per set of machines (cached).
+uplinks of those racks. ``SharedLinks.links`` caches the links per set of machines; the engine
+computes a job's links and bytes once per placement (a few numpy operations on its machines;
+the all-reduce stage terms are cached in ``perf.network``) and keeps them until it moves.
 
 **Bytes per iteration on a link** (:func:`placement_traffic`), from the hierarchical all-reduce
 of ``perf.network`` (gradient volume ``V = volume_scale * grad_bytes``, calibration factors
@@ -59,8 +61,10 @@ the network model's time already accounts for the link bandwidth (no error here,
 ``geometry.compatibility_score``, which scores profiles measured in isolation).
 
 **Stretch** (:func:`stretch_factors`). The jobs on one link are laid on their unified circle
-(``geometry.unified_circle``: perimeter = LCM of the iteration times with its quantum and cap;
-the quantum is ``min(5 ms, shortest iteration / 16)`` so each job spans at least 16 sectors),
+(perimeter = LCM of the iteration times with ``geometry.unified_circle``'s quantum, cap and
+perimeter fit; :func:`circle_layout` computes that geometry without the demand vectors, with the
+fit vectorised and cached, and is tested equal to ``unified_circle``; the quantum is
+``min(5 ms, shortest iteration / 16)`` so each job spans at least 16 sectors),
 each job's phases scaled onto its quantized iteration and rotated by its time shift (the engine's
 ``time_shift[job]``, seconds, delays the job's pattern; modulo the iteration time). With no shifts
 assigned every rotation is 0: the phases are aligned, the fair-sharing outcome of HotNets'22.
@@ -72,7 +76,11 @@ Up phases (for a one-level Up phase, the time-weighted mean); its exposed commun
 its worst link's stretch. When the jobs' summed peak demand on a link is at most ``C`` the
 stretch is 1 and the circle is skipped (fast path). The stretch is one-shot: it is computed from
 the jobs' uncontended profiles (as Cassini profiles jobs in isolation), without iterating the
-longer Up phases back into the circle; factors within ``1e-9`` of 1 count as 1.
+longer Up phases back into the circle. It is exact for aligned identical jobs (their stretched
+phases still coincide and the link runs at capacity through them) and for fully interleaved
+ones; for partial overlaps it is a slight underestimate (longer phases would overlap a little
+more), which we accept for a stretch that costs one pass. Factors within ``1e-9`` of 1 count
+as 1.
 """
 
 from __future__ import annotations
@@ -80,25 +88,23 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.perf.geometry import (
-    DEFAULT_MAX_SECTORS,
-    DEFAULT_PRECISION_S,
-    CommProfile,
-    unified_circle,
-)
+from dlcluster_gym.perf.geometry import DEFAULT_MAX_SECTORS, DEFAULT_PRECISION_S, CommProfile
 from dlcluster_gym.perf.network import comm_time_s
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
     "UP_TEMPLATES",
+    "CircleLayout",
     "PlacementTraffic",
     "SharedLinks",
     "UpTemplate",
+    "circle_layout",
     "comm_profile",
     "placement_traffic",
     "stretch_factors",
@@ -172,9 +178,7 @@ def comm_profile(
     """
     starts, durs, levels = up_phases(parallelism, iteration_s, up_s)
     demand = np.minimum(levels * rate_Bps, capacity_Bps)
-    phases = [
-        (float(s), float(d), float(v)) for s, d, v in zip(starts, durs, demand, strict=True)
-    ]
+    phases = [(float(s), float(d), float(v)) for s, d, v in zip(starts, durs, demand, strict=True)]
     return CommProfile.multi_phase(iteration_s, phases, name)
 
 
@@ -197,8 +201,7 @@ class SharedLinks:
         self.capacity_Bps = np.concatenate((machine_cap, rack_cap))
         self.capacity_Bps.setflags(write=False)
         self.num_links = int(self.capacity_Bps.size)
-        self._links: dict[tuple[int, ...], np.ndarray] = {}
-        self._traffic: dict[tuple, PlacementTraffic] = {}
+        self._links: dict[bytes, np.ndarray] = {}
 
     def machine_uplink(self, machine: int) -> int:
         """Link id of a machine's NIC uplink to its ToR."""
@@ -216,16 +219,11 @@ class SharedLinks:
 
     def links_of_machines(self, machines: Sequence[int] | np.ndarray) -> np.ndarray:
         """Link ids crossed by a job on these machines (sorted ids, cached per machine set)."""
-        key = tuple(sorted({int(m) for m in machines}))
+        ms = np.unique(np.asarray(machines, dtype=np.int64))
+        key = ms.tobytes()
         links = self._links.get(key)
         if links is None:
-            if len(key) <= 1:
-                links = np.zeros(0, dtype=np.int64)
-            else:
-                ms = np.asarray(key, dtype=np.int64)
-                racks = np.unique(self.cluster.machine_rack[ms])
-                tors = racks + self.num_machines if racks.size > 1 else racks[:0]
-                links = np.concatenate((ms, tors)).astype(np.int64)
+            links = _links_of(self.cluster, ms)[0]
             links.setflags(write=False)
             self._links[key] = links
         return links
@@ -234,17 +232,28 @@ class SharedLinks:
         """Link ids crossed by a placement (GPU ids)."""
         return self.links_of_machines(self.cluster.gpu_machine[np.asarray(gpus, dtype=np.int64)])
 
-    def traffic(self, profile: ModelProfile, gpus: np.ndarray) -> PlacementTraffic:
-        """:func:`placement_traffic`, cached per (model, machines, GPUs per machine)."""
-        machines, counts = np.unique(
-            self.cluster.gpu_machine[np.asarray(gpus, dtype=np.int64)], return_counts=True
-        )
-        key = (profile, tuple(machines.tolist()), tuple(counts.tolist()))
-        hit = self._traffic.get(key)
-        if hit is None:
-            hit = placement_traffic(self.cluster, profile, gpus, self)
-            self._traffic[key] = hit
-        return hit
+    def traffic(
+        self, profile: ModelProfile, gpus: np.ndarray, comm_s: float | None = None
+    ) -> PlacementTraffic:
+        """:func:`placement_traffic` on this cluster."""
+        return placement_traffic(self.cluster, profile, gpus, comm_s)
+
+
+def _links_of(cluster: Cluster, machines: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(link ids, job machines in each machine's rack, racks) for sorted unique machines.
+
+    Machines are numbered rack by rack, so their racks are sorted and each rack is one run.
+    """
+    if machines.size <= 1:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), 1
+    racks = cluster.machine_rack[machines]
+    first = np.flatnonzero(np.concatenate(([True], racks[1:] != racks[:-1])))
+    sizes = np.diff(np.append(first, machines.size))
+    k = np.repeat(sizes, sizes).astype(np.float64)
+    n_racks = int(first.size)
+    if n_racks == 1:
+        return machines.copy(), k, 1
+    return np.concatenate((machines, racks[first] + cluster.num_machines)), k, n_racks
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,40 +276,114 @@ def placement_traffic(
     cluster: Cluster,
     profile: ModelProfile,
     gpus: Sequence[int] | np.ndarray,
-    shared: SharedLinks | None = None,
+    comm_s: float | None = None,
 ) -> PlacementTraffic:
-    """Links a placement crosses and the bytes per iteration on each (module docstring)."""
-    shared = shared or SharedLinks(cluster)
+    """Links a placement crosses and the bytes per iteration on each (module docstring).
+
+    ``comm_s`` is the model's calibrated communication time on this placement
+    (``perf.network.comm_time_s``); computed when not given.
+    """
     gpus = np.asarray(gpus, dtype=np.int64)
-    machines, counts = np.unique(cluster.gpu_machine[gpus], return_counts=True)
-    links = shared.links_of_machines(machines)
+    machines = np.unique(cluster.gpu_machine[gpus])
+    links, k, n_racks = _links_of(cluster, machines)
     if links.size == 0:
         empty = np.zeros(0)
         return PlacementTraffic(links, empty, 0.0, empty)
-    racks = cluster.machine_rack[machines]
-    rack_ids, k_of = np.unique(racks, return_inverse=True)
-    k_per_rack = np.bincount(k_of)
-    k = k_per_rack[k_of].astype(np.float64)  # job machines in each machine's rack
-    n_racks = rack_ids.size
     volume = profile.comm.volume_scale * profile.grad_bytes
     _, s_rack, s_net = profile.comm.tier_scale
-    machine_bytes = np.where(k > 1, s_rack * 2.0 * (k - 1.0) / k * volume, 0.0)
-    tor_bytes = np.zeros(0)
+    by_link = np.where(k > 1, s_rack * 2.0 * (k - 1.0) / k * volume, 0.0)
     if n_racks > 1:
         net = s_net * 2.0 * (n_racks - 1) / n_racks * volume
-        machine_bytes = machine_bytes + net / k
-        tor_bytes = np.full(n_racks, net)
-    by_link = np.concatenate((machine_bytes, tor_bytes))  # same order as links (sorted)
-    group = int(cluster.machine_group[machines[0]])
-    shape = cluster.placement_shape(gpus)
-    comm = comm_time_s(profile, shape, cluster.links_for_group(group))
-    rate = by_link / comm if comm > 0 else np.zeros_like(by_link)
-    for arr in (by_link, rate):
+        by_link = np.concatenate((by_link + net / k, np.full(n_racks, net)))
+    if comm_s is None:
+        group = int(cluster.machine_group[machines[0]])
+        shape = cluster.placement_shape(gpus)
+        comm_s = comm_time_s(profile, shape, cluster.links_for_group(group))
+    rate = by_link / comm_s if comm_s > 0 else np.zeros_like(by_link)
+    for arr in (links, by_link, rate):
         arr.setflags(write=False)
-    return PlacementTraffic(links, by_link, float(comm), rate)
+    return PlacementTraffic(links, by_link, float(comm_s), rate)
 
 
 # ----------------------------------------------------------------------------- stretch
+
+
+@dataclass(frozen=True)
+class CircleLayout:
+    """The unified circle's geometry for a set of iteration times (no demand vectors).
+
+    Same quantisation and perimeter as ``geometry.unified_circle`` (tested equal):
+    ``sector_s`` seconds per sector, job ``j`` spans ``iteration_sectors[j]`` sectors, the
+    perimeter ``perimeter_sectors`` (a multiple of each).
+    """
+
+    sector_s: float
+    iteration_sectors: tuple[int, ...]
+    perimeter_sectors: int
+
+
+_FITS: dict[tuple[tuple[int, ...], int], tuple[int, dict[int, int]]] = {}
+
+
+@lru_cache(maxsize=512)  # rows of max_sectors + 1 floats: 8 MB at the default cap
+def _fit_errors(n: int, cap: int) -> np.ndarray:
+    """Per perimeter ``P <= cap``: smallest ``|m - n| / n`` over divisors ``m`` of ``P`` within
+    ``[n/2, 2n]`` (inf where none)."""
+    ms = np.arange(max(1, -(-n // 2)), min(cap, 2 * n) + 1)
+    counts = cap // ms
+    offsets = np.cumsum(counts) - counts
+    mult = np.arange(int(counts.sum())) - np.repeat(offsets, counts) + 1
+    row = np.full(cap + 1, np.inf)
+    np.minimum.at(row, np.repeat(ms, counts) * mult, np.repeat(np.abs(ms - n) / n, counts))
+    row.setflags(write=False)
+    return row
+
+
+def _fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int]]:
+    """``geometry``'s perimeter fit (module docstring there), vectorised over divisors.
+
+    Returns the perimeter and, per distinct ``n``, the iteration length ``m`` dividing it.
+    """
+    key = (tuple(sorted(set(ns))), cap)
+    hit = _FITS.get(key)
+    if hit is not None:
+        return hit
+    worst = np.max([_fit_errors(n, cap) for n in key[0]], axis=0)
+    worst[0] = np.inf
+    p = int(np.argmin(worst))
+    chosen = {}
+    for n in key[0]:
+        ms = np.arange(max(1, -(-n // 2)), min(p, 2 * n) + 1)
+        ms = ms[p % ms == 0]
+        chosen[n] = int(ms[np.argmin(np.abs(ms - n))])  # nearest, then smaller
+    if len(_FITS) >= 4096:
+        _FITS.clear()
+    _FITS[key] = (p, chosen)
+    return p, chosen
+
+
+def circle_layout(
+    iteration_s: Sequence[float] | np.ndarray,
+    precision_s: float = DEFAULT_PRECISION_S,
+    max_sectors: int = DEFAULT_MAX_SECTORS,
+) -> CircleLayout:
+    """Sector length, quantised iteration lengths and perimeter of the unified circle.
+
+    The geometry of ``geometry.unified_circle`` (LCM of the quantised iteration times, capped
+    at ``max_sectors`` with the same fit) without building demand vectors, and with the fit
+    vectorised and cached: the engine's hot path needs only this.
+    """
+    q = float(precision_s)
+    times = [float(t) for t in iteration_s]
+    ns = [max(1, math.floor(t / q + 0.5)) for t in times]
+    if ns and max(ns) > max_sectors:
+        q *= math.ceil(max(ns) / max_sectors)
+        ns = [max(1, math.floor(t / q + 0.5)) for t in times]
+    perimeter = math.lcm(*ns) if ns else 1
+    if perimeter > max_sectors:
+        perimeter, chosen = _fit_perimeter(ns, max_sectors)
+        ns = [chosen[n] for n in ns]
+    return CircleLayout(q, tuple(ns), perimeter)
 
 
 def _precision(iteration_s: np.ndarray) -> float:
@@ -331,51 +414,50 @@ def stretch_factors(
     ones = np.ones(n)
     if n < 2:
         return ones
-    peaks = np.array([UP_TEMPLATES[p].peak for p in parallelism]) * rate
+    tpls = [UP_TEMPLATES[p] for p in parallelism]
+    peaks = np.array([t.peak for t in tpls]) * rate
     if np.minimum(peaks, 1.0).sum() <= 1.0 + _RTOL:
         return ones  # fast path: the link is never over-subscribed
-    profiles = [
-        comm_profile(p, float(t), float(u), float(r), 1.0)
-        for p, t, u, r in zip(parallelism, it, up, rate, strict=True)
-    ]
-    circle = unified_circle(profiles, precision_s=_precision(it), max_sectors=max_sectors)
-    perimeter = circle.perimeter_s
-    pos_parts: list[np.ndarray] = []
-    jobs_parts: list[np.ndarray] = []
-    val_parts: list[np.ndarray] = []
-    for j, prof in enumerate(profiles):
-        length = circle.iteration_sectors[j] * circle.sector_s
-        scale = length / prof.iteration_time
-        reps = circle.perimeter_sectors // circle.iteration_sectors[j]
-        st = np.array([ph.start for ph in prof.phases]) * scale
-        du = np.array([ph.duration for ph in prof.phases]) * scale
-        dm = np.array([ph.demand for ph in prof.phases])
-        offset = (shift[j] % prof.iteration_time) * scale
-        starts = np.fmod(offset + st[None, :] + length * np.arange(reps)[:, None], perimeter)
-        starts = starts.ravel()
-        ends = starts + np.tile(du, reps)
-        dem = np.tile(dm, reps)
-        wrap = ends > perimeter
-        pos = (starts, np.minimum(ends, perimeter), np.zeros(int(wrap.sum())), ends[wrap] - perimeter)
-        val = (dem, -dem, dem[wrap], -dem[wrap])
-        for p, v in zip(pos, val, strict=True):
-            pos_parts.append(p)
-            val_parts.append(v)
-            jobs_parts.append(np.full(p.size, j, dtype=np.int64))
-    pos = np.concatenate(pos_parts)
-    val = np.concatenate(val_parts)
-    who = np.concatenate(jobs_parts)
-    points = np.unique(np.concatenate((pos, [0.0, perimeter])))
-    delta = np.zeros((n, points.size))
-    np.add.at(delta, (who, np.searchsorted(points, pos)), val)
-    level = np.cumsum(delta, axis=1)[:, :-1]  # demand of each job on [points[i], points[i+1])
-    np.maximum(level, 0.0, out=level)
-    seg = np.diff(points)
-    total = level.sum(axis=0)
-    ratio = np.where(total > 1.0 + _RTOL, total, 1.0)
-    weight = level * seg
-    w_sum = weight.sum(axis=1)
+    layout = circle_layout(it, _precision(it), max_sectors)
+    perimeter = layout.perimeter_sectors * layout.sector_s
+    # one row per (job, phase): start, duration, capped demand on the job's quantised iteration
+    job_k = np.concatenate([np.full(len(t.level), j) for j, t in enumerate(tpls)])
+    down = np.concatenate([t.down for t in tpls])
+    upf = np.concatenate([t.up for t in tpls])
+    share = np.concatenate([t.share for t in tpls])
+    level = np.concatenate([t.level for t in tpls])
+    sectors = np.asarray(layout.iteration_sectors, dtype=np.int64)
+    length = sectors * layout.sector_s
+    scale = (length / it)[job_k]  # each profile is stretched onto its quantised iteration
+    t_k, u_k = it[job_k], up[job_k]
+    st = (down * (t_k - u_k) + upf * u_k + (shift % it)[job_k]) * scale
+    du = share * u_k * scale
+    dm = np.minimum(level * rate[job_k], 1.0)
+    # repeat each row once per iteration of its job around the circle
+    reps = (layout.perimeter_sectors // sectors)[job_k]
+    row = np.repeat(np.arange(job_k.size), reps)
+    nth = np.arange(row.size) - np.repeat(np.cumsum(reps) - reps, reps)
+    starts = np.fmod(st[row] + length[job_k][row] * nth, perimeter)
+    ends = starts + du[row]
+    dem = dm[row]
+    who = job_k[row]
+    wrap = ends > perimeter  # phases that wrap past the perimeter continue at 0
+    lo = np.concatenate((starts, np.zeros(int(wrap.sum()))))
+    hi = np.concatenate((np.minimum(ends, perimeter), ends[wrap] - perimeter))
+    dem = np.concatenate((dem, dem[wrap]))
+    who = np.concatenate((who, who[wrap]))
+    # exact overlay: total demand is piecewise constant between phase boundaries
+    points = np.unique(np.concatenate((lo, hi, [0.0, perimeter])))
+    i_lo = np.searchsorted(points, lo)
+    i_hi = np.searchsorted(points, hi)
+    m = points.size
+    delta = np.bincount(i_lo, dem, minlength=m) - np.bincount(i_hi, dem, minlength=m)
+    total = np.cumsum(delta)[:-1]  # on [points[i], points[i + 1])
+    ratio = np.where(total > 1.0 + _RTOL, total, 1.0)  # fair sharing: D / C where D > C
+    stretched = np.concatenate(([0.0], np.cumsum(ratio * np.diff(points))))
+    num = np.bincount(who, dem * (stretched[i_hi] - stretched[i_lo]), minlength=n)
+    den = np.bincount(who, dem * (points[i_hi] - points[i_lo]), minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(w_sum > 0, (weight * ratio).sum(axis=1) / w_sum, 1.0)
+        out = np.where(den > 0, num / den, 1.0)
     out[out < 1.0 + _RTOL] = 1.0
     return out

@@ -48,6 +48,9 @@ from dlcluster_gym.workload.models import get_model
 FINISH, ARRIVAL, WAKEUP, ROUND = 0, 1, 2, 3
 _KIND_NAMES = {FINISH: "finish", ARRIVAL: "arrival", WAKEUP: "wakeup", ROUND: "round"}
 
+_NO_LINKS = np.zeros(0, dtype=np.int64)
+_NO_LINKS.setflags(write=False)
+
 # Job status codes.
 PENDING, WAITING, RUNNING, DONE, DROPPED = 0, 1, 2, 3, 4
 
@@ -249,6 +252,7 @@ class Engine:
         self.contention = np.ones(n)  # factor on exposed comm (worst link's stretch)
         self._finish_at = np.full(n, math.inf)  # time of each job's valid FINISH event
         self._up_s = np.zeros(n)  # communication (Up) seconds per iteration, uncontended
+        self._model_comm_s = np.zeros(n)  # the model's comm seconds on the job's placement
         self._job_links: dict[int, np.ndarray] = {}  # running job -> link ids it crosses
         self._job_peak: dict[int, np.ndarray] = {}  # its capped peak demand on each link
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
@@ -265,6 +269,8 @@ class Engine:
         self._ts_util_max: list[float] = []
         self._ts_active: list[int] = []
         self._ts_contended: list[int] = []
+        self._links_changed = True  # link loads changed since the last time-series point
+        self._links_row: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)
 
     def _base_speed(self, job: int) -> None:
         """Compute and uncontended exposed comm per iteration of a running job."""
@@ -272,10 +278,13 @@ class Engine:
         spec = self.jobs[job]
         compute = spec.compute_s * spec.num_gpus / gpus.size
         self.compute_per_iter[job] = compute
-        comm = self.comm_fraction(job, gpus) * compute
+        fraction = self.comm_fraction(job, gpus)
+        comm = fraction * compute
         self.comm_base[job] = comm
         up = comm / (1.0 - self._overlap[job])
         self._up_s[job] = min(up, compute + comm)
+        profile = self._profiles[spec.model]
+        self._model_comm_s[job] = fraction * profile.compute_s / (1.0 - self._overlap[job])
 
     def _respeed(self, job: int) -> None:
         """Iteration time from the base speed and the contention factor; new FINISH event."""
@@ -296,12 +305,17 @@ class Engine:
                 self._link_load[ids] -= old
             self._link_load[ids] += load
             self._job_load[job] = load
+            self._links_changed = True
 
-    def _net_join(self, job: int) -> np.ndarray:
+    def _net_join(self, job: int, tier: Tier) -> np.ndarray:
         """Put a just-placed job on the links its placement crosses; returns them."""
         links = self.links
         assert links is not None
-        traffic = links.traffic(self._profiles[self.jobs[job].model], self.job_gpus[job])
+        if tier == Tier.MACHINE:
+            self._job_links[job] = _NO_LINKS
+            return _NO_LINKS
+        profile = self._profiles[self.jobs[job].model]
+        traffic = links.traffic(profile, self.job_gpus[job], float(self._model_comm_s[job]))
         ids = traffic.links
         self._job_links[job] = ids
         if ids.size:
@@ -332,6 +346,7 @@ class Engine:
             self._link_load[empty] = 0.0
             for link in ids.tolist():
                 del self._link_jobs[link][job]
+            self._links_changed = True
         self.contention[job] = 1.0
         return ids
 
@@ -344,6 +359,7 @@ class Engine:
             return
         links = self.links
         assert links is not None
+        self._links_changed = True
         cap = links.capacity_Bps
         affected: dict[int, None] = {}
         for link in dirty.tolist():
@@ -519,7 +535,7 @@ class Engine:
             self._set_speed(job)
         else:
             self._base_speed(job)
-            self._net_flush(self._net_join(job), placed=job)
+            self._net_flush(self._net_join(job, tier), placed=job)
             self._respeed(job)
         if self.event_log is not None:
             self._log("start", job, gpus=gpus.tolist(), tier=tier.label)
@@ -541,7 +557,7 @@ class Engine:
     def _move(self, job: int, gpus: np.ndarray, resize: bool) -> None:
         self._advance(job)
         self._release(job)
-        self._allocate(job, gpus)
+        tier = self._allocate(job, gpus)
         if resize:
             self.resizes[job] += 1
             cost = self.overheads.restart_s
@@ -554,7 +570,7 @@ class Engine:
         else:
             old = self._net_leave(job)
             self._base_speed(job)
-            self._net_flush(np.union1d(old, self._net_join(job)), placed=job)
+            self._net_flush(np.union1d(old, self._net_join(job, tier)), placed=job)
             self._respeed(job)
         self._log("resize" if resize else "migrate", job, gpus=gpus.tolist())
 
@@ -593,14 +609,16 @@ class Engine:
 
     def _record_links(self, replace: bool) -> None:
         """Mean / max utilization over links carrying jobs, and how many are contended."""
-        active = self._link_count > 0
-        n_active = int(active.sum())
-        if n_active:
-            util = self.link_utilization()[active]
-            mean, peak = float(util.mean()), float(util.max())
-        else:
-            mean = peak = 0.0
-        row = (mean, peak, n_active, len(self._link_stretch))
+        if self._links_changed or not self._ts_util_mean:
+            active = np.flatnonzero(self._link_count)
+            if active.size:
+                util = self.link_utilization()[active]
+                mean, peak = float(util.sum()) / active.size, float(util.max())
+            else:
+                mean = peak = 0.0
+            self._links_row = (mean, peak, int(active.size), len(self._link_stretch))
+            self._links_changed = False
+        row = self._links_row
         cols = (self._ts_util_mean, self._ts_util_max, self._ts_active, self._ts_contended)
         for col, v in zip(cols, row, strict=True):
             if replace:

@@ -11,7 +11,9 @@ Definitions (all times in seconds):
   comm) / the same without the extra, 1.0 without contention; ``avg_contention_slowdown``
   averages it over finished jobs. ``avg_link_utilization`` = time average over the run of the
   ``link_util_mean`` series (mean carried demand / capacity over the links carrying jobs at
-  each decision instant; only with contention on, where links are modeled).
+  each decision instant; only with contention on, where links are modeled). With contention on
+  the time series also has ``link_util_mean`` / ``link_util_max`` (over links carrying jobs;
+  0 when none), ``links_active`` and ``links_contended`` (links whose stretch exceeds 1).
 Only ``wall_s`` depends on the machine; every other field is a function of scenario, policy
 and seed.
 """
