@@ -191,3 +191,12 @@ def test_dally_manual_timers_do_not_learn():
     run_engine(sc, fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)]), policy)
     assert policy.timers(3, now=1e6) == (5.0, 7.0)
     assert policy.params == {"machine_timer_s": 5.0, "rack_timer_s": 7.0, "preemption": True}
+
+
+def test_a_job_that_can_never_be_placed_is_reported_not_retried():
+    sc = small_scenario(racks=1, machines=2, gpus=4)
+    jobs = [Job(0, "resnet50", 2, 10, 1.0, 0.0), Job(1, "resnet50", 9, 10, 1.0, 0.0)]
+    with pytest.warns(UserWarning, match="1 job\\(s\\) demand more than the cluster's 8 GPUs"):
+        engine, res = run_engine(sc, jobs, make_policy("dally"))
+    assert res.summary["jobs_dropped"] == 1 and res.summary["jobs_completed"] == 1
+    assert engine.sim_events < 10  # the run ended instead of waking up forever
