@@ -3,6 +3,7 @@
 Targets (issue #2, one core of the 2-core reference machine):
   fcfs on philly-1024gpu (82,247 Philly jobs, 1,024 GPUs)   <= 30 s
   fcfs on dally-batch-8rack                                   <= 1 s
+Targets (issue #4): dally on dally-batch-8rack <= 2 s, on philly-1024gpu <= 60 s.
 
 Link contention (issue #3): every cell also runs with ``contention: true`` (target: within 2x
 of contention off). On the preset clusters (one NIC port per GPU, no oversubscription) no link
@@ -30,8 +31,20 @@ from dlcluster_gym.errors import TraceError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.engine import Engine
 
-DEFAULT_CELLS = ("dally-batch-8rack:fcfs", "dally-poisson-8rack:fcfs", "philly-1024gpu:fcfs")
-TARGETS = {"philly-1024gpu:fcfs": 30.0, "dally-batch-8rack:fcfs": 1.0}
+DEFAULT_CELLS = (
+    "dally-batch-8rack:fcfs",
+    "dally-poisson-8rack:fcfs",
+    "philly-1024gpu:fcfs",
+    "dally-batch-8rack:dally",
+    "dally-batch-8rack:tiresias",
+    "philly-1024gpu:dally",
+)
+TARGETS = {
+    "philly-1024gpu:fcfs": 30.0,
+    "dally-batch-8rack:fcfs": 1.0,
+    "dally-batch-8rack:dally": 2.0,
+    "philly-1024gpu:dally": 60.0,
+}
 CONTENDED_CELLS = ("dally-batch-8rack:fcfs", "dally-poisson-8rack:fcfs")
 
 
