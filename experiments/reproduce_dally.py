@@ -145,10 +145,14 @@ def runs_frame(records: list[dict]) -> pd.DataFrame:
 def improvement(df: pd.DataFrame, arrival: str, metric: str, base: str) -> dict[int, float]:
     """Dally's reduction of ``metric`` over ``base`` in %, per rack count (seed means)."""
     m = df[df.arrival == arrival].groupby(["racks", "policy"])[metric].mean().unstack()
+    if "dally" not in m.columns or base not in m.columns:
+        return {}
     return {int(r): 100.0 * (1 - m.loc[r, "dally"] / m.loc[r, base]) for r in m.index}
 
 
 def fmt_range(vals: dict[int, float]) -> str:
+    if not vals:
+        return "-"
     return ", ".join(f"{r}r: {v:+.0f}" for r, v in sorted(vals.items()))
 
 
@@ -403,7 +407,7 @@ def write_report(
     }
     for what, paper, sec in PAPER_CLAIMS:
         arr, metric, base = ours[what]
-        val = fmt_range(improvement(df, arr, metric, base)) if arr in set(df.arrival) else "-"
+        val = fmt_range(improvement(df, arr, metric, base))
         lines.append(f"| {what} | {paper} ({sec}) | {val} |")
     for arrival, table in (("batch", "Table 2"), ("poisson", "Table 3")):
         if arrival in set(df.arrival) and 8 in set(df.racks):
