@@ -3,14 +3,17 @@
 - ``best_possible_tier``: the tightest tier a job of some size can ever have on a cluster.
 - ``best_tiers``: that tier for every job of a run, as an array (computed once per run).
 - ``worth_moving``: whether moving a running job to other GPUs pays back its overhead.
+- ``make_room``: the fewest preemptions (in a priority order) that let a job be placed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
-from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.sim.view import ClusterView, Plan
 
 
 def best_possible_tier(cluster: Cluster, num_gpus: int) -> Tier:
@@ -46,3 +49,31 @@ def worth_moving(view: ClusterView, job: int, gpus: np.ndarray) -> bool:
     saving = remaining * (float(view.iter_time_s[job]) - new_iter)
     ov = view.scenario.overheads
     return saving > ov.checkpoint_s + ov.restore_s
+
+
+def make_room(
+    plan: Plan,
+    place: Callable[[Plan], np.ndarray | None],
+    need: int,
+    victims: np.ndarray,
+    victim_gpus: np.ndarray,
+    open_: np.ndarray,
+) -> tuple[Plan, np.ndarray | None]:
+    """Preempt the fewest ``victims`` (in order, those still ``open_``) until ``place`` finds
+    GPUs. Returns the plan with the preemptions and the GPUs, or the untouched plan and None
+    when even all of them are not enough. Taken victims are marked closed in ``open_``."""
+    eligible = np.flatnonzero(open_)
+    if eligible.size == 0 or plan.num_free + int(victim_gpus[eligible].sum()) < need:
+        return plan, None
+    trial = plan.copy()
+    taken: list[int] = []
+    for i in eligible.tolist():
+        trial.preempt(int(victims[i]))
+        taken.append(i)
+        if trial.num_free < need:
+            continue
+        gpus = place(trial)
+        if gpus is not None:
+            open_[taken] = False
+            return trial, gpus
+    return plan, None

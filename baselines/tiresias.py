@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from baselines.consolidation import make_room
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Preempt, Start
@@ -175,23 +176,18 @@ class Tiresias(BaseScheduler):
         victim_q: np.ndarray,
         victim_open: np.ndarray,
     ) -> tuple[Plan, np.ndarray | None]:
-        """Preempt the fewest lowest-priority jobs that make room for ``job``."""
-        eligible = np.flatnonzero(victim_open & (victim_q > q_job))
-        if eligible.size == 0:
-            return plan, None
-        need = int(self._demand[job])
-        if plan.num_free + int(self._demand[victims[eligible]].sum()) < need:
-            return plan, None
-        trial = plan.copy()
-        taken: list[int] = []
-        for i in eligible.tolist():
-            trial.preempt(int(victims[i]))
-            taken.append(i)
-            gpus = self.place(trial, job)
-            if gpus is not None:
-                victim_open[taken] = False
-                return trial, gpus
-        return plan, None
+        """Preempt the fewest jobs of strictly lower queues that make room for ``job``."""
+        lower = victim_open & (victim_q > q_job)
+        plan, gpus = make_room(
+            plan,
+            lambda p: self.place(p, job),
+            int(self._demand[job]),
+            victims,
+            self._demand[victims],
+            lower,
+        )
+        victim_open &= ~(victim_q > q_job) | lower
+        return plan, gpus
 
     def _wake(
         self,

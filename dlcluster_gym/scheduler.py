@@ -193,6 +193,26 @@ register_policy(
     "Gandiva: greedy network-agnostic placement, migration to consolidated GPUs",
 )
 register_policy(
+    "themis",
+    "baselines.themis:Themis",
+    "Themis: finish-time fairness, 10-minute leases and auctions (Cassini's base scheduler)",
+)
+register_policy(
+    "cassini",
+    "baselines.cassini:Cassini",
+    "Th+Cassini: Themis with Cassini's placement candidates, compatibility and time shifts",
+)
+register_policy(
+    "dally+cassini",
+    "baselines.cassini:DallyCassini",
+    "Dally with Cassini's placement candidates and time shifts (new combination)",
+)
+register_policy(
+    "fcfs+cassini",
+    "baselines.cassini:FCFSCassini",
+    "FCFS with Cassini's placement candidates and time shifts (new combination)",
+)
+register_policy(
     "ideal",
     "baselines.ideal:IdealBound",
     "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",

@@ -13,8 +13,11 @@ from dlcluster_gym.workload.traces import traces_available
 SCENARIOS = sorted(list_presets("scenarios"))
 EXPECTED = {
     *(f"dally-{a}-{r}rack" for a in ("batch", "poisson") for r in (2, 4, 8, 16)),
-    "philly-1024gpu", "tiresias-60job", "itp-cluster10",
+    "philly-1024gpu", "tiresias-60job", "itp-cluster10", "cassini-testbed-poisson",
 }  # fmt: skip
+
+
+CONTENTION_ON = {"cassini-testbed-poisson"}  # the Cassini scenario is about link sharing
 
 
 def test_expected_presets_exist():
@@ -25,7 +28,8 @@ def test_expected_presets_exist():
 def test_preset_loads_and_builds(name):
     s = load_scenario(name)
     assert s.description and "\n" not in s.description.strip()
-    assert s.seed == 1 and s.contention is False
+    assert s.seed == 1
+    assert s.contention is (name in CONTENTION_ON)
     if isinstance(s.workload, TraceWorkload) and not traces_available():
         pytest.skip("../shared/traces not found; set DLCLUSTER_TRACES")
     cluster = Cluster(s.cluster)

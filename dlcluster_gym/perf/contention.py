@@ -95,7 +95,7 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.perf.geometry import DEFAULT_MAX_SECTORS, DEFAULT_PRECISION_S, CommProfile
-from dlcluster_gym.perf.network import comm_time_s
+from dlcluster_gym.perf.network import comm_time_s, placement_overhead
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -106,6 +106,7 @@ __all__ = [
     "UpTemplate",
     "circle_layout",
     "comm_profile",
+    "job_link_profiles",
     "placement_traffic",
     "stretch_factors",
     "up_phases",
@@ -303,6 +304,39 @@ def placement_traffic(
     for arr in (links, by_link, rate):
         arr.setflags(write=False)
     return PlacementTraffic(links, by_link, float(comm_s), rate)
+
+
+def job_link_profiles(
+    links: SharedLinks,
+    profile: ModelProfile,
+    compute_s: float,
+    gpus: Sequence[int] | np.ndarray,
+) -> dict[int, CommProfile]:
+    """A job's uncontended demand on each shared link its placement crosses (bytes/s).
+
+    The same quantities the engine uses with contention on: iteration = compute + exposed
+    communication, Up = communication / (1 - overlap), mean Up rate = the placement's bytes on
+    the link / the model's communication time, phases capped at the link's capacity.
+    ``compute_s`` is the job's compute seconds per iteration on ``gpus``. For Cassini-style
+    policies that score candidate placements (``baselines/cassini.py``).
+    """
+    gpus = np.asarray(gpus, dtype=np.int64)
+    fraction = placement_overhead(links.cluster, profile, gpus)
+    if fraction <= 0.0:
+        return {}
+    overlap = profile.comm.overlap
+    comm = fraction * compute_s
+    iteration = compute_s + comm
+    up = min(comm / (1.0 - overlap), iteration)
+    model_comm = fraction * profile.compute_s / (1.0 - overlap)
+    traffic = links.traffic(profile, gpus, model_comm)
+    caps = links.capacity_Bps[traffic.links]
+    return {
+        int(link): comm_profile(
+            profile.parallelism, iteration, up, float(rate), float(cap), profile.name
+        )
+        for link, rate, cap in zip(traffic.links, traffic.rate_Bps, caps, strict=True)
+    }
 
 
 # ----------------------------------------------------------------------------- stretch

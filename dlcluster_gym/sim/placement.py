@@ -159,3 +159,74 @@ def fewest_machines(
     if strict and k > int(np.searchsorted(cluster.machines_by_size_cumsum, n)) + 1:
         return None
     return _take_from_machines(cluster, free_mask, order[:k], n)
+
+
+def candidates(
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    n: int,
+    tier: Tier,
+    limit: int = 10,
+) -> list[np.ndarray]:
+    """Up to ``limit`` distinct placements of ``n`` GPUs at exactly ``tier`` (Cassini's
+    placement candidates, 4.4.2 step 1: same tier, different machines/racks).
+
+    Machine tier: one per machine that holds ``n``, best fit first. Rack tier: per rack that
+    holds ``n`` (best fit first), packed onto its fullest machines, then first fit within it.
+    Network tier: greedy packing starting from each rack in turn (fullest racks first).
+    """
+    out: list[np.ndarray] = []
+    seen: set[bytes] = set()
+
+    def add(g: np.ndarray | None) -> bool:
+        if g is not None and g.size == n:
+            g = np.sort(g)
+            key = g.tobytes()
+            if key not in seen:
+                seen.add(key)
+                out.append(g)
+        return len(out) >= limit
+
+    if tier == Tier.MACHINE:
+        ok = np.flatnonzero(free_per_machine >= n)
+        for m in ok[np.argsort(free_per_machine[ok], kind="stable")].tolist():
+            gpus = cluster.machine_gpus(m)
+            if add(gpus[free_mask[gpus]][:n]):
+                break
+        return out
+    if tier == Tier.RACK:
+        ok = np.flatnonzero(free_per_rack >= n)
+        for r in ok[np.argsort(free_per_rack[ok], kind="stable")].tolist():
+            if add(
+                _take_from_machines(
+                    cluster, free_mask, _fullest_first(cluster, free_per_machine, r), n
+                )
+            ):
+                break
+            if add(_take_from_machines(cluster, free_mask, cluster.rack_machines(r), n)):
+                break
+        return [g for g in out if cluster.placement_tier(g) == Tier.RACK]
+    if int(free_per_rack.sum()) < n:
+        return out
+    order = np.argsort(-free_per_rack, kind="stable")
+    order = order[free_per_rack[order] > 0]
+    for i in range(order.size):
+        racks = np.roll(order, -i)
+        got: list[np.ndarray] = []
+        need = n
+        for r in racks.tolist():
+            take = _take_from_machines(
+                cluster,
+                free_mask,
+                _fullest_first(cluster, free_per_machine, r),
+                min(need, int(free_per_rack[r])),
+            )
+            got.append(take)
+            need -= take.size
+            if need == 0:
+                break
+        if add(np.concatenate(got)):
+            break
+    return out
