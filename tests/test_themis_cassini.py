@@ -1,0 +1,104 @@
+"""Themis (leases, auctions by finish-time fairness) and Cassini on top of a base policy."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_engine, small_scenario, starts
+
+from dlcluster_gym import BaseScheduler, Start
+from dlcluster_gym.errors import ConfigError, DLClusterError
+from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.workload.job import Job
+
+
+def test_themis_auction_at_lease_expiry_preempts_the_fairest_job():
+    sc = small_scenario(racks=1, machines=1, gpus=4)
+    jobs = [Job(0, "resnet50", 4, 10_000, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
+    _, res = run_engine(sc, jobs, make_policy("themis", lease_s=600.0))
+    trace = [(e["event"], e.get("job"), round(e["t"], 6)) for e in res.events]
+    # Job 1 waits until the lease expires; its finish-time fairness (waited 590 s for a
+    # 100-iteration job) is worse than job 0's, so it wins the auction and job 0 is preempted.
+    assert ("preempt", 0, 600.0) in trace
+    assert starts(res)[1][0] == pytest.approx(600.0)
+    # Between epochs free GPUs go to waiting jobs at once: job 0 resumes when job 1 finishes.
+    assert starts(res)[0][0] == pytest.approx(res.jobs["finish_s"][1])
+    assert res.summary["jobs_completed"] == 2
+
+
+def test_themis_rejects_bad_lease():
+    with pytest.raises(ConfigError, match="lease_s must be a finite number of seconds > 0"):
+        make_policy("themis", lease_s=0)
+
+
+class PinnedBase(BaseScheduler):
+    """Starts job 0 on machines 0+1 and job 1 on machines 1+2: one shared NIC uplink."""
+
+    name = "pinned"
+
+    def schedule(self, view):
+        todo = {0: (0, 2), 1: (3, 4)}
+        return [Start(j, todo[j]) for j in view.waiting() if j in todo]
+
+
+def shared_uplink_scenario():
+    # 1 rack x 3 machines x 2 GPUs; 60 Gb/s NICs: two aligned 50 Gb/s Up phases over-subscribe
+    # machine 1's uplink, interleaved they fit.
+    return small_scenario(
+        racks=1,
+        machines=3,
+        gpus=2,
+        contention=True,
+        cluster={
+            "racks": 1,
+            "machines_per_rack": 3,
+            "gpus_per_machine": 2,
+            "tiers": {"machine": "nvlink", "rack": "eth-50", "network": "eth-50"},
+            "machine_uplink_gbps": 60,
+        },
+    )
+
+
+def test_cassini_time_shifts_remove_the_slowdown_of_aligned_jobs():
+    sc = shared_uplink_scenario()
+    jobs = [Job(0, "resnet50", 2, 2000, 0.15, 0.0), Job(1, "resnet50", 2, 2000, 0.15, 0.0)]
+    _, plain = run_engine(sc, jobs, PinnedBase())
+    assert (plain.jobs["contention_slowdown"] > 1.0).all()  # aligned phases: stretched
+    policy = make_policy("fcfs+cassini", base="test_themis_cassini:PinnedBase")
+    _, res = run_engine(sc, jobs, policy)
+    shifts = [e for e in res.events if e["event"] == "start"]
+    assert len(shifts) == 2
+    assert res.jobs["contention_slowdown"].tolist() == pytest.approx([1.0, 1.0])
+    assert res.summary["avg_jct_s"] < plain.summary["avg_jct_s"]
+    assert policy.candidates_scored >= 1
+
+
+def test_cassini_keeps_base_decisions_when_nothing_is_oversubscribed():
+    from dlcluster_gym import simulate
+
+    a = simulate("dally-poisson-2rack", "dally", seed=2)
+    b = simulate("dally-poisson-2rack", "dally+cassini", seed=2)
+    assert b.summary["avg_jct_s"] == a.summary["avg_jct_s"]
+    assert b.summary["makespan_s"] == a.summary["makespan_s"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_candidates": 0}, "max_candidates must be an integer >= 1"),
+        ({"base": "no-such-policy"}, "no-such-policy"),
+    ],
+)
+def test_cassini_bad_parameters(kwargs, match):
+    with pytest.raises(DLClusterError, match=match):
+        make_policy("cassini", **kwargs)
+
+
+def test_cassini_on_the_testbed_scenario_is_deterministic_and_finishes():
+    from dlcluster_gym import load_scenario, simulate
+
+    sc = load_scenario("cassini-testbed-poisson").model_dump()
+    sc["workload"]["num_jobs"] = 60
+    a = simulate(sc, "cassini", seed=4)
+    b = simulate(sc, "cassini", seed=4)
+    assert a.summary["jobs_completed"] == 60
+    assert a.jobs["finish_s"].tolist() == b.jobs["finish_s"].tolist()
