@@ -77,3 +77,16 @@ def make_room(
             open_[taken] = False
             return trial, gpus
     return plan, None
+
+
+def wake_at_earliest(plan: Plan, times: np.ndarray, now: float, pending: float) -> float:
+    """Ask for a wake-up at the earliest of ``times`` after ``now``, unless one at least as
+    early is already pending. Returns the new pending wake-up time (keep it for next call)."""
+    future = times[times > now]
+    if future.size == 0:
+        return pending
+    t = float(future.min())
+    if t < pending or pending <= now:
+        plan.wake_up(t)
+        return t
+    return pending

@@ -58,7 +58,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import best_tiers, worth_moving
+from baselines.consolidation import best_tiers, wake_at_earliest, worth_moving
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
@@ -305,13 +305,7 @@ class Dally(BaseScheduler):
         if not still.any():
             return
         expiries = np.concatenate((since[still] + t_mc[still], since[still] + t_rk[still]))
-        future = expiries[expiries > now]
-        if future.size == 0:
-            return
-        t = float(future.min())
-        if t < self._next_wake or self._next_wake <= now:
-            plan.wake_up(t)
-            self._next_wake = t
+        self._next_wake = wake_at_earliest(plan, expiries, now, self._next_wake)
 
 
 class DallyManual(Dally):

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import make_room
+from baselines.consolidation import make_room, wake_at_earliest
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Preempt, Start
@@ -207,11 +207,4 @@ class Tiresias(BaseScheduler):
         if self.promote_knob > 0:
             starving = ~runs & (q > 0) & (executed > 0)
             times.append(since[starving] + self.promote_knob * executed[starving])
-        t_all = np.concatenate(times)
-        t_all = t_all[t_all > now]
-        if t_all.size == 0:
-            return
-        t = float(t_all.min())
-        if t < self._next_wake or self._next_wake <= now:
-            plan.wake_up(t)
-            self._next_wake = t
+        self._next_wake = wake_at_earliest(plan, np.concatenate(times), now, self._next_wake)

@@ -53,3 +53,14 @@ def frac(cluster: Cluster, model: str, gpus: list[int]) -> float:
 def starts(res) -> dict[int, tuple[float, list[int], str]]:
     """Last start of each job: (time, GPUs, tier) from a run recorded with events."""
     return {e["job"]: (e["t"], e["gpus"], e["tier"]) for e in res.events if e["event"] == "start"}
+
+
+def overhead_scenario(**kw) -> ScenarioConfig:
+    """1 rack x 2 machines x 4 GPUs with checkpoint 10 s, restore 20 s, restart 30 s."""
+    return small_scenario(
+        racks=1,
+        machines=2,
+        gpus=4,
+        overheads={"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0},
+        **kw,
+    )

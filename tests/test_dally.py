@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import frac, run_engine, small_scenario, starts
+from conftest import frac, overhead_scenario, run_engine, small_scenario, starts
 
 from baselines.dally import Dally, WaitHistory
 from dlcluster_gym.cluster.topology import Cluster
@@ -60,12 +60,7 @@ def test_timers_are_zero_for_jobs_that_cannot_fit_on_a_machine():
 
 
 def test_relocation_preempts_suffering_job_and_keeps_its_progress():
-    sc = small_scenario(
-        racks=1,
-        machines=2,
-        gpus=4,
-        overheads={"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0},
-    )
+    sc = overhead_scenario()
     cl = Cluster(sc.cluster)
     jobs = [
         Job(0, "resnet50", 3, 100, 1.0, 0.0),  # short, on machine 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import frac, run_engine, small_scenario, starts
+from conftest import frac, overhead_scenario, run_engine, small_scenario, starts
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.errors import ConfigError
@@ -98,12 +98,7 @@ def test_tiresias_bad_parameters(kwargs, match):
 
 
 def test_gandiva_first_fit_then_migrates_to_a_freed_machine():
-    sc = small_scenario(
-        racks=1,
-        machines=2,
-        gpus=4,
-        overheads={"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0},
-    )
+    sc = overhead_scenario()
     cl = Cluster(sc.cluster)
     jobs = [Job(0, "resnet50", 3, 100, 1.0, 0.0), Job(1, "resnet18", 3, 20_000, 1.0, 0.0)]
     _, res = run_engine(sc, jobs, make_policy("gandiva"))
