@@ -253,5 +253,64 @@ def models(overheads: bool, fmt: str) -> None:
     Console().print(t)
 
 
+@main.command()
+@click.option(
+    "--jobs",
+    "jobs_spec",
+    required=True,
+    metavar="MODEL:BATCH[,MODEL:BATCH...]",
+    help="Jobs sharing the link, batch size per GPU (a bare MODEL uses its reference batch).",
+)
+@click.option(
+    "--link-gbps",
+    type=float,
+    default=50.0,
+    show_default=True,
+    help="Capacity of the shared link in Gb/s (the Cassini testbed's NICs: 50).",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def compat(jobs_spec: str, link_gbps: float, fmt: str) -> None:
+    """Cassini compatibility score and time shifts of jobs sharing one link.
+
+    Jobs are Cassini Table 4.2 models profiled on its testbed (perf/testbed.py). JSON output:
+    {"score": float, "shifts_ms": {"<model>:<batch>": ms}, "perimeter_ms": float}; the first
+    job is the reference (0 ms) and a repeated MODEL:BATCH gets the suffix #2, #3, ...
+    """
+    from dlcluster_gym.perf.testbed import (
+        get_profiled_model,
+        job_keys,
+        link_report,
+        parse_job_specs,
+    )
+
+    specs = parse_job_specs(jobs_spec)
+    report = link_report(specs, link_gbps)
+    if fmt == "json":
+        click.echo(json.dumps(report))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"Jobs sharing one {link_gbps:g} Gb/s link")
+    for col in ("job", "iteration ms", "Up ms", "peak Gb/s", "time shift ms"):
+        t.add_column(col, justify="left" if col == "job" else "right")
+    for spec, key in zip(specs, job_keys(specs), strict=True):
+        m = get_profiled_model(spec.model)
+        t.add_row(
+            key,
+            f"{m.iteration_ms(spec.batch):.1f}",
+            f"{m.up_ms:.1f}",
+            f"{m.peak_gbps:g}",
+            f"{report['shifts_ms'][key]:g}",
+        )
+    Console().print(t)
+    click.echo(
+        f"compatibility score {report['score']:.3f} (1 = fully compatible); "
+        f"unified circle {report['perimeter_ms']:g} ms"
+    )
+
+
 if __name__ == "__main__":
     main()
