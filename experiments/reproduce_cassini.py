@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     compat = Path(__file__).with_name("cassini_compat.py")
     if compat.exists():
         proc = subprocess.run(
-            [sys.executable, str(compat), "--out", str(args.out)],
+            [sys.executable, str(compat), "--out", str(args.out / "compat.md")],
             check=True,
             capture_output=True,
             text=True,

@@ -1,0 +1,27 @@
+"""Smoke test of experiments/reproduce_cassini.py: runs, passes its acceptance, writes report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_cassini.py"
+
+
+def test_reproduction_report_and_acceptance(tmp_path):
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--seeds", "1", "--workers", "1", "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    runs = pd.read_csv(tmp_path / "runs.csv").set_index("policy")
+    assert set(runs.index) == {"ideal", "cassini", "themis", "random"}
+    assert runs.loc["cassini", "avg_jct_s"] <= runs.loc["themis", "avg_jct_s"]
+    assert runs.loc["cassini", "avg_iter_ms"] < runs.loc["themis", "avg_iter_ms"]
+    assert runs.loc["ideal", "avg_jct_s"] < runs.loc["cassini", "avg_jct_s"]
+    report = (tmp_path / "report.md").read_text()
+    assert "**FAIL**" not in report and "Compatibility reproductions" in report
+    assert (tmp_path / "iter_cdf.png").stat().st_size > 10_000
