@@ -27,11 +27,9 @@ def best_possible_tier(cluster: Cluster, num_gpus: int) -> Tier:
 
 def best_tiers(view: ClusterView) -> np.ndarray:
     """``best_possible_tier`` of every job of the run (int8, indexed by job id)."""
-    demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-    out = np.full(demand.size, int(Tier.NETWORK), dtype=np.int8)
-    out[demand <= view.cluster.max_gpus_per_rack] = int(Tier.RACK)
-    out[demand <= view.cluster.max_gpus_per_machine] = int(Tier.MACHINE)
-    return out
+    return np.array(
+        [best_possible_tier(view.cluster, j.num_gpus) for j in view.jobs], dtype=np.int8
+    )
 
 
 def worth_moving(view: ClusterView, job: int, gpus: np.ndarray) -> bool:

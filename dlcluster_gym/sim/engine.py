@@ -222,11 +222,7 @@ class Engine:
 
     def done_iters_now(self, job: int) -> float:
         """Iterations done as of ``now`` (without mutating state)."""
-        if self.status[job] != RUNNING:
-            return float(self.done_iters[job])
-        busy_from = max(self.last_update[job], self.resume_at[job])
-        extra = max(0.0, self.now - busy_from) / self.iter_time[job]
-        return float(min(self.done_iters[job] + extra, self.iterations[job]))
+        return float(self.live(np.array([job]))[0][0])
 
     def live(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(iterations done, seconds holding GPUs, GPU-seconds attained) as of ``now``."""

@@ -85,11 +85,29 @@ def spread_packed(
     """Any placement, as few racks and machines as greedy packing gives."""
     if int(free_per_rack.sum()) < n:
         return None
+    return _pack_racks(
+        cluster, free_mask, free_per_machine, free_per_rack, _racks_fullest_first(free_per_rack), n
+    )
+
+
+def _racks_fullest_first(free_per_rack: np.ndarray) -> np.ndarray:
+    """Racks with free GPUs, most free first (lowest id on ties)."""
+    order = np.argsort(-free_per_rack, kind="stable")
+    return order[free_per_rack[order] > 0]
+
+
+def _pack_racks(
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    racks: np.ndarray,
+    n: int,
+) -> np.ndarray:
+    """``n`` GPUs taken rack by rack in the given order, fullest machines first in each."""
     out: list[np.ndarray] = []
     need = n
-    for rack in np.argsort(-free_per_rack, kind="stable").tolist():
-        if free_per_rack[rack] == 0:
-            break
+    for rack in racks.tolist():
         order = _fullest_first(cluster, free_per_machine, rack)
         take = _take_from_machines(cluster, free_mask, order, min(need, int(free_per_rack[rack])))
         out.append(take)
@@ -210,23 +228,9 @@ def candidates(
         return [g for g in out if cluster.placement_tier(g) == Tier.RACK]
     if int(free_per_rack.sum()) < n:
         return out
-    order = np.argsort(-free_per_rack, kind="stable")
-    order = order[free_per_rack[order] > 0]
+    order = _racks_fullest_first(free_per_rack)
     for i in range(order.size):
         racks = np.roll(order, -i)
-        got: list[np.ndarray] = []
-        need = n
-        for r in racks.tolist():
-            take = _take_from_machines(
-                cluster,
-                free_mask,
-                _fullest_first(cluster, free_per_machine, r),
-                min(need, int(free_per_rack[r])),
-            )
-            got.append(take)
-            need -= take.size
-            if need == 0:
-                break
-        if add(np.concatenate(got)):
+        if add(_pack_racks(cluster, free_mask, free_per_machine, free_per_rack, racks, n)):
             break
     return out
