@@ -96,9 +96,22 @@ class Cassini(BaseScheduler):
         return job_link_profiles(self.links, self._models[spec.model], compute, gpus)
 
     def _link_result(
-        self, link: int, members: list[int], profs: dict[int, dict[int, CommProfile]]
+        self,
+        link: int,
+        members: list[int],
+        profs: dict[int, dict[int, CommProfile]],
+        tokens: dict[int, Hashable],
+        cache: dict[tuple, tuple[float, dict[int, float]]],
     ) -> tuple[float, dict[int, float]]:
-        ps = [profs[j][link] for j in members]
+        """Score and per-job shifts of ``members`` on ``link``, cached per member profiles."""
+        key = (link, tuple((j, tokens[j]) for j in members))
+        if key not in cache:
+            cache[key] = self._solve_link(link, [profs[j][link] for j in members], members)
+        return cache[key]
+
+    def _solve_link(
+        self, link: int, ps: list[CommProfile], members: list[int]
+    ) -> tuple[float, dict[int, float]]:
         cap = float(self.links.capacity_Bps[link])
         if sum(p.peak_demand for p in ps) <= cap:
             return 1.0, dict.fromkeys(members, 0.0)
@@ -110,9 +123,8 @@ class Cassini(BaseScheduler):
         self,
         job_links: dict[int, np.ndarray],
         profs: dict[int, dict[int, CommProfile]],
+        tokens: dict[int, Hashable],
         cache: dict[tuple, tuple[float, dict[int, float]]],
-        tag: Hashable,
-        new_job: int,
     ) -> tuple[float, nx.Graph] | None:
         graph = affinity_graph({j: ls.tolist() for j, ls in job_links.items()})
         if has_loop(graph):
@@ -122,20 +134,17 @@ class Cassini(BaseScheduler):
             if node[0] != LINK:
                 continue
             members = sorted(k[1] for k in graph[node])
-            key = (node[1], tuple(members), tag if new_job in members else None)
-            if key not in cache:
-                cache[key] = self._link_result(node[1], members, profs)
-            scores.append(cache[key][0])
+            scores.append(self._link_result(node[1], members, profs, tokens, cache)[0])
         return (float(np.mean(scores)) if scores else 1.0), graph
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         actions = list(self.base.schedule(view))
         if not any(isinstance(a, Start | Migrate | Resize) for a in actions):
             return actions
-        cluster = view.cluster
         free = np.asarray(view.free_mask).copy()
         placed: dict[int, np.ndarray] = {j: np.asarray(view.gpus_of(j)) for j in view.running()}
         profs = {j: self._profiles(view, j, g) for j, g in placed.items()}
+        tokens: dict[int, Hashable] = dict.fromkeys(placed, "running")
         job_links = {j: self.links.links(g) for j, g in placed.items()}
         cache: dict[tuple, tuple[float, dict[int, float]]] = {}
         out: list[Action] = []
@@ -151,6 +160,7 @@ class Cassini(BaseScheduler):
             if isinstance(a, Preempt):
                 free[placed.pop(a.job)] = True
                 profs.pop(a.job, None)
+                tokens.pop(a.job, None)
                 job_links.pop(a.job, None)
             elif isinstance(a, Migrate | Resize):
                 free[placed[a.job]] = True
@@ -158,31 +168,37 @@ class Cassini(BaseScheduler):
                 free[g] = False
                 placed[a.job] = g
                 profs[a.job] = self._profiles(view, a.job, g)
+                tokens[a.job] = ("moved", g.tobytes())
                 job_links[a.job] = self.links.links(g)
             elif isinstance(a, Start):
-                g = self._choose(
+                g, prof = self._choose(
                     view,
                     a.job,
                     np.asarray(a.gpus, dtype=np.int64),
                     free & ~reserved,
                     job_links,
                     profs,
+                    tokens,
                     cache,
                 )
                 free[g] = False
                 placed[a.job] = g
-                profs[a.job] = self._profiles(view, a.job, g)
+                profs[a.job] = prof
+                tokens[a.job] = ("placed", g.tobytes())
                 job_links[a.job] = self.links.links(g)
                 started.append(a.job)
                 a = Start(a.job, tuple(g.tolist()), a.time_shift_s)
             out.append(a)
-        return self._with_shifts(out, job_links, profs, cache, set(started), cluster)
+        return self._with_shifts(out, job_links, profs, tokens, cache, set(started))
 
-    def _choose(self, view, job, base_gpus, free, job_links, profs, cache) -> np.ndarray:
+    def _choose(
+        self, view, job, base_gpus, free, job_links, profs, tokens, cache
+    ) -> tuple[np.ndarray, dict[int, CommProfile]]:
+        """The most compatible candidate (the base's own first) and its link profiles."""
         cluster = view.cluster
         tier = cluster.placement_tier(base_gpus)
-        if tier == Tier.MACHINE:
-            return base_gpus  # one machine crosses no shared link: nothing to choose
+        if tier == Tier.MACHINE:  # one machine crosses no shared link: nothing to choose
+            return base_gpus, self._profiles(view, job, base_gpus)
         scratch = free.copy()
         fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
         fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
@@ -194,22 +210,24 @@ class Cassini(BaseScheduler):
                 break
             if not np.array_equal(c, cands[0]):
                 cands.append(c)
-        best, best_score = cands[0], -np.inf
-        for i, c in enumerate(cands):
-            trial_links = dict(job_links)
-            trial_links[job] = self.links.links(c)
-            trial_profs = dict(profs)
-            trial_profs[job] = self._profiles(view, job, c)
+        best, best_prof, best_score = cands[0], None, -np.inf
+        for c in cands:
+            prof = self._profiles(view, job, c)
+            trial_links = {**job_links, job: self.links.links(c)}
             self.candidates_scored += 1
-            got = self._score(trial_links, trial_profs, cache, (job, i), job)
+            got = self._score(
+                trial_links, {**profs, job: prof}, {**tokens, job: ("placed", c.tobytes())}, cache
+            )
             if got is None:
                 self.loops_discarded += 1
                 continue
             if got[0] > best_score + 1e-12:
-                best, best_score = c, got[0]
-        return best
+                best, best_prof, best_score = c, prof, got[0]
+        if best_prof is None:
+            best_prof = self._profiles(view, job, best)
+        return best, best_prof
 
-    def _with_shifts(self, actions, job_links, profs, cache, started, cluster) -> list[Action]:
+    def _with_shifts(self, actions, job_links, profs, tokens, cache, started) -> list[Action]:
         graph = affinity_graph({j: ls.tolist() for j, ls in job_links.items()})
         shifts: dict[int, float] = {}
         for comp in nx.connected_components(graph):
@@ -220,7 +238,9 @@ class Cassini(BaseScheduler):
             for node in sub.nodes:
                 if node[0] == LINK:
                     members = sorted(k[1] for k in sub[node])
-                    link_shifts[node[1]] = self._link_result(node[1], members, profs)[1]
+                    link_shifts[node[1]] = self._link_result(
+                        node[1], members, profs, tokens, cache
+                    )[1]
             periods = {
                 n[1]: next(iter(profs[n[1]].values())).iteration_time
                 for n in sub.nodes
