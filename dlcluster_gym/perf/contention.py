@@ -88,13 +88,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.perf.geometry import DEFAULT_MAX_SECTORS, DEFAULT_PRECISION_S, CommProfile
+from dlcluster_gym.perf.geometry import (
+    DEFAULT_MAX_SECTORS,
+    DEFAULT_PRECISION_S,
+    CommProfile,
+    fit_perimeter,
+)
 from dlcluster_gym.perf.network import comm_time_s, placement_overhead
 from dlcluster_gym.workload.models import ModelProfile
 
@@ -356,46 +360,6 @@ class CircleLayout:
     perimeter_sectors: int
 
 
-_FITS: dict[tuple[tuple[int, ...], int], tuple[int, dict[int, int]]] = {}
-
-
-@lru_cache(maxsize=512)  # rows of max_sectors + 1 floats: 8 MB at the default cap
-def _fit_errors(n: int, cap: int) -> np.ndarray:
-    """Per perimeter ``P <= cap``: smallest ``|m - n| / n`` over divisors ``m`` of ``P`` within
-    ``[n/2, 2n]`` (inf where none)."""
-    ms = np.arange(max(1, -(-n // 2)), min(cap, 2 * n) + 1)
-    counts = cap // ms
-    offsets = np.cumsum(counts) - counts
-    mult = np.arange(int(counts.sum())) - np.repeat(offsets, counts) + 1
-    row = np.full(cap + 1, np.inf)
-    np.minimum.at(row, np.repeat(ms, counts) * mult, np.repeat(np.abs(ms - n) / n, counts))
-    row.setflags(write=False)
-    return row
-
-
-def _fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int]]:
-    """``geometry``'s perimeter fit (module docstring there), vectorised over divisors.
-
-    Returns the perimeter and, per distinct ``n``, the iteration length ``m`` dividing it.
-    """
-    key = (tuple(sorted(set(ns))), cap)
-    hit = _FITS.get(key)
-    if hit is not None:
-        return hit
-    worst = np.max([_fit_errors(n, cap) for n in key[0]], axis=0)
-    worst[0] = np.inf
-    p = int(np.argmin(worst))
-    chosen = {}
-    for n in key[0]:
-        ms = np.arange(max(1, -(-n // 2)), min(p, 2 * n) + 1)
-        ms = ms[p % ms == 0]
-        chosen[n] = int(ms[np.argmin(np.abs(ms - n))])  # nearest, then smaller
-    if len(_FITS) >= 4096:
-        _FITS.clear()
-    _FITS[key] = (p, chosen)
-    return p, chosen
-
-
 def circle_layout(
     iteration_s: Sequence[float] | np.ndarray,
     precision_s: float = DEFAULT_PRECISION_S,
@@ -415,7 +379,7 @@ def circle_layout(
         ns = [max(1, math.floor(t / q + 0.5)) for t in times]
     perimeter = math.lcm(*ns) if ns else 1
     if perimeter > max_sectors:
-        perimeter, chosen = _fit_perimeter(ns, max_sectors)
+        perimeter, chosen, _ = fit_perimeter(ns, max_sectors)
         ns = [chosen[n] for n in ns]
     return CircleLayout(q, tuple(ns), perimeter)
 

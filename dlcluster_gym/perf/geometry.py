@@ -89,6 +89,7 @@ import math
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 import networkx as nx
@@ -338,21 +339,46 @@ def _lcm(values: Iterable[int]) -> int:
     return math.lcm(*values) if values else 1
 
 
-def _fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, tuple[int, ...], float]:
-    """Best perimeter ``P <= cap`` whose divisors approximate every ``n_j`` (module doc)."""
-    err = np.full((len(ns), cap + 1), np.inf)
-    for j, n in enumerate(ns):
-        for m in range(max(1, -(-n // 2)), min(cap, 2 * n) + 1):
-            view = err[j, m::m]
-            np.minimum(view, abs(m - n) / n, out=view)
-    worst = err.max(axis=0)
+_FITS: dict[tuple[tuple[int, ...], int], tuple[int, dict[int, int], float]] = {}
+
+
+@lru_cache(maxsize=512)  # rows of max_sectors + 1 floats: 8 MB at the default cap
+def _fit_errors(n: int, cap: int) -> np.ndarray:
+    """Per perimeter ``P <= cap``: smallest ``|m - n| / n`` over divisors ``m`` of ``P`` within
+    ``[n/2, 2n]`` (inf where none)."""
+    ms = np.arange(max(1, -(-n // 2)), min(cap, 2 * n) + 1)
+    counts = cap // ms
+    offsets = np.cumsum(counts) - counts
+    mult = np.arange(int(counts.sum())) - np.repeat(offsets, counts) + 1
+    row = np.full(cap + 1, np.inf)
+    np.minimum.at(row, np.repeat(ms, counts) * mult, np.repeat(np.abs(ms - n) / n, counts))
+    row.setflags(write=False)
+    return row
+
+
+def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], float]:
+    """Best perimeter ``P <= cap`` whose divisors approximate every ``n_j`` (module docstring),
+    vectorised over divisors and cached.
+
+    Returns the perimeter, per distinct ``n`` the iteration length ``m`` dividing it (nearest,
+    then smaller), and the worst relative change ``max_j |m_j - n_j| / n_j``.
+    """
+    key = (tuple(sorted(set(ns))), cap)
+    hit = _FITS.get(key)
+    if hit is not None:
+        return hit
+    worst = np.max([_fit_errors(n, cap) for n in key[0]], axis=0)
     worst[0] = np.inf
     p = int(np.argmin(worst))
-    chosen = []
-    for n in ns:
-        divisors = [m for m in range(max(1, -(-n // 2)), min(p, 2 * n) + 1) if p % m == 0]
-        chosen.append(min(divisors, key=lambda m, n=n: (abs(m - n), m)))
-    return p, tuple(chosen), float(worst[p])
+    chosen = {}
+    for n in key[0]:
+        ms = np.arange(max(1, -(-n // 2)), min(p, 2 * n) + 1)
+        ms = ms[p % ms == 0]
+        chosen[n] = int(ms[np.argmin(np.abs(ms - n))])  # nearest, then smaller
+    if len(_FITS) >= 4096:
+        _FITS.clear()
+    _FITS[key] = (p, chosen, float(worst[p]))
+    return _FITS[key]
 
 
 def unified_circle(
@@ -383,8 +409,8 @@ def unified_circle(
     perimeter = _lcm(ns)
     exact, rel = True, 0.0
     if perimeter > cap:
-        perimeter, fitted, rel = _fit_perimeter(ns, cap)
-        ns, exact = list(fitted), False
+        perimeter, fitted, rel = fit_perimeter(ns, cap)
+        ns, exact = [fitted[n] for n in ns], False
     bases = []
     for p, n in zip(profiles, ns, strict=True):
         base = p.sectors(n)
