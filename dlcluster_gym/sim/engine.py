@@ -28,7 +28,7 @@ import itertools
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -623,7 +623,19 @@ class Engine:
                 col.append(v)
 
     def run(self) -> Results:
-        """Run to the end and return the results."""
+        """Run to the end under ``self.policy`` and return the results."""
+        steps = self.instants()
+        try:
+            view = next(steps)
+            while True:
+                view = steps.send(self.policy.schedule(view))
+        except StopIteration as stop:
+            return stop.value
+
+    def instants(self) -> Generator[ClusterView, Sequence[Any], Results]:
+        """The run as a generator: yields the view at every decision instant and takes the
+        actions for it via ``send``; returns the results. ``run`` drives it with the policy;
+        a Gymnasium env drives it with its own decisions."""
         t_wall = time.perf_counter()
         reset = getattr(self.policy, "reset", None)
         view = ClusterView(self)
@@ -665,7 +677,7 @@ class Engine:
                 self.pending_triggers.append(Trigger(_KIND_NAMES[kind], job))
             if not self.pending_triggers:
                 continue
-            self.apply(self.policy.schedule(view))
+            self.apply((yield view))
             self._record()
             if self._progress is not None:
                 self._progress(n_done, n_total)
