@@ -33,3 +33,8 @@ class TraceError(DLClusterError, ValueError):
 
 class InvalidActionError(DLClusterError, ValueError):
     """A scheduler returned an action the engine cannot apply (names policy, job and GPU)."""
+
+
+class NotApplicableError(DLClusterError, ValueError):
+    """A policy does not apply to a scenario (e.g. a parameter-server scheduler on a GPU-only
+    trace). Raised by a policy's ``reset``; leaderboards show such cells as n/a."""
