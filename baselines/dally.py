@@ -63,6 +63,10 @@ from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.offers import MACHINE as MACHINE_SLOT
+from dlcluster_gym.sim.offers import NETWORK as NETWORK_SLOT
+from dlcluster_gym.sim.offers import RACK as RACK_SLOT
+from dlcluster_gym.sim.offers import WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView
 
 HOUR = 3600.0
@@ -221,6 +225,27 @@ class Dally(BaseScheduler):
 
     # ---------------------------------------------------------------- offers
     def schedule(self, view: ClusterView) -> Sequence[Action]:
+        return drive(self.offers(view), self.choose)
+
+    @staticmethod
+    def choose(offer: Offer) -> int:
+        """The job's local scheduler (Algorithm 1) answering an offer: one machine if it
+        fits; after the machine timer one rack; after the rack timer any placement; else
+        wait (reject the offer)."""
+        m = offer.mask
+        if m[MACHINE_SLOT]:
+            return MACHINE_SLOT
+        if offer.past_machine_timer:
+            if m[RACK_SLOT]:
+                return RACK_SLOT
+            if offer.past_rack_timer and m[NETWORK_SLOT]:
+                return NETWORK_SLOT
+        return WAIT
+
+    def offers(self, view: ClusterView) -> OfferGen:
+        """Offer the free GPUs to waiting jobs in increasing Nw_sens (4.3.1); relocate
+        suffering running jobs in the same order. Every start or relocation changes the free
+        GPUs, so the jobs that declined are offered again (from the front of the order)."""
         plan = view.plan()
         if plan.num_free == 0:
             return ()  # nothing to offer; the next completion calls us again
@@ -245,26 +270,21 @@ class Dally(BaseScheduler):
         starv = now - since
         t_mc, t_rk = self._timer_vectors(demand, now)
         open_ = np.ones(ids.size, dtype=bool)
+        declined = np.zeros(ids.size, dtype=bool)
+        cluster = view.cluster
         while True:
             fm = int(plan.free_per_machine.max())
             fr = int(plan.free_per_rack.max())
-            nf = plan.num_free
-            past_mc = starv >= t_mc
-            takes = ~is_run & (
-                (demand <= fm)
-                | (past_mc & (demand <= fr))
-                | (past_mc & (starv >= t_rk) & (demand <= nf))
-            )
             moves = is_run & (
                 ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
             )
-            ok = open_ & (takes | moves)
+            ok = open_ & ~declined & ((~is_run & (demand <= plan.num_free)) | moves)
             k = int(np.argmax(ok))
             if not ok[k]:
                 break
-            open_[k] = False
             job, n = int(ids[k]), int(demand[k])
             if is_run[k]:
+                open_[k] = False
                 gpus = plan.find(n, tier=Tier(int(best[k])))
                 if gpus is None or not worth_moving(view, job, gpus):
                     continue
@@ -272,17 +292,17 @@ class Dally(BaseScheduler):
                 plan.start(job, gpus)
                 self._tier[job] = best[k]
                 self.relocations += 1
+                declined[:] = False
                 continue
-            if n <= fm:
-                tier = MACHINE
-            elif past_mc[k] and n <= fr:
-                tier = RACK
-            else:
-                tier = NETWORK
-            gpus = plan.find(n, tier=Tier(tier))
-            if gpus is None:  # cannot happen: the free counts above guarantee a placement
-                raise RuntimeError(f"dally: no {Tier(tier).label} placement for job {job}")
+            offer = make_offer(plan, job, n, float(starv[k]), (float(t_mc[k]), float(t_rk[k])))
+            gpus = offer.placement((yield offer))
+            if gpus is None:
+                declined[k] = True
+                continue
+            open_[k] = False
+            declined[:] = False
             plan.start(job, gpus)
+            tier = int(cluster.placement_tier(gpus))
             self._tier[job] = tier
             if tier != NETWORK:
                 self.record(tier, n, now, float(starv[k]))

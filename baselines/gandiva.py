@@ -29,6 +29,7 @@ from baselines.consolidation import best_tiers, worth_moving
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.offers import FIRST_FIT, WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 
@@ -48,17 +49,30 @@ class Gandiva(BaseScheduler):
         self._tier = np.full(len(view.jobs), -1, dtype=np.int8)
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
+        return drive(self.offers(view), self.choose)
+
+    @staticmethod
+    def choose(offer: Offer) -> int:
+        """Network-agnostic: the lowest-numbered free GPUs."""
+        return FIRST_FIT if offer.mask[FIRST_FIT] else WAIT
+
+    def offers(self, view: ClusterView) -> OfferGen:
+        """Waiting jobs in arrival order, each offered the free GPUs if enough are free;
+        then migrations with what is left (base-policy decisions, not offered)."""
         plan = view.plan()
         if plan.num_free == 0:
             return ()
-        for job in view.iter_waiting():
+        now = view.now
+        for job in view.waiting():
             if plan.num_free == 0:
                 break
             n = int(self._demand[job])
             if n <= plan.num_free:
-                gpus = plan.first_fit(n)
-                plan.start(job, gpus)
-                self._tier[job] = view.cluster.placement_tier(gpus)
+                offer = make_offer(plan, job, n, now - float(view.wait_since[job]))
+                gpus = offer.placement((yield offer))
+                if gpus is not None:
+                    plan.start(job, gpus)
+                    self._tier[job] = view.cluster.placement_tier(gpus)
         if self.migration and plan.num_free and any(t.kind == "finish" for t in view.triggers):
             self._migrate(view, plan)
         return plan.actions

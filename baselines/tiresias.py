@@ -38,6 +38,15 @@ from baselines.consolidation import make_room, wake_at_earliest
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Preempt, Start
+from dlcluster_gym.sim.offers import (
+    FEWEST_MACHINES,
+    PACKED,
+    WAIT,
+    Offer,
+    OfferGen,
+    drive,
+    make_offer,
+)
 from dlcluster_gym.sim.view import ClusterView, Plan
 from dlcluster_gym.workload.models import get_model
 
@@ -104,6 +113,18 @@ class Tiresias(BaseScheduler):
         return np.searchsorted(self.thresholds, service, side="right")
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
+        return drive(self.offers(view), self.choose)
+
+    def choose(self, offer: Offer) -> int:
+        """Skew-based consolidation (Tiresias 3.3/4): a high-skew job takes the fewest
+        machines it could ever use or waits; any other job packs onto the fewest machines
+        of what is free."""
+        slot = FEWEST_MACHINES if self._high_skew[offer.job] else PACKED
+        return slot if offer.mask[slot] else WAIT
+
+    def offers(self, view: ClusterView) -> OfferGen:
+        """2D-LAS order (with promotion); each job is offered the free GPUs, and, when it
+        declines or nothing fits, the GPUs freed by preempting the fewest lower-queue jobs."""
         now = view.now
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)
@@ -143,12 +164,26 @@ class Tiresias(BaseScheduler):
             qj = int(q_wait[k])
             if qj >= top_victim_q and plan.num_free == 0:
                 break  # no free GPUs and nobody left that this or any later job may preempt
-            key = (qj, int(self._demand[job]), bool(self._high_skew[job]))
+            n = int(self._demand[job])
+            key = (qj, n, bool(self._high_skew[job]))
             if key in failed:
                 continue
-            gpus = self.place(plan, job)
+            starv = now - float(view.wait_since[job])
+            gpus = None
+            if plan.num_free >= n:
+                offer = make_offer(plan, job, n, starv)
+                gpus = offer.placement((yield offer))
             if gpus is None and qj < top_victim_q:
-                plan, gpus = self._preempt_for(plan, job, qj, victims, victim_q, victim_open)
+                kept = victim_open.copy()
+                trial, room = self._preempt_for(plan, job, qj, victims, victim_q, victim_open)
+                if room is not None:
+                    preempted = len(trial.actions) - len(plan.actions)
+                    offer = make_offer(trial, job, n, starv, victims=preempted)
+                    gpus = offer.placement((yield offer))
+                    if gpus is None:
+                        victim_open[:] = kept  # declined: nobody is preempted for it
+                    else:
+                        plan = trial
             if gpus is None:
                 failed.add(key)
             else:
