@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -172,6 +172,7 @@ class Dally(BaseScheduler):
         self.default_rack_timer_s = float(default_rack_timer_s)
         self.preemption = bool(preemption)
         self.history = WaitHistory(history_limit_s or HISTORY_REF_S, history_mode)
+        self.timer_override: Callable[[int], tuple[float, float]] | None = None
 
     # ---------------------------------------------------------------- setup
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
@@ -192,9 +193,15 @@ class Dally(BaseScheduler):
 
     # ---------------------------------------------------------------- timers
     def timers(self, demand: int, now: float) -> tuple[float, float]:
-        """(T_Mc, T_Rk) for a job demanding ``demand`` GPUs (Algorithm 2, 4.3.2 zeros)."""
+        """(T_Mc, T_Rk) for a job demanding ``demand`` GPUs (Algorithm 2, 4.3.2 zeros).
+
+        ``timer_override`` (set by the DelayTimer env) replaces Algorithm 2's estimate:
+        a function of the demand returning (T_Mc, T_Rk); the 4.3.2 zeros still apply."""
         if demand > self._max_rack:
             return 0.0, 0.0
+        if self.timer_override is not None:
+            tm, tr = self.timer_override(demand)
+            return (0.0 if demand > self._max_machine else tm), tr
         tr = self.history.timer(RACK, demand, now)
         tr = self.default_rack_timer_s if tr is None else tr
         if demand > self._max_machine:

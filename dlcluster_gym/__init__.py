@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 from dlcluster_gym.api import simulate
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import load_cluster, load_scenario
+from dlcluster_gym.envs import register_envs
 from dlcluster_gym.scheduler import BaseScheduler, Scheduler, make_policy, register_policy
 from dlcluster_gym.sim.actions import (
     Migrate,
@@ -19,6 +20,8 @@ from dlcluster_gym.sim.actions import (
 from dlcluster_gym.sim.results import Results
 from dlcluster_gym.sim.view import ClusterView, Plan
 from dlcluster_gym.workload.job import Job
+
+register_envs()
 
 __all__ = [
     "BaseScheduler",

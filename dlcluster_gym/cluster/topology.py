@@ -116,15 +116,20 @@ class Cluster:
 
     def placement_shape(self, gpus: Sequence[int] | np.ndarray) -> Shape:
         """Canonical shape of a placement (see ``Shape``)."""
-        machines = self.gpu_machine[np.asarray(gpus, dtype=np.int64)]
-        ms, counts = np.unique(machines, return_counts=True)
-        racks = self.machine_rack[ms]
+        counts: dict[int, int] = {}
+        for m in self.gpu_machine[np.asarray(gpus, dtype=np.int64)].tolist():
+            counts[m] = counts.get(m, 0) + 1
+        rack_of = self._machine_rack_list
         per_rack: dict[int, list[int]] = {}
-        for r, c in zip(racks.tolist(), counts.tolist(), strict=True):
-            per_rack.setdefault(r, []).append(c)
+        for m, c in counts.items():
+            per_rack.setdefault(rack_of[m], []).append(c)
         shape = [tuple(sorted(v, reverse=True)) for v in per_rack.values()]
         shape.sort(key=lambda t: (sum(t), t), reverse=True)
         return tuple(shape)
+
+    @cached_property
+    def _machine_rack_list(self) -> list[int]:
+        return self.machine_rack.tolist()
 
     @cached_property
     def graph(self) -> nx.Graph:

@@ -404,6 +404,23 @@ class Engine:
             raise RuntimeError("link utilization needs scenario.contention on")
         return np.minimum(np.maximum(self._link_load, 0.0) / links.capacity_Bps, 1.0)
 
+    def predicted_link_load(self, job: int, gpus: np.ndarray) -> float:
+        """Highest (summed peak demand + this job's peak) / capacity over the shared links a
+        placement of ``job`` on ``gpus`` would cross; 0 with contention off or no links."""
+        links = self.links
+        if links is None or gpus.size <= 1:
+            return 0.0
+        profile = self._profiles[self.jobs[job].model]
+        fraction = self.comm_fraction(job, gpus)
+        comm_s = fraction * profile.compute_s / (1.0 - self._overlap[job])
+        traffic = links.traffic(profile, gpus, comm_s)
+        ids = traffic.links
+        if ids.size == 0:
+            return 0.0
+        caps = links.capacity_Bps[ids]
+        peak = np.minimum(traffic.rate_Bps * UP_TEMPLATES[self._parallelism[job]].peak, caps)
+        return float(((self._link_peak[ids] + peak) / caps).max())
+
     # ------------------------------------------------------------------ allocation
     def _allocate(self, job: int, gpus: np.ndarray) -> Tier:
         self.free_mask[gpus] = False

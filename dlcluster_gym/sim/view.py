@@ -74,6 +74,15 @@ class ClusterView:
         return list(self._e.running)
 
     @property
+    def num_running(self) -> int:
+        return len(self._e.running)
+
+    @property
+    def num_done(self) -> int:
+        """Jobs finished so far."""
+        return self._e.n_done
+
+    @property
     def num_free(self) -> int:
         return int(self._e.free_per_rack.sum())
 

@@ -1,0 +1,52 @@
+"""Gymnasium environments, registered under the ``DLCluster/`` namespace on import.
+
+- ``DLCluster/Placement-v0``: answer resource offers (wait or a candidate placement).
+- ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class.
+
+Both run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
+envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+NAMESPACE = "DLCluster"
+ENVS: dict[str, str] = {
+    "Placement": "dlcluster_gym.envs.placement:PlacementEnv",
+    "DelayTimer": "dlcluster_gym.envs.delay_timer:DelayTimerEnv",
+}
+PRESET_SCENARIOS: tuple[str, ...] = (
+    "dally-batch-2rack",
+    "dally-batch-4rack",
+    "dally-batch-8rack",
+    "dally-batch-16rack",
+    "dally-poisson-2rack",
+    "dally-poisson-8rack",
+    "dally-poisson-16rack",
+    "cassini-testbed-poisson",
+)
+VERSION = 0
+
+
+def env_ids() -> list[str]:
+    """Every id this package registers."""
+    ids = []
+    for name in ENVS:
+        ids.append(f"{NAMESPACE}/{name}-v{VERSION}")
+        ids.extend(f"{NAMESPACE}/{name}-{s}-v{VERSION}" for s in PRESET_SCENARIOS)
+    return ids
+
+
+def register_envs() -> None:
+    """Register every env id (idempotent)."""
+    for name, entry in ENVS.items():
+        _register(f"{NAMESPACE}/{name}-v{VERSION}", entry, {})
+        for s in PRESET_SCENARIOS:
+            _register(f"{NAMESPACE}/{name}-{s}-v{VERSION}", entry, {"scenario": s})
+
+
+def _register(env_id: str, entry: str, kwargs: dict) -> None:
+    if env_id in gym.registry:
+        return
+    gym.register(id=env_id, entry_point=entry, kwargs=kwargs, disable_env_checker=False)

@@ -1,0 +1,252 @@
+"""What both environments share: scenario and kwargs handling, seeding, the episode driver,
+named reward components, rendering and pickling by replay."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from dlcluster_gym.api import prepare
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures
+from dlcluster_gym.envs.render import render_ansi, render_rgb
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.sim.actions import Start, WakeUp
+from dlcluster_gym.sim.engine import Engine
+from dlcluster_gym.sim.results import Results
+from dlcluster_gym.sim.view import ClusterView
+
+DEFAULT_SCENARIO = "dally-poisson-4rack"
+REWARD_COMPONENTS: tuple[str, ...] = ("jct", "makespan", "comm", "invalid")
+DEFAULT_WEIGHTS: dict[str, float] = {"jct": 1.0, "makespan": 0.0, "comm": 0.0, "invalid": 1.0}
+COMMON_KWARGS: tuple[str, ...] = (
+    "scenario",
+    "scenario_overrides",
+    "reward_weights",
+    "reward_scale_s",
+    "render_mode",
+    "traces_dir",
+)
+
+
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated with ``over``, recursing into nested mappings."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def check_kwargs(env: str, given: Mapping[str, Any], valid: tuple[str, ...]) -> None:
+    """Unknown keyword arguments are an error that lists the valid ones."""
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"{env}: unknown argument(s) {', '.join(map(repr, unknown))}; valid arguments: "
+            f"{', '.join(valid)}"
+        )
+
+
+class ClusterEnv(gym.Env):
+    """Base class of the DLCluster environments (not registered itself)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    env_name = "DLCluster"
+
+    def __init__(
+        self,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        *,
+        scenario_overrides: Mapping[str, Any] | None = None,
+        reward_weights: Mapping[str, float] | None = None,
+        reward_scale_s: float = 3600.0,
+        render_mode: str | None = None,
+        traces_dir: str | Path | None = None,
+    ) -> None:
+        super().__init__()
+        cfg = load_scenario(scenario)
+        if scenario_overrides:
+            cfg = load_scenario(deep_merge(cfg.model_dump(), scenario_overrides))
+        self.scenario: ScenarioConfig = cfg
+        self.cluster = Cluster(cfg.cluster)
+        weights = dict(DEFAULT_WEIGHTS)
+        for k, w in (reward_weights or {}).items():
+            if k not in DEFAULT_WEIGHTS:
+                raise ConfigError(
+                    f"{self.env_name}: unknown reward component {k!r}; components: "
+                    f"{', '.join(REWARD_COMPONENTS)}"
+                )
+            if not isinstance(w, int | float) or not math.isfinite(w):
+                raise ConfigError(f"{self.env_name}: reward weight {k}={w!r} must be finite")
+            weights[k] = float(w)
+        self.reward_weights = weights
+        if not (isinstance(reward_scale_s, int | float) and reward_scale_s > 0):
+            raise ConfigError(f"{self.env_name}: reward_scale_s must be > 0, got {reward_scale_s}")
+        self.reward_scale_s = float(reward_scale_s)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(
+                f"{self.env_name}: render_mode {render_mode!r} is not one of "
+                f"{self.metadata['render_modes']}"
+            )
+        self.render_mode = render_mode
+        self.traces_dir = traces_dir
+        self._init_kwargs: dict[str, Any] = {
+            "scenario": scenario,
+            "scenario_overrides": scenario_overrides,
+            "reward_weights": reward_weights,
+            "reward_scale_s": reward_scale_s,
+            "render_mode": render_mode,
+            "traces_dir": traces_dir,
+        }
+        self.engine: Engine | None = None
+        self.view: ClusterView | None = None
+        self.results: Results | None = None
+        self._gen: Generator[Any, Any, Results] | None = None
+        self._episode_seed: int | None = None
+        self._actions: list[Any] = []  # this episode's actions (pickling replays them)
+
+    # ------------------------------------------------------------------ episode
+    def _make_base(self) -> Any:
+        """The base policy of an episode (subclasses)."""
+        raise NotImplementedError
+
+    def _episode(self) -> Generator[Any, Any, Results]:
+        """The episode as a generator of decision points (subclasses)."""
+        raise NotImplementedError
+
+    def _start(self, seed: int) -> Any:
+        """Build the engine for ``seed`` and run to the first decision point."""
+        cfg, cluster, jobs, pol_rng = prepare(self.scenario, seed, self.traces_dir)
+        self.cluster = cluster
+        self.base = self._make_base()
+        self.engine = Engine(cfg, cluster, jobs, self.base, pol_rng)
+        self.results = None
+        self._episode_seed = seed
+        self._actions = []
+        self._last_t = 0.0
+        self._in_system = 0
+        self._comm_rate = 0.0
+        self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
+        self._gen = self._episode()
+        self._features: ClusterFeatures | None = None
+        return self._advance(None)
+
+    def _advance(self, decision: Any) -> Any:
+        """Send ``decision`` (None: start) and run to the next decision point; None at the end."""
+        assert self._gen is not None
+        try:
+            if decision is None:
+                return next(self._gen)
+            return self._gen.send(decision)
+        except StopIteration as stop:
+            self.results = stop.value
+            self._account(self.engine.now)  # type: ignore[union-attr]
+            return None
+
+    def _episode_seed_for(self, seed: int | None) -> int:
+        if seed is not None:
+            return int(seed)
+        return int(self.np_random.integers(0, 2**31 - 1))
+
+    @property
+    def done(self) -> bool:
+        return self.results is not None
+
+    # ------------------------------------------------------------------ rewards
+    def _account(self, now: float) -> None:
+        """Integrate the reward components from the last decision instant to ``now``."""
+        dt = now - self._last_t
+        if dt > 0:
+            s = self.reward_scale_s
+            self._pending["jct"] -= self._in_system * dt / s
+            self._pending["makespan"] -= dt / s
+            self._pending["comm"] -= self._comm_rate * dt / s
+            self._last_t = now
+        e = self.engine
+        assert e is not None
+        self._in_system = len(e.waiting) + len(e.running)
+        if self.reward_weights["comm"] and e.running:
+            r = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            self._comm_rate = float((e.comm_per_iter[r] / e.iter_time[r]).sum())
+        else:
+            self._comm_rate = 0.0
+
+    def _take_rewards(self) -> tuple[float, dict[str, float]]:
+        comps = self._pending
+        self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
+        w = self.reward_weights
+        return float(sum(w[k] * v for k, v in comps.items())), comps
+
+    def _guard(self, view: ClusterView, actions: Any) -> list[Any]:
+        """If the decisions leave waiting jobs with nothing running and nothing scheduled to
+        happen, ask to be called again later (a declining agent must not end the run)."""
+        actions = list(actions)
+        e = self.engine
+        assert e is not None
+        if not e.waiting or e.running or any(isinstance(a, Start | WakeUp) for a in actions):
+            return actions
+        if not e._future_events():
+            actions.append(WakeUp(view.now + self.wait_retry_s))
+        return actions
+
+    wait_retry_s = 3600.0
+
+    # ------------------------------------------------------------------ observations
+    def _cluster_features(self, out: np.ndarray) -> None:
+        if self._features is None:
+            assert self.view is not None
+            self._features = ClusterFeatures(self.view)
+        self._features.compute(out)
+
+    num_cluster_features = len(CLUSTER_FEATURES)
+
+    def _final_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        if self.results is not None:
+            info["results"] = dict(self.results.summary)
+        return info
+
+    # ------------------------------------------------------------------ render
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode=...")
+            return None
+        owner = (
+            self.engine.gpu_owner
+            if self.engine is not None
+            else np.full(self.cluster.num_gpus, -1, dtype=np.int64)
+        )
+        if self.render_mode == "ansi":
+            now = self.engine.now if self.engine is not None else 0.0
+            return render_ansi(self.cluster, owner, now)
+        return render_rgb(self.cluster, owner)
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Constructor arguments, the episode's seed and actions (replayed on unpickling:
+        the engine is deterministic, so the copy is in exactly the same state)."""
+        return {
+            "kwargs": copy.deepcopy(self._init_kwargs),
+            "episode_seed": self._episode_seed,
+            "actions": list(self._actions),
+            "np_random": self._np_random,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["kwargs"])  # type: ignore[misc]
+        self._np_random = state["np_random"]
+        if state["episode_seed"] is not None:
+            self._restore(state["episode_seed"], state["actions"])
+
+    def _restore(self, seed: int, actions: list[Any]) -> None:
+        """Replay an episode up to its last action (subclasses)."""
+        raise NotImplementedError

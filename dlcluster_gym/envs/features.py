@@ -1,0 +1,79 @@
+"""Normalized observation features shared by the environments (all in [0, 1]).
+
+Every feature is a ratio or a log-scaled count/time with a fixed reference, so the
+observation has the same size and meaning on any cluster: an agent trained on 2 racks runs
+on 16.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.sim.view import ClusterView
+
+HOUR = 3600.0
+TIME_REF_H = 168.0  # one week: log1p(hours) / log1p(168) maps [0 h, 1 week] onto [0, 1]
+COUNT_REF = 1000.0  # jobs: log1p(n) / log1p(1000)
+
+CLUSTER_FEATURES: tuple[str, ...] = (
+    "free_gpus",  # free GPUs / GPUs
+    "max_free_machine",  # most free GPUs on one machine / GPUs per machine
+    "max_free_rack",  # most free GPUs in one rack / GPUs per rack
+    "empty_machines",  # fully free machines / machines
+    "empty_racks",  # fully free racks / racks
+    "fragmentation",  # 1 - free GPUs on fully free machines / free GPUs (0 when none free)
+    "waiting_jobs",  # log-scaled count
+    "waiting_demand",  # GPUs demanded by waiting jobs / GPUs (capped at 1)
+    "running_jobs",  # log-scaled count
+    "done_jobs",  # finished jobs / jobs
+)
+
+_LOG_T = math.log1p(TIME_REF_H)
+_LOG_N = math.log1p(COUNT_REF)
+
+
+def time_feature(seconds: float) -> float:
+    """log1p(hours) / log1p(one week), capped at 1."""
+    return min(math.log1p(max(seconds, 0.0) / HOUR) / _LOG_T, 1.0)
+
+
+def count_feature(n: float) -> float:
+    """log1p(n) / log1p(1000), capped at 1."""
+    return min(math.log1p(max(n, 0.0)) / _LOG_N, 1.0)
+
+
+class ClusterFeatures:
+    """Computes ``CLUSTER_FEATURES`` from a view (per-run constants cached)."""
+
+    def __init__(self, view: ClusterView) -> None:
+        c: Cluster = view.cluster
+        self.view = view
+        self.num_gpus = float(c.num_gpus)
+        self.gpm = float(c.max_gpus_per_machine)
+        self.gpr = float(c.max_gpus_per_rack)
+        self.machine_gpus = c.machine_num_gpus
+        self.rack_gpus = c.rack_num_gpus
+        self.num_jobs = max(len(view.jobs), 1)
+        self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.float64)
+
+    def compute(self, out: np.ndarray) -> None:
+        """Write the features into ``out`` (length ``len(CLUSTER_FEATURES)``)."""
+        v = self.view
+        fpm = v.free_per_machine
+        fpr = v.free_per_rack
+        free = float(fpr.sum())
+        empty_m = fpm == self.machine_gpus
+        waiting = v.waiting()
+        out[0] = free / self.num_gpus
+        out[1] = fpm.max() / self.gpm
+        out[2] = fpr.max() / self.gpr
+        out[3] = empty_m.mean()
+        out[4] = (fpr == self.rack_gpus).mean()
+        out[5] = 1.0 - float(fpm[empty_m].sum()) / free if free > 0 else 0.0
+        out[6] = count_feature(len(waiting))
+        out[7] = min(float(self.demand[waiting].sum()) / self.num_gpus, 1.0) if waiting else 0.0
+        out[8] = count_feature(v.num_running)
+        out[9] = v.num_done / self.num_jobs

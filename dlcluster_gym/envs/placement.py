@@ -1,0 +1,402 @@
+"""``DLCluster/Placement-v0``: the agent answers resource offers (wait, or a candidate)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.config import ScenarioConfig
+from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, time_feature
+from dlcluster_gym.errors import ConfigError, InvalidActionError
+from dlcluster_gym.perf.network import comm_overhead
+from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
+from dlcluster_gym.sim.results import Results
+from dlcluster_gym.workload.models import ModelProfile, get_model
+
+JOB_FEATURES: tuple[str, ...] = (
+    "demand",  # log2(GPUs) / 8
+    "fits_machine",  # 1 if the job fits on one machine of this cluster
+    "fits_rack",  # 1 if it fits in one rack
+    "sens_machine",  # exposed comm / compute of its model at each tier, f / (1 + f)
+    "sens_rack",
+    "sens_network",
+    "starvation",  # time since it entered the wait queue (log scale, 1 = a week)
+    "past_machine_timer",  # 1 if starvation >= the base policy's machine timer
+    "past_rack_timer",  # 1 if starvation >= the rack timer
+    "machine_timer",  # the timers (log scale)
+    "rack_timer",
+    "progress",  # iterations done / total
+    "nw_sens",  # Dally's Nw_sens: ideal compute time of the work done / time held (1: new)
+    "preemptions",  # min(preemptions / 10, 1)
+    "high_skew",  # 1 if Tiresias calls its model high-skew
+    "remaining_work",  # log1p(remaining ideal GPU-hours) / log1p(10^4)
+    "victims",  # jobs the base policy preempted for this offer, min(n / 8, 1)
+)
+CANDIDATE_FEATURES: tuple[str, ...] = (
+    "valid",
+    "tier_machine",  # one-hot tier of the placement
+    "tier_rack",
+    "tier_network",
+    "comm",  # predicted exposed comm / compute, f / (1 + f)
+    "link_load",  # max over crossed links of (peak demand incl. this job) / capacity, / 2
+)
+_NJ, _NC, _NK = len(JOB_FEATURES), len(CANDIDATE_FEATURES), len(CLUSTER_FEATURES)
+OBS_SIZE = _NJ + NUM_CANDIDATES * _NC + _NK
+
+
+def _obs_index() -> dict[str, int]:
+    idx = {f"job.{k}": i for i, k in enumerate(JOB_FEATURES)}
+    for c in range(NUM_CANDIDATES):
+        for i, k in enumerate(CANDIDATE_FEATURES):
+            idx[f"{ACTION_NAMES[c + 1]}.{k}"] = _NJ + c * _NC + i
+    for i, k in enumerate(CLUSTER_FEATURES):
+        idx[f"cluster.{k}"] = _NJ + NUM_CANDIDATES * _NC + i
+    return idx
+
+
+OBS_INDEX: dict[str, int] = _obs_index()
+VALID_INDEX = np.array([OBS_INDEX[f"{n}.valid"] for n in ACTION_NAMES[1:]])
+PLACEMENT_KWARGS = (*COMMON_KWARGS, "base_policy", "base_params", "invalid_action",
+                    "invalid_penalty", "wait_retry_s")  # fmt: skip
+_LOG_WORK = math.log1p(1e4)
+
+
+def _split(total: int, parts: int) -> tuple[int, ...]:
+    q, r = divmod(total, parts)
+    return tuple(q + 1 if i < r else q for i in range(parts))
+
+
+def _packed(total: int, per_machine: int) -> tuple[int, ...]:
+    full, rest = divmod(total, per_machine)
+    return (per_machine,) * full + ((rest,) if rest else ())
+
+
+@lru_cache(maxsize=4096)
+def _sensitivity(
+    profile: ModelProfile, d: int, gpm: int, mpr: int, racks: int, links: tuple
+) -> tuple[float, float, float]:
+    """Exposed comm / compute of ``d`` GPUs on one machine, spread over one rack's machines,
+    and split across two racks (canonical placements); a tier the job cannot have takes the
+    value of the nearest one it can."""
+    if d <= 1:
+        return 0.0, 0.0, 0.0
+    m = comm_overhead(profile, ((d,),), links) if d <= gpm else None
+    k = max(2, -(-d // gpm))
+    r = comm_overhead(profile, (_split(d, k),), links) if k <= mpr else None
+    halves = _split(d, 2)
+    n = (
+        comm_overhead(profile, tuple(_packed(h, gpm) for h in halves), links)
+        if racks >= 2
+        else None
+    )
+    r = r if r is not None else n if n is not None else m
+    n = n if n is not None else r
+    m = m if m is not None else r
+    return tuple(f / (1.0 + f) for f in (m, r, n))  # type: ignore[return-value]
+
+
+class PlacementEnv(ClusterEnv):
+    """Answer resource offers: wait, or take one of six candidate placements.
+
+    ## Description
+
+    A discrete-event simulation of a hierarchical GPU cluster (GPU -> machine -> rack ->
+    spine) runs a scenario (a cluster and a workload of training jobs). Whenever the base
+    policy offers free GPUs to a waiting job, the episode pauses and the agent decides the
+    offer. The base policy (``base_policy``, Dally by default) keeps everything else: the
+    order in which jobs are offered (Dally's increasing Nw_sens, Tiresias's 2D-LAS queues,
+    Gandiva's arrival order), preemption (Dally's relocation of badly placed jobs, Tiresias's
+    preemption of lower queues, after which the job gets a second offer with the freed GPUs)
+    and migration (Gandiva). A job that declines stays in the queue and is offered again
+    when something changes (a start, an arrival, a finish, a timer of the base policy).
+
+    ## Action Space
+
+    ``Discrete(7)``: 0 wait, 1 one machine (best fit), 2 one rack (best-fit rack, packed),
+    3 network (packed onto the fewest racks and machines), 4 the fewest machines the job could
+    ever use, 5 greedy packing onto the machines with most free GPUs, 6 first fit (lowest free
+    GPU ids). ``action_masks()`` gives the valid ones (wait is always valid). A masked action
+    is treated as wait with the ``invalid`` reward component of ``-invalid_penalty``, or is an
+    error with ``invalid_action="raise"``.
+
+    ## Observation Space
+
+    ``Box(0, 1, (63,), float32)``, the same size on any cluster: 17 job features
+    (``JOB_FEATURES``: GPU demand, whether it fits on a machine / rack, its model's exposed
+    communication at each tier, starvation time against the base policy's delay timers,
+    progress, Nw_sens, preemptions, Tiresias skew, remaining work, victims of this offer),
+    6 features per candidate (``CANDIDATE_FEATURES``: valid, tier one-hot, predicted
+    communication overhead, predicted link load with ``contention`` on) and 10 cluster
+    features (``CLUSTER_FEATURES``). ``OBS_INDEX`` maps names to positions.
+
+    ## Rewards
+
+    Named components in ``info["rewards"]``, combined with ``reward_weights`` (defaults in
+    ``DEFAULT_WEIGHTS``): ``jct`` = -(jobs in the system) x elapsed time / ``reward_scale_s``
+    (summed over an episode: minus the total JCT in units of ``reward_scale_s``),
+    ``makespan`` = -elapsed time / scale, ``comm`` = -(running jobs' communication share of
+    their iterations) x elapsed time / scale, ``invalid`` = -penalty per masked action.
+
+    ## Starting State
+
+    ``reset(seed)`` builds the workload of the scenario with that seed and runs to the
+    first offer.
+
+    ## Episode End
+
+    Terminated when every job has finished; truncated only if the scenario's simulated-time
+    horizon (``max_sim_time_s``) stops the run first. The final ``info`` has the results
+    summary under ``"results"`` (the same metrics as ``dlcluster simulate``).
+
+    ## Arguments
+
+    ``scenario`` (preset name, YAML path, mapping; default ``dally-poisson-4rack``),
+    ``scenario_overrides`` (nested mapping merged into it), ``base_policy`` (``dally``,
+    ``tiresias``, ``gandiva`` or any policy with an ``offers`` generator) and
+    ``base_params``, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
+    (``"wait"`` or ``"raise"``), ``invalid_penalty`` (1.0), ``wait_retry_s`` (3600: when
+    declined offers leave the cluster idle with nothing scheduled, the base policy is called
+    again after this long), ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    env_name = "Placement-v0"
+
+    def __init__(
+        self,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        *,
+        base_policy: str = "dally",
+        base_params: Mapping[str, Any] | None = None,
+        invalid_action: str = "wait",
+        invalid_penalty: float = 1.0,
+        wait_retry_s: float = 3600.0,
+        **kwargs: Any,
+    ) -> None:
+        check_kwargs(self.env_name, kwargs, PLACEMENT_KWARGS)
+        super().__init__(scenario, **kwargs)
+        if invalid_action not in ("wait", "raise"):
+            raise ConfigError(
+                f"{self.env_name}: invalid_action must be 'wait' or 'raise', got {invalid_action!r}"
+            )
+        if not (isinstance(invalid_penalty, int | float) and math.isfinite(invalid_penalty)):
+            raise ConfigError(f"{self.env_name}: invalid_penalty must be finite")
+        if not (isinstance(wait_retry_s, int | float) and wait_retry_s > 0):
+            raise ConfigError(f"{self.env_name}: wait_retry_s must be > 0, got {wait_retry_s}")
+        self.base_policy = base_policy
+        self.base_params = dict(base_params or {})
+        probe = make_policy(base_policy, **self.base_params)
+        if not callable(getattr(probe, "offers", None)):
+            raise ConfigError(
+                f"{self.env_name}: base policy {base_policy!r} has no offers(view) generator; "
+                "bases with offers: dally, dally-manual, tiresias, gandiva"
+            )
+        self.invalid_action = invalid_action
+        self.invalid_penalty = float(invalid_penalty)
+        self.wait_retry_s = float(wait_retry_s)
+        self._init_kwargs.update(
+            base_policy=base_policy,
+            base_params=base_params,
+            invalid_action=invalid_action,
+            invalid_penalty=invalid_penalty,
+            wait_retry_s=wait_retry_s,
+        )
+        self.action_space = gym.spaces.Discrete(NUM_ACTIONS)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_SIZE,), np.float32)
+        self._offer: Offer | None = None
+        self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
+
+    # ------------------------------------------------------------------ episode
+    def _make_base(self) -> Any:
+        return make_policy(self.base_policy, **self.base_params)
+
+    def _episode(self) -> Generator[Offer, int, Results]:
+        e = self.engine
+        assert e is not None
+        steps = e.instants()
+        try:
+            view = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        self.view = view
+        self._prepare_run()
+        while True:
+            self._account(view.now)
+            actions = yield from self.base.offers(view)
+            try:
+                view = steps.send(self._guard(view, actions))
+            except StopIteration as stop:
+                return stop.value
+
+    def _prepare_run(self) -> None:
+        c: Cluster = self.cluster
+        jobs = self.engine.jobs  # type: ignore[union-attr]
+        self._profiles = [get_model(j.model) for j in jobs]
+        self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
+        self._links = c.links_for_group(0)
+        self._shape_args = (
+            c.max_gpus_per_machine,
+            int(c.rack_num_machines.max()),
+            c.num_racks,
+            self._links,
+        )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._offer = self._start(self._episode_seed_for(seed))
+        return self._observe(), self._info({})
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._gen is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._offer is None:
+            raise gym.error.ResetNeeded("the episode is over; call reset()")
+        a = self._check_action(action)
+        if not self._offer.mask[a]:
+            if self.invalid_action == "raise":
+                raise InvalidActionError(
+                    f"{self.env_name}: action {a} ({ACTION_NAMES[a]}) is masked for job "
+                    f"{self._offer.job}; mask {self._offer.mask.astype(int).tolist()} over "
+                    f"{list(ACTION_NAMES)}"
+                )
+            self._pending["invalid"] -= self.invalid_penalty
+            a = WAIT
+        self._actions.append(a)
+        self._offer = self._advance(a)
+        obs = self._observe()
+        reward, comps = self._take_rewards()
+        terminated = truncated = False
+        info = self._info({"rewards": comps})
+        if self.results is not None:
+            truncated = self.results.summary.get("jobs_unfinished", 0) > 0
+            terminated = not truncated
+        return obs, reward, terminated, truncated, info
+
+    def _check_action(self, action: Any) -> int:
+        arr = np.asarray(action)
+        if arr.size != 1:
+            raise InvalidActionError(
+                f"{self.env_name}: expected one action in 0..{NUM_ACTIONS - 1}, got {action!r}"
+            )
+        v = arr.reshape(()).item()
+        if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
+            raise InvalidActionError(
+                f"{self.env_name}: action {v!r} is not an integer in 0..{NUM_ACTIONS - 1}"
+            )
+        a = int(v)
+        if not 0 <= a < NUM_ACTIONS:
+            raise InvalidActionError(
+                f"{self.env_name}: action {a} is out of range; actions are 0..{NUM_ACTIONS - 1}"
+                f" ({', '.join(ACTION_NAMES)})"
+            )
+        return a
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions of the current offer (MaskablePPO convention); all-wait at the end."""
+        if self._offer is None:
+            m = np.zeros(NUM_ACTIONS, dtype=bool)
+            m[WAIT] = True
+            return m
+        return self._offer.mask.copy()
+
+    def _restore(self, seed: int, actions: list[Any]) -> None:
+        self._offer = self._start(seed)
+        for a in actions:
+            self._actions.append(a)
+            self._offer = self._advance(a)
+        self._pending = dict.fromkeys(self._pending, 0.0)
+
+    # ------------------------------------------------------------------ observation
+    def _observe(self) -> np.ndarray:
+        o = self._obs
+        o[:] = 0.0
+        offer = self._offer
+        if offer is None:
+            return o.copy()
+        view = self.view
+        assert view is not None
+        c = self.cluster
+        e = self.engine
+        assert e is not None
+        job, d = offer.job, offer.demand
+        spec = view.jobs[job]
+        done, run, _ = view.live([job])
+        done_i, run_s = float(done[0]), float(run[0])
+        t_mc, t_rk = offer.timers
+        o[0] = min(math.log2(d) / 8.0, 1.0)
+        o[1] = d <= c.max_gpus_per_machine
+        o[2] = d <= c.max_gpus_per_rack
+        o[3:6] = _sensitivity(self._profiles[job], d, *self._shape_args)
+        o[6] = time_feature(offer.starvation_s)
+        o[7] = offer.starvation_s >= t_mc
+        o[8] = offer.starvation_s >= t_rk
+        o[9] = time_feature(t_mc)
+        o[10] = time_feature(t_rk)
+        o[11] = done_i / spec.iterations
+        o[12] = min(done_i * spec.compute_s / run_s, 1.0) if run_s > 0 else 1.0
+        o[13] = min(float(view.preemptions[job]) / 10.0, 1.0)
+        o[14] = self._skew[job]
+        remaining_gpu_h = (spec.iterations - done_i) * spec.compute_s * d / 3600.0
+        o[15] = min(math.log1p(max(remaining_gpu_h, 0.0)) / _LOG_WORK, 1.0)
+        o[16] = min(offer.victims / 8.0, 1.0)
+        seen: dict[bytes, tuple[int, float, float]] = {}
+        contention = e.links is not None
+        for a in range(1, NUM_ACTIONS):
+            if not offer.mask[a]:
+                continue
+            base = _NJ + (a - 1) * _NC
+            gpus = offer.placement(a)
+            assert gpus is not None
+            key = gpus.tobytes()
+            got = seen.get(key)
+            if got is None:
+                tier = int(c.placement_tier(gpus))
+                f = e.comm_fraction(job, gpus)
+                load = e.predicted_link_load(job, gpus) if contention else 0.0
+                got = seen[key] = (tier, f / (1.0 + f), min(load / 2.0, 1.0))
+            o[base] = 1.0
+            o[base + 1 + got[0]] = 1.0
+            o[base + 4] = got[1]
+            o[base + 5] = got[2]
+        self._cluster_features(o[_NJ + NUM_CANDIDATES * _NC :])
+        return o.copy()
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        offer = self._offer
+        if offer is not None:
+            info["job"] = offer.job
+            info["demand"] = offer.demand
+            info["starvation_s"] = offer.starvation_s
+            info["timers_s"] = offer.timers
+            info["action_mask"] = offer.mask.copy()
+        info["time_s"] = self.engine.now if self.engine is not None else 0.0
+        return self._final_info(info)
+
+    def candidates(self) -> list[dict[str, Any]]:
+        """The current offer's candidates: action, name, GPUs and tier (valid ones only)."""
+        offer = self._offer
+        if offer is None:
+            return []
+        out = []
+        for a in range(1, NUM_ACTIONS):
+            g = offer.placement(a)
+            if g is not None:
+                tier = Tier(int(self.cluster.placement_tier(g)))
+                out.append(
+                    {"action": a, "name": ACTION_NAMES[a], "gpus": g.tolist(), "tier": tier.label}
+                )
+        return out

@@ -1,0 +1,100 @@
+"""Policies that act in the environments, with stable-baselines3's ``predict`` shape.
+
+``predict(observation, state=None, episode_start=None, deterministic=True) -> (action,
+state)`` takes one observation or a batch (first axis) and returns one action or a batch, so
+a heuristic, a random policy and a trained SB3 model are used the same way. Heuristics decide
+from the observation alone (the features they need are exact flags), so they also work in
+vector envs. Each names the env base policy it belongs with (``base_policy``): running a
+heuristic in the env with its own base reproduces the native scheduler's metrics exactly.
+
+Names are resolved lazily (``"module:attribute"``), as for schedulers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.scheduler import _import
+
+
+@runtime_checkable
+class EnvPolicy(Protocol):
+    """What acts in an env (SB3's ``predict`` signature)."""
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]: ...
+
+
+ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
+    "Placement": {
+        "dally": ("baselines.env_policies:DallyPlacement", "Algorithm 1 on each offer"),
+        "tiresias": (
+            "baselines.env_policies:TiresiasPlacement",
+            "skew-based consolidation: fewest machines for high skew, packed otherwise",
+        ),
+        "gandiva": ("baselines.env_policies:GandivaPlacement", "first fit, any tier"),
+        "random": ("baselines.env_policies:RandomMasked", "uniform over valid actions"),
+    },
+    "DelayTimer": {
+        "dally": (
+            "baselines.env_policies:DallyAutoTuner",
+            "Algorithm 2's current estimate at each decision point",
+        ),
+        "dally-manual": (
+            "baselines.env_policies:DallyManualTimers",
+            "fixed timers: 12 h machine + another 12 h rack",
+        ),
+        "random": ("baselines.env_policies:RandomMasked", "uniform random timers"),
+    },
+}
+
+
+def env_kind(env: gym.Env) -> str:
+    """``"Placement"`` or ``"DelayTimer"`` for an env (wrapped or not)."""
+    name = getattr(env.unwrapped, "env_name", "")
+    kind = name.split("-")[0]
+    if kind not in ENV_POLICIES:
+        raise ConfigError(f"not a DLCluster env: {env!r}")
+    return kind
+
+
+def make_env_policy(name: str, env: gym.Env, **params: Any) -> EnvPolicy:
+    """A policy by name for ``env`` (``agent:PATH`` loads a trained checkpoint)."""
+    kind = env_kind(env)
+    if name.startswith("agent:"):
+        from dlcluster_gym.envs.agent_loader import load_agent_policy
+
+        return load_agent_policy(name[len("agent:") :], env)
+    table = ENV_POLICIES[kind]
+    if name not in table:
+        raise UnknownNameError(f"{kind}-v0 policy", name, table)
+    factory = _import(table[name][0])
+    return factory(env, **params)
+
+
+def rollout(
+    env: gym.Env, policy: EnvPolicy, seed: int | None = None, deterministic: bool = True
+) -> tuple[dict[str, Any], float, int]:
+    """Run one episode; returns (final info, total reward, steps)."""
+    obs, info = env.reset(seed=seed)
+    total, steps = 0.0, 0
+    masks = getattr(env.unwrapped, "action_masks", None)
+    while True:
+        if masks is not None and getattr(policy, "uses_masks", False):
+            action, _ = policy.predict(obs, deterministic=deterministic, action_masks=masks())
+        else:
+            action, _ = policy.predict(obs, deterministic=deterministic)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        steps += 1
+        if terminated or truncated:
+            return info, total, steps
