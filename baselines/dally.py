@@ -214,6 +214,11 @@ class Dally(BaseScheduler):
         self.history.add(level, demand, now, starvation_s)
 
     def _timer_vectors(self, demand: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+        if demand.size <= 64:  # short queues: a dict beats np.unique
+            pairs_of = {d: self.timers(d, now) for d in set(demand.tolist())}
+            pairs = np.array([pairs_of[d] for d in demand.tolist()], dtype=np.float64)
+            pairs = pairs.reshape(-1, 2)
+            return pairs[:, 0], pairs[:, 1]
         uniq, inv = np.unique(demand, return_inverse=True)
         pairs = np.array([self.timers(int(d), now) for d in uniq], dtype=np.float64)
         pairs = pairs.reshape(-1, 2)

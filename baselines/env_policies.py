@@ -95,8 +95,8 @@ class RandomMasked(_EnvPolicy):
 
     def act(self, obs: np.ndarray) -> Any:
         if isinstance(self.action_space, gym.spaces.Discrete):
-            valid = np.flatnonzero(np.concatenate(([True], obs[pl.VALID_INDEX] > 0.5)))
-            return int(self.rng.choice(valid))
+            valid = [0, *(np.flatnonzero(obs[pl.VALID_INDEX] > 0.5) + 1).tolist()]
+            return valid[int(self.rng.integers(len(valid)))]
         return self.rng.uniform(-1.0, 1.0, self.action_space.shape).astype(np.float32)
 
 

@@ -66,13 +66,14 @@ class ClusterFeatures:
         fpr = v.free_per_rack
         free = float(fpr.sum())
         empty_m = fpm == self.machine_gpus
+        n_empty = int(empty_m.sum())
         waiting = v.waiting()
         out[0] = free / self.num_gpus
         out[1] = fpm.max() / self.gpm
         out[2] = fpr.max() / self.gpr
-        out[3] = empty_m.mean()
-        out[4] = (fpr == self.rack_gpus).mean()
-        out[5] = 1.0 - float(fpm[empty_m].sum()) / free if free > 0 else 0.0
+        out[3] = n_empty / fpm.size
+        out[4] = int((fpr == self.rack_gpus).sum()) / fpr.size
+        out[5] = 1.0 - float(self.machine_gpus[empty_m].sum()) / free if free > 0 else 0.0
         out[6] = count_feature(len(waiting))
         out[7] = min(float(self.demand[waiting].sum()) / self.num_gpus, 1.0) if waiting else 0.0
         out[8] = count_feature(v.num_running)

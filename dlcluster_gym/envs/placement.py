@@ -246,6 +246,7 @@ class PlacementEnv(ClusterEnv):
         self._profiles = [get_model(j.model) for j in jobs]
         self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
         self._links = c.links_for_group(0)
+        self._sens: dict[int, tuple[float, float, float]] = {}
         self._shape_args = (
             c.max_gpus_per_machine,
             int(c.rack_num_machines.max()),
@@ -334,13 +335,16 @@ class PlacementEnv(ClusterEnv):
         assert e is not None
         job, d = offer.job, offer.demand
         spec = view.jobs[job]
-        done, run, _ = view.live([job])
-        done_i, run_s = float(done[0]), float(run[0])
+        # offers go to waiting jobs, whose counters are current (no live extrapolation)
+        done_i, run_s = float(e.done_iters[job]), float(e.run_s[job])
         t_mc, t_rk = offer.timers
         o[0] = min(math.log2(d) / 8.0, 1.0)
         o[1] = d <= c.max_gpus_per_machine
         o[2] = d <= c.max_gpus_per_rack
-        o[3:6] = _sensitivity(self._profiles[job], d, *self._shape_args)
+        sens = self._sens.get(job)
+        if sens is None:
+            sens = self._sens[job] = _sensitivity(self._profiles[job], d, *self._shape_args)
+        o[3:6] = sens
         o[6] = time_feature(offer.starvation_s)
         o[7] = offer.starvation_s >= t_mc
         o[8] = offer.starvation_s >= t_rk

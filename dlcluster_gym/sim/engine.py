@@ -459,8 +459,8 @@ class Engine:
                 f"job {job}: GPU {int(bad[0])} does not exist (cluster "
                 f"{self.cluster.name} has GPUs 0..{self.cluster.num_gpus - 1})",
             )
-        uniq, counts = np.unique(arr, return_counts=True)
-        if (counts > 1).any():
+        if len(set(arr.tolist())) != arr.size:
+            uniq, counts = np.unique(arr, return_counts=True)
             raise self._bad(action, f"job {job}: GPU {int(uniq[counts > 1][0])} listed twice")
         owners = self.gpu_owner[arr]
         taken = arr[(owners >= 0) & (owners != own)]

@@ -140,8 +140,20 @@ class Offer:
             return None
         g = self._gpus[action]
         if g is False:
-            g = self._gpus[action] = _candidate(self.plan, self.demand, action)
+            alias = self._alias(action)
+            if alias != action:
+                g = self.placement(alias)
+            else:
+                g = _candidate(self.plan, self.demand, action)
+            self._gpus[action] = g
         return g  # type: ignore[return-value]
+
+    def _alias(self, action: int) -> int:
+        """The candidate that ``action`` coincides with (itself when none): a job that fits
+        on one machine gets the same best-fit machine from fewest-machines and packed."""
+        if action in (FEWEST_MACHINES, PACKED) and self.mask[MACHINE]:
+            return MACHINE
+        return action
 
     @property
     def past_machine_timer(self) -> bool:

@@ -1,0 +1,81 @@
+"""Environment speed benchmark: env steps per second with a given env policy, one core.
+
+Target (issue #7): >= 3,000 steps/s for Placement-v0 with the masked random policy on a
+4-rack scenario (``dally-poisson-4rack``, the default). Every row runs whole episodes
+(reset included) for ``--episodes`` seeds and reports steps per wall-clock second, steps per
+CPU second of this process (the single-core figure, robust to other load on the machine) and
+simulated jobs/s.
+
+Usage: python experiments/bench_envs.py [--episodes N] [--rows ENV:SCENARIO:POLICY ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import gymnasium as gym
+
+import dlcluster_gym  # noqa: F401  (registers the envs)
+from dlcluster_gym.envs.policies import make_env_policy, rollout
+
+DEFAULT_ROWS = (
+    "Placement:dally-poisson-4rack:random",
+    "Placement:dally-poisson-4rack:dally",
+    "Placement:dally-batch-8rack:random",
+    "DelayTimer:dally-poisson-4rack:random",
+    "DelayTimer:dally-poisson-4rack:dally",
+)
+
+
+def bench(row: str, episodes: int) -> dict:
+    kind, scenario, policy = row.split(":")
+    env = gym.make(f"DLCluster/{kind}-v0", scenario=scenario)
+    pol = make_env_policy(policy, env, **({"seed": 0} if policy == "random" else {}))
+    steps = jobs = 0
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    for seed in range(1, episodes + 1):
+        info, _, n = rollout(env, pol, seed=seed)
+        steps += n
+        jobs += info["results"]["jobs_completed"]
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    return {
+        "row": row,
+        "episodes": episodes,
+        "steps": steps,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "steps_per_s": steps / wall,
+        "steps_per_cpu_s": steps / cpu,
+        "jobs_per_s": jobs / wall,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=3)
+    ap.add_argument("--rows", nargs="*", default=list(DEFAULT_ROWS))
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = ap.parse_args()
+    out = [bench(r, args.episodes) for r in args.rows]
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    print(
+        f"{'env:scenario:policy':42s} {'steps':>6s} {'wall s':>7s} {'steps/s':>8s} "
+        f"{'steps/cpu-s':>11s} {'jobs/s':>7s}"
+    )
+    for r in out:
+        print(
+            f"{r['row']:42s} {r['steps']:6d} {r['wall_s']:7.2f} {r['steps_per_s']:8.0f} "
+            f"{r['steps_per_cpu_s']:11.0f} {r['jobs_per_s']:7.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
