@@ -15,7 +15,6 @@ import numpy as np
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures
 from dlcluster_gym.envs.render import render_ansi, render_rgb
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.actions import Start, WakeUp
@@ -138,7 +137,6 @@ class ClusterEnv(gym.Env):
         self._comm_rate = 0.0
         self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
         self._gen = self._episode()
-        self._features: ClusterFeatures | None = None
         return self._advance(None)
 
     def _advance(self, decision: Any) -> Any:
@@ -201,15 +199,7 @@ class ClusterEnv(gym.Env):
 
     wait_retry_s = 3600.0
 
-    # ------------------------------------------------------------------ observations
-    def _cluster_features(self, out: np.ndarray) -> None:
-        if self._features is None:
-            assert self.view is not None
-            self._features = ClusterFeatures(self.view)
-        self._features.compute(out)
-
-    num_cluster_features = len(CLUSTER_FEATURES)
-
+    # ------------------------------------------------------------------ info
     def _final_info(self, info: dict[str, Any]) -> dict[str, Any]:
         if self.results is not None:
             info["results"] = dict(self.results.summary)

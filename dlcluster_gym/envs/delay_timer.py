@@ -12,7 +12,12 @@ import numpy as np
 
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
-from dlcluster_gym.envs.features import CLUSTER_FEATURES, count_feature, time_feature
+from dlcluster_gym.envs.features import (
+    CLUSTER_FEATURES,
+    ClusterFeatures,
+    count_feature,
+    time_feature,
+)
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.results import Results
@@ -58,6 +63,91 @@ def timers_to_action(machine_s: np.ndarray, rack_extra_s: np.ndarray, max_s: flo
     """Inverse of the env's action mapping: timers (seconds) -> action in [-1, 1]."""
     a = np.concatenate((machine_s, rack_extra_s)) / max_s * 2.0 - 1.0
     return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+
+class TimerObserver:
+    """Builds DelayTimer-v0 observations in one engine run under a Dally ``base`` (used by
+    the env, and by ``TimerPolicyScheduler`` to let an env policy act in a native run)."""
+
+    def __init__(self, view: ClusterView, base: Any, max_timer_s: float) -> None:
+        self.view = view
+        self.base = base
+        self.max_timer_s = max_timer_s
+        self.num_gpus = float(view.cluster.num_gpus)
+        self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
+        self.cls = np.array([demand_class(int(d)) for d in self.demand], dtype=np.int64)
+        self._cluster = ClusterFeatures(view)
+
+    def autotuner_timers(self) -> np.ndarray:
+        """Algorithm 2's current (T_Mc, T_Rk) per class, for the class's representative
+        demand (the manual defaults where a list is empty), shape (classes, 2)."""
+        base = self.base
+        out = np.empty((NUM_CLASSES, 2))
+        now = self.view.now
+        for c, d in enumerate(CLASS_DEMAND):
+            tm = base.history.timer(MACHINE_LEVEL, d, now)
+            tr = base.history.timer(RACK_LEVEL, d, now)
+            out[c, 0] = base.default_machine_timer_s if tm is None else tm
+            out[c, 1] = base.default_rack_timer_s if tr is None else tr
+        return out
+
+    def observe(self, timers: np.ndarray) -> np.ndarray:
+        """The observation now, with ``timers`` ((classes, 2) machine, extra rack seconds)
+        as the timers currently set."""
+        o = np.zeros(OBS_SIZE, dtype=np.float32)
+        view = self.view
+        now = view.now
+        waiting = np.asarray(view.waiting(), dtype=np.int64)
+        starv = now - np.asarray(view.wait_since)[waiting]
+        cls = self.cls[waiting]
+        tuner = self.autotuner_timers()
+        hist = self.base.history
+        for c in range(NUM_CLASSES):
+            b = c * _NF
+            sel = cls == c
+            k = int(sel.sum())
+            o[b] = count_feature(k)
+            if k:
+                o[b + 1] = min(float(self.demand[waiting[sel]].sum()) / self.num_gpus, 1.0)
+                o[b + 2] = time_feature(float(starv[sel].mean()))
+                o[b + 3] = time_feature(float(starv[sel].max()))
+            o[b + 4] = time_feature(tuner[c, 0])
+            o[b + 5] = time_feature(tuner[c, 1])
+            d = CLASS_DEMAND[c]
+            samples = hist.samples(MACHINE_LEVEL, d, now) + hist.samples(RACK_LEVEL, d, now)
+            if samples:
+                o[b + 6] = time_feature(float(np.mean(samples)))
+            o[b + 7] = count_feature(len(samples))
+            o[b + 8] = timers[c, 0] / self.max_timer_s
+            o[b + 9] = timers[c, 1] / self.max_timer_s
+        self._cluster.compute(o[NUM_CLASSES * _NF :])
+        return o
+
+
+def action_to_timers(action: Any, max_timer_s: float, where: str = "DelayTimer-v0") -> np.ndarray:
+    """An action (machine timers then extra rack timers, in [-1, 1]) as seconds, shape
+    (classes, 2); NaN, wrong sizes and values outside [-1, 1] are clear errors."""
+    try:
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidActionError(
+            f"{where}: action must be {2 * NUM_CLASSES} numbers in [-1, 1], got {action!r}"
+        ) from None
+    if a.size != 2 * NUM_CLASSES:
+        raise InvalidActionError(
+            f"{where}: action must have {2 * NUM_CLASSES} values (machine timers then extra "
+            f"rack timers for classes {', '.join(DEMAND_CLASSES)}), got {a.size}"
+        )
+    bad = np.flatnonzero(~np.isfinite(a) | (a < -1.0 - 1e-6) | (a > 1.0 + 1e-6))
+    if bad.size:
+        i = int(bad[0])
+        which = "machine" if i < NUM_CLASSES else "extra rack"
+        raise InvalidActionError(
+            f"{where}: action[{i}] ({which} timer of class {DEMAND_CLASSES[i % NUM_CLASSES]}) "
+            f"= {a[i]!r}; allowed: finite values in [-1, 1]"
+        )
+    seconds = (np.clip(a, -1.0, 1.0) + 1.0) / 2.0 * max_timer_s
+    return seconds.reshape(2, NUM_CLASSES).T.copy()
 
 
 class DelayTimerEnv(ClusterEnv):
@@ -174,14 +264,13 @@ class DelayTimerEnv(ClusterEnv):
         except StopIteration as stop:
             return stop.value
         self.view = view
-        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-        self._cls = np.array([demand_class(int(d)) for d in self._demand], dtype=np.int64)
+        self._observer = TimerObserver(view, self.base, self.max_timer_s)
         next_decision = 0.0
         period = self.decision_period_s
         while True:
             self._account(view.now)
             if view.now >= next_decision:
-                self._timers = (yield view).reshape(2, NUM_CLASSES).T * 1.0
+                self._timers = yield view
                 next_decision = (math.floor(view.now / period) + 1.0) * period
             actions = self.base.schedule(view)
             try:
@@ -197,36 +286,12 @@ class DelayTimerEnv(ClusterEnv):
         self._at_decision = self._start(self._episode_seed_for(seed)) is not None
         return self._observe(), self._info({})
 
-    def _to_timers(self, action: Any) -> np.ndarray:
-        try:
-            a = np.asarray(action, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise InvalidActionError(
-                f"{self.env_name}: action must be {2 * NUM_CLASSES} numbers in [-1, 1], "
-                f"got {action!r}"
-            ) from None
-        if a.size != 2 * NUM_CLASSES:
-            raise InvalidActionError(
-                f"{self.env_name}: action must have {2 * NUM_CLASSES} values (machine timers "
-                f"then extra rack timers for classes {', '.join(DEMAND_CLASSES)}), got {a.size}"
-            )
-        bad = np.flatnonzero(~np.isfinite(a) | (a < -1.0 - 1e-6) | (a > 1.0 + 1e-6))
-        if bad.size:
-            i = int(bad[0])
-            which = "machine" if i < NUM_CLASSES else "extra rack"
-            raise InvalidActionError(
-                f"{self.env_name}: action[{i}] ({which} timer of class "
-                f"{DEMAND_CLASSES[i % NUM_CLASSES]}) = {a[i]!r}; allowed: finite values in "
-                "[-1, 1]"
-            )
-        return (np.clip(a, -1.0, 1.0) + 1.0) / 2.0 * self.max_timer_s
-
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._gen is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if not self._at_decision:
             raise gym.error.ResetNeeded("the episode is over; call reset()")
-        timers = self._to_timers(action)
+        timers = action_to_timers(action, self.max_timer_s, self.env_name)
         self._actions.append(timers)
         self._at_decision = self._advance(timers) is not None
         obs = self._observe()
@@ -246,50 +311,13 @@ class DelayTimerEnv(ClusterEnv):
 
     # ------------------------------------------------------------------ observation
     def autotuner_timers(self) -> np.ndarray:
-        """Algorithm 2's current (T_Mc, T_Rk) per class, for the class's representative
-        demand (the manual defaults where a list is empty), shape (classes, 2)."""
-        base, view = self.base, self.view
-        out = np.empty((NUM_CLASSES, 2))
-        now = view.now if view is not None else 0.0
-        for c, d in enumerate(CLASS_DEMAND):
-            tm = base.history.timer(MACHINE_LEVEL, d, now)
-            tr = base.history.timer(RACK_LEVEL, d, now)
-            out[c, 0] = base.default_machine_timer_s if tm is None else tm
-            out[c, 1] = base.default_rack_timer_s if tr is None else tr
-        return out
+        """Algorithm 2's current (T_Mc, T_Rk) per class (see ``TimerObserver``)."""
+        return self._observer.autotuner_timers()
 
     def _observe(self) -> np.ndarray:
-        o = np.zeros(OBS_SIZE, dtype=np.float32)
-        view = self.view
-        if view is None or self.results is not None:
-            return o
-        now = view.now
-        waiting = np.asarray(view.waiting(), dtype=np.int64)
-        starv = now - np.asarray(view.wait_since)[waiting]
-        cls = self._cls[waiting]
-        tuner = self.autotuner_timers()
-        n_gpus = float(self.cluster.num_gpus)
-        hist = self.base.history
-        for c in range(NUM_CLASSES):
-            b = c * _NF
-            sel = cls == c
-            k = int(sel.sum())
-            o[b] = count_feature(k)
-            if k:
-                o[b + 1] = min(float(self._demand[waiting[sel]].sum()) / n_gpus, 1.0)
-                o[b + 2] = time_feature(float(starv[sel].mean()))
-                o[b + 3] = time_feature(float(starv[sel].max()))
-            o[b + 4] = time_feature(tuner[c, 0])
-            o[b + 5] = time_feature(tuner[c, 1])
-            d = CLASS_DEMAND[c]
-            samples = hist.samples(MACHINE_LEVEL, d, now) + hist.samples(RACK_LEVEL, d, now)
-            if samples:
-                o[b + 6] = time_feature(float(np.mean(samples)))
-            o[b + 7] = count_feature(len(samples))
-            o[b + 8] = self._timers[c, 0] / self.max_timer_s
-            o[b + 9] = self._timers[c, 1] / self.max_timer_s
-        self._cluster_features(o[NUM_CLASSES * _NF :])
-        return o
+        if self.view is None or self.results is not None:
+            return np.zeros(OBS_SIZE, dtype=np.float32)
+        return self._observer.observe(self._timers)
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         if self.view is not None and self.results is None:

@@ -14,12 +14,13 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
-from dlcluster_gym.envs.features import CLUSTER_FEATURES, time_feature
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.perf.network import comm_overhead
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
 from dlcluster_gym.sim.results import Results
+from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.models import ModelProfile, get_model
 
 JOB_FEATURES: tuple[str, ...] = (
@@ -102,6 +103,81 @@ def _sensitivity(
     n = n if n is not None else r
     m = m if m is not None else r
     return tuple(f / (1.0 + f) for f in (m, r, n))  # type: ignore[return-value]
+
+
+class PlacementObserver:
+    """Builds Placement-v0 observations of offers made in one engine run (used by the env,
+    and by ``OfferPolicyScheduler`` to let an env policy act in a native run)."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.engine = view._e
+        c: Cluster = view.cluster
+        self.cluster = c
+        self._profiles = [get_model(j.model) for j in view.jobs]
+        self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
+        self._sens: dict[int, tuple[float, float, float]] = {}
+        self._shape_args = (
+            c.max_gpus_per_machine,
+            int(c.rack_num_machines.max()),
+            c.num_racks,
+            c.links_for_group(0),
+        )
+        self._cluster = ClusterFeatures(view)
+        self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
+
+    def observe(self, offer: Offer) -> np.ndarray:
+        """The observation of ``offer`` (a new array)."""
+        o = self._obs
+        o[:] = 0.0
+        view = self.view
+        c = self.cluster
+        e = self.engine
+        job, d = offer.job, offer.demand
+        spec = view.jobs[job]
+        # offers go to waiting jobs, whose counters are current (no live extrapolation)
+        done_i, run_s = float(e.done_iters[job]), float(e.run_s[job])
+        t_mc, t_rk = offer.timers
+        o[0] = min(math.log2(d) / 8.0, 1.0)
+        o[1] = d <= c.max_gpus_per_machine
+        o[2] = d <= c.max_gpus_per_rack
+        sens = self._sens.get(job)
+        if sens is None:
+            sens = self._sens[job] = _sensitivity(self._profiles[job], d, *self._shape_args)
+        o[3:6] = sens
+        o[6] = time_feature(offer.starvation_s)
+        o[7] = offer.starvation_s >= t_mc
+        o[8] = offer.starvation_s >= t_rk
+        o[9] = time_feature(t_mc)
+        o[10] = time_feature(t_rk)
+        o[11] = done_i / spec.iterations
+        o[12] = min(done_i * spec.compute_s / run_s, 1.0) if run_s > 0 else 1.0
+        o[13] = min(float(view.preemptions[job]) / 10.0, 1.0)
+        o[14] = self._skew[job]
+        remaining_gpu_h = (spec.iterations - done_i) * spec.compute_s * d / 3600.0
+        o[15] = min(math.log1p(max(remaining_gpu_h, 0.0)) / _LOG_WORK, 1.0)
+        o[16] = min(offer.victims / 8.0, 1.0)
+        seen: dict[bytes, tuple[int, float, float]] = {}
+        contention = e.links is not None
+        for a in range(1, NUM_ACTIONS):
+            if not offer.mask[a]:
+                continue
+            base = _NJ + (a - 1) * _NC
+            gpus = offer.placement(a)
+            assert gpus is not None
+            key = gpus.tobytes()
+            got = seen.get(key)
+            if got is None:
+                tier = int(c.placement_tier(gpus))
+                f = e.comm_fraction(job, gpus)
+                load = e.predicted_link_load(job, gpus) if contention else 0.0
+                got = seen[key] = (tier, f / (1.0 + f), min(load / 2.0, 1.0))
+            o[base] = 1.0
+            o[base + 1 + got[0]] = 1.0
+            o[base + 4] = got[1]
+            o[base + 5] = got[2]
+        self._cluster.compute(o[_NJ + NUM_CANDIDATES * _NC :])
+        return o.copy()
 
 
 class PlacementEnv(ClusterEnv):
@@ -216,7 +292,6 @@ class PlacementEnv(ClusterEnv):
         self.action_space = gym.spaces.Discrete(NUM_ACTIONS)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_SIZE,), np.float32)
         self._offer: Offer | None = None
-        self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
 
     # ------------------------------------------------------------------ episode
     def _make_base(self) -> Any:
@@ -231,7 +306,7 @@ class PlacementEnv(ClusterEnv):
         except StopIteration as stop:
             return stop.value
         self.view = view
-        self._prepare_run()
+        self._observer = PlacementObserver(view)
         while True:
             self._account(view.now)
             actions = yield from self.base.offers(view)
@@ -239,20 +314,6 @@ class PlacementEnv(ClusterEnv):
                 view = steps.send(self._guard(view, actions))
             except StopIteration as stop:
                 return stop.value
-
-    def _prepare_run(self) -> None:
-        c: Cluster = self.cluster
-        jobs = self.engine.jobs  # type: ignore[union-attr]
-        self._profiles = [get_model(j.model) for j in jobs]
-        self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
-        self._links = c.links_for_group(0)
-        self._sens: dict[int, tuple[float, float, float]] = {}
-        self._shape_args = (
-            c.max_gpus_per_machine,
-            int(c.rack_num_machines.max()),
-            c.num_racks,
-            self._links,
-        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -323,61 +384,9 @@ class PlacementEnv(ClusterEnv):
 
     # ------------------------------------------------------------------ observation
     def _observe(self) -> np.ndarray:
-        o = self._obs
-        o[:] = 0.0
-        offer = self._offer
-        if offer is None:
-            return o.copy()
-        view = self.view
-        assert view is not None
-        c = self.cluster
-        e = self.engine
-        assert e is not None
-        job, d = offer.job, offer.demand
-        spec = view.jobs[job]
-        # offers go to waiting jobs, whose counters are current (no live extrapolation)
-        done_i, run_s = float(e.done_iters[job]), float(e.run_s[job])
-        t_mc, t_rk = offer.timers
-        o[0] = min(math.log2(d) / 8.0, 1.0)
-        o[1] = d <= c.max_gpus_per_machine
-        o[2] = d <= c.max_gpus_per_rack
-        sens = self._sens.get(job)
-        if sens is None:
-            sens = self._sens[job] = _sensitivity(self._profiles[job], d, *self._shape_args)
-        o[3:6] = sens
-        o[6] = time_feature(offer.starvation_s)
-        o[7] = offer.starvation_s >= t_mc
-        o[8] = offer.starvation_s >= t_rk
-        o[9] = time_feature(t_mc)
-        o[10] = time_feature(t_rk)
-        o[11] = done_i / spec.iterations
-        o[12] = min(done_i * spec.compute_s / run_s, 1.0) if run_s > 0 else 1.0
-        o[13] = min(float(view.preemptions[job]) / 10.0, 1.0)
-        o[14] = self._skew[job]
-        remaining_gpu_h = (spec.iterations - done_i) * spec.compute_s * d / 3600.0
-        o[15] = min(math.log1p(max(remaining_gpu_h, 0.0)) / _LOG_WORK, 1.0)
-        o[16] = min(offer.victims / 8.0, 1.0)
-        seen: dict[bytes, tuple[int, float, float]] = {}
-        contention = e.links is not None
-        for a in range(1, NUM_ACTIONS):
-            if not offer.mask[a]:
-                continue
-            base = _NJ + (a - 1) * _NC
-            gpus = offer.placement(a)
-            assert gpus is not None
-            key = gpus.tobytes()
-            got = seen.get(key)
-            if got is None:
-                tier = int(c.placement_tier(gpus))
-                f = e.comm_fraction(job, gpus)
-                load = e.predicted_link_load(job, gpus) if contention else 0.0
-                got = seen[key] = (tier, f / (1.0 + f), min(load / 2.0, 1.0))
-            o[base] = 1.0
-            o[base + 1 + got[0]] = 1.0
-            o[base + 4] = got[1]
-            o[base + 5] = got[2]
-        self._cluster_features(o[_NJ + NUM_CANDIDATES * _NC :])
-        return o.copy()
+        if self._offer is None:
+            return np.zeros(OBS_SIZE, dtype=np.float32)
+        return self._observer.observe(self._offer)
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         offer = self._offer

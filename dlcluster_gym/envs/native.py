@@ -1,0 +1,125 @@
+"""Env policies as native schedulers: an agent (or any env policy) in a plain engine run.
+
+``OfferPolicyScheduler`` answers the base policy's resource offers with a Placement-v0
+policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer-v0 policy sets at
+each decision point. Both build exactly the observations the env would, so a policy trained
+in the env behaves the same in ``dlcluster simulate`` and in leaderboards, and the results
+equal an env rollout with the same seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from dlcluster_gym.scheduler import BaseScheduler, make_policy
+from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.offers import WAIT, Offer, drive
+from dlcluster_gym.sim.view import ClusterView
+
+PolicyFactory = Callable[[gym.Env], Any]  # env -> object with predict()
+
+
+def _action(policy: Any, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
+    if mask is not None and getattr(policy, "uses_masks", False):
+        a, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+    else:
+        a, _ = policy.predict(obs, deterministic=True)
+    return a
+
+
+class OfferPolicyScheduler(BaseScheduler):
+    """The base policy's job order, preemption and migration; each offer decided by an
+    env policy on its Placement-v0 observation (a masked choice counts as wait)."""
+
+    name = "placement-policy"
+
+    def __init__(
+        self,
+        factory: PolicyFactory,
+        *,
+        base_policy: str = "dally",
+        base_params: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(base_policy=base_policy, base_params=dict(base_params or {}))
+        self.factory = factory
+        self.base_policy = base_policy
+        self.base_params = dict(base_params or {})
+        if name:
+            self.name = name
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        from dlcluster_gym.envs.placement import PlacementEnv, PlacementObserver
+
+        super().reset(view, rng)
+        self.base = make_policy(self.base_policy, **self.base_params)
+        self.base.reset(view, rng)
+        self.observer = PlacementObserver(view)
+        self.policy = self.factory(PlacementEnv(view.scenario, base_policy=self.base_policy))
+
+    def choose(self, offer: Offer) -> int:
+        a = int(np.asarray(_action(self.policy, self.observer.observe(offer), offer.mask)))
+        return a if 0 <= a < offer.mask.size and offer.mask[a] else WAIT
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        return drive(self.base.offers(view), self.choose)
+
+
+class TimerPolicyScheduler(BaseScheduler):
+    """Dally with the delay timers an env policy sets on its DelayTimer-v0 observation at the
+    first scheduling instant at or after every ``decision_period_s``."""
+
+    name = "delay-timer-policy"
+
+    def __init__(
+        self,
+        factory: PolicyFactory,
+        *,
+        decision_period_s: float = 3600.0,
+        max_timer_s: float = 48 * 3600.0,
+        dally_params: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(decision_period_s=decision_period_s, max_timer_s=max_timer_s)
+        self.factory = factory
+        self.decision_period_s = float(decision_period_s)
+        self.max_timer_s = float(max_timer_s)
+        self.dally_params = dict(dally_params or {})
+        if name:
+            self.name = name
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        from dlcluster_gym.envs.delay_timer import NUM_CLASSES, DelayTimerEnv, TimerObserver
+
+        super().reset(view, rng)
+        self.base = make_policy("dally", **self.dally_params)
+        self.base.reset(view, rng)
+        self.base.timer_override = self._timer_for
+        self.observer = TimerObserver(view, self.base, self.max_timer_s)
+        env = DelayTimerEnv(
+            view.scenario, decision_period_s=self.decision_period_s, max_timer_s=self.max_timer_s
+        )
+        self.policy = self.factory(env)
+        self._timers = np.zeros((NUM_CLASSES, 2))
+        self._next = 0.0
+
+    def _timer_for(self, demand: int) -> tuple[float, float]:
+        from dlcluster_gym.envs.delay_timer import demand_class
+
+        tm, extra = self._timers[demand_class(demand)]
+        return float(tm), float(tm + extra)
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        from dlcluster_gym.envs.delay_timer import action_to_timers
+
+        if view.now >= self._next:
+            a = _action(self.policy, self.observer.observe(self._timers))
+            self._timers = action_to_timers(a, self.max_timer_s, self.name)
+            p = self.decision_period_s
+            self._next = (math.floor(view.now / p) + 1.0) * p
+        return self.base.schedule(view)
