@@ -374,3 +374,32 @@ def test_env_policies_act_natively_with_identical_results() -> None:
     env = gym.make("DLCluster/Placement-v0", scenario=SCEN, scenario_overrides=OVER)
     info, _, _ = rollout(env, make_env_policy("random", env, seed=5), seed=2)
     assert strip(simulate(cfg, rnd, seed=2).summary) == strip(info["results"])
+
+
+@pytest.mark.parametrize("base", ["dally", "tiresias", "gandiva"])
+def test_every_valid_candidate_is_a_free_placement_of_the_right_size(base: str) -> None:
+    env = gym.make(
+        "DLCluster/Placement-v0",
+        scenario="dally-poisson-2rack",
+        scenario_overrides={"workload": {"num_jobs": 60, "load": 1.5}},
+        base_policy=base,
+    ).unwrapped
+    env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    checked = 0
+    while True:
+        offer = env._offer
+        plan_free = offer.plan.free_mask
+        for a in np.flatnonzero(offer.mask[1:]) + 1:
+            gpus = offer.placement(int(a))
+            assert gpus.size == offer.demand == len(set(gpus.tolist()))
+            assert plan_free[gpus].all()
+            cand = env.candidates()
+            assert any(c["action"] == a and c["gpus"] == gpus.tolist() for c in cand)
+            checked += 1
+        for a in np.flatnonzero(~offer.mask):
+            assert offer.placement(int(a)) is None
+        _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(offer.mask))))
+        if term or trunc:
+            break
+    assert checked > 100
