@@ -119,9 +119,30 @@ class ClusterEnv(gym.Env):
         """The base policy of an episode (subclasses)."""
         raise NotImplementedError
 
-    def _episode(self) -> Generator[Any, Any, Results]:
-        """The episode as a generator of decision points (subclasses)."""
+    def _first_instant(self, view: ClusterView) -> None:
+        """Per-episode setup once the engine has a view (subclasses)."""
+
+    def _decide(self, view: ClusterView) -> Generator[Any, Any, Any]:
+        """One scheduling instant: yield decision points to the agent, return the actions."""
         raise NotImplementedError
+
+    def _episode(self) -> Generator[Any, Any, Results]:
+        """The episode as a generator of decision points; returns the results."""
+        assert self.engine is not None
+        steps = self.engine.instants()
+        try:
+            view = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        self.view = view
+        self._first_instant(view)
+        while True:
+            self._account(view.now)
+            actions = yield from self._decide(view)
+            try:
+                view = steps.send(self._guard(view, actions))
+            except StopIteration as stop:
+                return stop.value
 
     def _start(self, seed: int) -> Any:
         """Build the engine for ``seed`` and run to the first decision point."""

@@ -20,7 +20,6 @@ from dlcluster_gym.envs.features import (
 )
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.scheduler import make_policy
-from dlcluster_gym.sim.results import Results
 from dlcluster_gym.sim.view import ClusterView
 
 HOUR = 3600.0
@@ -255,28 +254,16 @@ class DelayTimerEnv(ClusterEnv):
         tm, extra = self._timers[demand_class(demand)]
         return float(tm), float(tm + extra)
 
-    def _episode(self) -> Generator[ClusterView, np.ndarray, Results]:
-        e = self.engine
-        assert e is not None
-        steps = e.instants()
-        try:
-            view = next(steps)
-        except StopIteration as stop:
-            return stop.value
-        self.view = view
+    def _first_instant(self, view: ClusterView) -> None:
         self._observer = TimerObserver(view, self.base, self.max_timer_s)
-        next_decision = 0.0
-        period = self.decision_period_s
-        while True:
-            self._account(view.now)
-            if view.now >= next_decision:
-                self._timers = yield view
-                next_decision = (math.floor(view.now / period) + 1.0) * period
-            actions = self.base.schedule(view)
-            try:
-                view = steps.send(self._guard(view, actions))
-            except StopIteration as stop:
-                return stop.value
+        self._next_decision = 0.0
+
+    def _decide(self, view: ClusterView) -> Generator[ClusterView, np.ndarray, Any]:
+        if view.now >= self._next_decision:
+            self._timers = yield view
+            period = self.decision_period_s
+            self._next_decision = (math.floor(view.now / period) + 1.0) * period
+        return self.base.schedule(view)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

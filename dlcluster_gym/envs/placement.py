@@ -19,7 +19,6 @@ from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.perf.network import comm_overhead
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
-from dlcluster_gym.sim.results import Results
 from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.models import ModelProfile, get_model
 
@@ -297,23 +296,11 @@ class PlacementEnv(ClusterEnv):
     def _make_base(self) -> Any:
         return make_policy(self.base_policy, **self.base_params)
 
-    def _episode(self) -> Generator[Offer, int, Results]:
-        e = self.engine
-        assert e is not None
-        steps = e.instants()
-        try:
-            view = next(steps)
-        except StopIteration as stop:
-            return stop.value
-        self.view = view
+    def _first_instant(self, view: ClusterView) -> None:
         self._observer = PlacementObserver(view)
-        while True:
-            self._account(view.now)
-            actions = yield from self.base.offers(view)
-            try:
-                view = steps.send(self._guard(view, actions))
-            except StopIteration as stop:
-                return stop.value
+
+    def _decide(self, view: ClusterView) -> Generator[Offer, int, Any]:
+        return (yield from self.base.offers(view))
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
