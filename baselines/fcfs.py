@@ -1,7 +1,8 @@
 """First-come first-served baselines.
 
 ``fcfs``: strict arrival order with head-of-line blocking and gang scheduling; each job takes
-the first free GPUs over machines in index order (first fit); no preemption.
+the first free GPUs over machines in index order (first fit); no preemption. On heterogeneous
+clusters a job that names a GPU type gets GPUs of that type, packed (Crius 8.1's FCFS).
 
 ``fcfs-consolidated``: the same order, but a job only starts on the most consolidated placement
 it could ever have on this cluster (one machine if it fits on one, else one rack, else any),
@@ -28,8 +29,15 @@ class FCFS(BaseScheduler):
     name = "fcfs"
 
     def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
-        """GPUs for ``job`` on the plan's free GPUs, or None to block the queue."""
-        return plan.first_fit(view.jobs[job].num_gpus)
+        """GPUs for ``job`` on the plan's free GPUs, or None to block the queue.
+
+        On a heterogeneous cluster a job that names a GPU type (``Job.gpu_type``, e.g. the
+        Crius workloads) gets GPUs of that type only, on as few machines as possible
+        (heterogeneity-aware placement, Crius 8.1's FCFS baseline); otherwise first fit."""
+        spec = view.jobs[job]
+        if spec.gpu_type is not None and view.cluster.heterogeneous:
+            return plan.find_on_type(spec.num_gpus, view.cluster.gpu_types.index(spec.gpu_type))
+        return plan.first_fit(spec.num_gpus)
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         if view.num_waiting == 0 or view.num_free == 0:

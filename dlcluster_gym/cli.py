@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -173,9 +174,11 @@ def simulate(
 
 
 @main.command(name="list")
-@click.argument("what", type=click.Choice(["policies", "scenarios", "models", "clusters"]))
+@click.argument(
+    "what", type=click.Choice(["policies", "scenarios", "models", "clusters", "suites"])
+)
 def list_cmd(what: str) -> None:
-    """List policies, scenarios, models or clusters, one per line with a description."""
+    """List policies, scenarios, models, clusters or suites, one per line with a description."""
     rows: list[tuple[str, str]]
     if what == "policies":
         from dlcluster_gym.scheduler import policies
@@ -310,6 +313,294 @@ def compat(jobs_spec: str, link_gbps: float, fmt: str) -> None:
         f"compatibility score {report['score']:.3f} (1 = fully compatible); "
         f"unified circle {report['perimeter_ms']:g} ms"
     )
+
+
+@main.command()
+@click.option("--suite", default=None, help="Suite preset (dlcluster list suites) or YAML file.")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Default: all cores.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Run directory (default: leaderboards/SUITE).",
+)
+@click.option("--resume", is_flag=True, help="Skip cells already finished in --out.")
+@click.option("--ray-address", default=None, help="Ray cluster address (default: local Ray).")
+@click.option(
+    "--ray-timeout", type=float, default=30.0, show_default=True, help="Seconds to connect."
+)
+@click.option(
+    "--verify",
+    "verify_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Re-run the rows of this leaderboard run and check the metrics are identical.",
+)
+@click.option("--row", "row_id", default=None, help="With --verify: only this row id.")
+@click.option(
+    "--traces-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def leaderboard(
+    suite: str | None,
+    backend: str,
+    workers: int | None,
+    out: Path | None,
+    resume: bool,
+    ray_address: str | None,
+    ray_timeout: float,
+    verify_dir: Path | None,
+    row_id: str | None,
+    traces_dir: Path | None,
+    quiet: bool,
+) -> None:
+    """Run a suite of policies x scenarios x seeds and render the leaderboard, or --verify one."""
+    from dlcluster_gym import leaderboard as lb
+
+    if verify_dir is not None:
+        checks = lb.verify(verify_dir, row_id, traces_dir)
+        bad = [c for c in checks if not c.ok]
+        for c in checks:
+            click.echo(f"{'ok  ' if c.ok else 'DIFF'} {c.id}" + (f"  ({c.note})" if c.note else ""))
+            for d in c.differences:
+                click.echo(f"       {d}")
+        click.echo(f"{len(checks) - len(bad)} of {len(checks)} row(s) reproduced exactly")
+        sys.exit(1 if bad else 0)
+    if suite is None:
+        _fail("give --suite NAME|FILE (or --verify RESULTS_DIR)")
+    s = lb.load_suite(suite)
+    for note in s.skipped:
+        click.echo(f"note: left out {note}", err=True)
+    out = out or Path("leaderboards") / s.name
+    t0 = time.perf_counter()
+    rows = lb.run_suite(
+        s,
+        out,
+        backend=backend,
+        workers=workers,
+        resume=resume,
+        traces_dir=traces_dir,
+        ray_address=ray_address,
+        ray_timeout_s=ray_timeout,
+        progress=not quiet,
+    )
+    paths = lb.render_leaderboard(out)
+    errors = [r for r in rows if r["status"] == "error"]
+    click.echo(
+        f"{len(rows)} cells ({len(errors)} failed) in {time.perf_counter() - t0:.1f} s; "
+        f"leaderboard: {paths['md']}, {paths['html']}"
+    )
+    for r in errors:
+        click.echo(f"error: {r['id']}: {str(r['reason']).splitlines()[0]}", err=True)
+    sys.exit(1 if errors else 0)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where to write report.png/.md/.html (default: RUN_DIR).",
+)
+def report(run_dir: Path, out: Path | None) -> None:
+    """Plots and tables for one `dlcluster simulate --out` run (or a leaderboard run)."""
+    from dlcluster_gym import leaderboard as lb
+
+    if (run_dir / "suite.json").is_file():
+        paths = lb.render_leaderboard(run_dir)
+        click.echo(f"leaderboard: {paths['md']}, {paths['html']}")
+        return
+    paths = lb.report_run(run_dir, out)
+    click.echo(f"report: {paths['md']}, {paths['html']}, {paths['png']}")
+
+
+@main.command()
+@click.option(
+    "--agent",
+    "agent",
+    type=click.Choice(["placement", "delay-timer"]),
+    required=True,
+    help="Which agent to train.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    default=None,
+    help="Agent config YAML (default: configs/agents/<agent>.yaml).",
+)
+@click.option("--timesteps", type=click.IntRange(min=1), default=None, help="Total env steps.")
+@click.option("--n-envs", type=click.IntRange(min=1), default=None, help="Parallel envs.")
+@click.option("--seed", type=int, default=None, help="Training seed (default: the config's).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output directory (default: runs/agents/<agent>).",
+)
+@click.option(
+    "--resume",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Continue training from this checkpoint (e.g. OUT/last.zip) up to --timesteps.",
+)
+@click.option(
+    "--traces-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def train(
+    agent: str,
+    config_file: str | None,
+    timesteps: int | None,
+    n_envs: int | None,
+    seed: int | None,
+    out: Path | None,
+    resume: Path | None,
+    traces_dir: Path | None,
+    quiet: bool,
+) -> None:
+    """Train a learned agent (needs the `agents` extra: torch, stable-baselines3)."""
+    agents_train = _import_agents("agents.train")
+    from agents.config import DEFAULT_CONFIGS, load_agent_config
+
+    cfg = load_agent_config(config_file or DEFAULT_CONFIGS[agent])
+    if cfg.agent != agent:
+        _fail(f"config {config_file} is for the {cfg.agent} agent, not {agent}")
+    out = out or Path("runs") / "agents" / agent
+    command = f"dlcluster train --agent {agent}" + "".join(
+        f" --{k.replace('_', '-')} {v}"
+        for k, v in (
+            ("config", config_file),
+            ("timesteps", timesteps),
+            ("n_envs", n_envs),
+            ("seed", seed),
+            ("out", out),
+            ("resume", resume),
+        )
+        if v is not None
+    )
+    res = agents_train.train(
+        cfg,
+        out,
+        timesteps=timesteps,
+        n_envs=n_envs,
+        seed=seed,
+        resume=resume,
+        progress_bar=not quiet and sys.stderr.isatty(),
+        command=command,
+        config_source=str(config_file or f"configs/agents/{DEFAULT_CONFIGS[agent]}.yaml"),
+        traces_dir=traces_dir,
+    )
+    click.echo(
+        f"{res.timesteps} steps in {res.wall_s:.0f} s; best validation score "
+        f"{res.best_score:.4f} x {cfg.validation.reference} (avg JCT ratio); "
+        f"best: {res.best}, last: {res.last}, curve: {res.out / 'curve.png'}, "
+        f"TensorBoard: {res.out / 'tb'}"
+    )
+
+
+def _import_agents(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        _fail(f"{exc}; install the agents extra: pip install -e '.[agents]'")
+
+
+@main.command()
+@click.option(
+    "--agent",
+    "checkpoint",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Agent checkpoint (.zip from `dlcluster train`).",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    help="Scenario preset or YAML (repeatable; default: the checkpoint config's held-out set).",
+)
+@click.option(
+    "--seeds", default=None, help="Comma-separated seeds (default: the config's held-out seeds)."
+)
+@click.option(
+    "--baselines",
+    default="dally,dally-manual,tiresias,gandiva",
+    show_default=True,
+    help="Comma-separated heuristics to compare with ('' for none).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the rows and the summary table here (JSON).",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--traces-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
+)
+def evaluate(
+    checkpoint: Path,
+    scenarios: tuple[str, ...],
+    seeds: str | None,
+    baselines: str,
+    out: Path | None,
+    fmt: str,
+    traces_dir: Path | None,
+) -> None:
+    """Evaluate an agent checkpoint next to heuristics (average JCT per scenario)."""
+    from dlcluster_gym.envs.agent_loader import read_agent_meta
+
+    meta = read_agent_meta(checkpoint)
+    _import_agents("agents.load")
+    from agents.config import AgentConfig, ScenarioSpec
+    from agents.envs import available
+    from agents.evaluate import markdown_table, run_set, summary_table
+
+    held_out = AgentConfig.model_validate(meta["config"]).evaluation
+    specs = [ScenarioSpec(scenario=s) for s in scenarios] if scenarios else list(held_out.scenarios)
+    try:
+        seed_list = [int(s) for s in seeds.split(",")] if seeds else list(held_out.seeds)
+    except ValueError:
+        _fail(f"--seeds {seeds!r}: expected comma-separated integers")
+    _, skipped = available(specs, traces_dir)
+    for s in skipped:
+        click.echo(f"note: skipped {s} (needs traces; trace root not found)", err=True)
+    agent_label = f"{meta['agent']}-agent"
+    policies: dict[str, Any] = {agent_label: f"agent:{checkpoint}"}
+    for b in filter(None, (x.strip() for x in baselines.split(","))):
+        policies[b] = b
+    rows = run_set(
+        policies,
+        specs,
+        seed_list,
+        traces_dir,
+        progress=None if fmt == "json" else lambda m: click.echo(m, err=True),
+    )
+    ref = "dally" if "dally" in policies else agent_label
+    table = summary_table(rows, ref)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"rows": rows, "summary": table}, indent=1))
+    if fmt == "json":
+        click.echo(json.dumps({"rows": rows, "summary": table}))
+        return
+    click.echo(f"average JCT (h) and ratio to {ref}, seeds {seed_list}:")
+    click.echo(markdown_table(table, ref))
 
 
 if __name__ == "__main__":

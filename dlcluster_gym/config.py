@@ -72,10 +72,13 @@ class MachineGroup(_Frozen):
     name: str = "default"
     racks: PositiveInt
     machines_per_rack: PositiveInt
-    gpus_per_machine: PositiveInt
+    gpus_per_machine: Annotated[int, Field(ge=0)]  # 0: a CPU-only server (PS jobs, Nearchus)
     gpu_type: str = "A100"
-    cpus_per_machine: PositiveInt = 64
+    cpus_per_machine: PositiveInt = 64  # physical cores (the MU bottleneck depends on it)
     memory_gb_per_machine: PositiveFloat = 512.0
+    # vCPUs a scheduler may hand out (Kubernetes "allocatable"); default: all cores.
+    allocatable_cpus_per_machine: PositiveFloat | None = None
+    nic_gbps: PositiveFloat | None = None  # server NIC for PS traffic (default: machine uplink)
     machine_link: LinkSpec | None = None  # overrides the cluster's `tiers.machine` for the group
 
     @field_validator("gpu_type")
@@ -170,9 +173,21 @@ class TraceWorkload(_WorkloadBase):
     """Jobs read from a trace file under the trace root."""
 
     kind: Literal["trace"]
-    format: Literal["philly", "tiresias", "itp-raw", "itp-extracted"]
+    format: Literal[
+        "philly", "tiresias", "itp-raw", "itp-extracted", "elasticflow-philly",
+        "pollux-workload", "helios", "alibaba-pai", "generic",
+    ]  # fmt: skip
     path: str  # relative to the trace root (or absolute)
-    models: Literal["dally", "trace"] | tuple[str, ...] = "dally"
+    # "dally": uniform over the six Dally models; "pollux": Pollux's GPU-time classes;
+    # "trace": the trace's model names; a list: uniform over those zoo names.
+    models: Literal["dally", "trace", "pollux"] | tuple[str, ...] = "dally"
+    columns: dict[str, str] | None = None  # generic format: our field -> the file's column
+    task_path: str | None = None  # alibaba-pai: the task table (default: beside the job table)
+    on_error: Literal["fail", "skip"] = "fail"  # malformed rows: raise, or skip and count
+    # Jobs wanting more GPUs than the cluster has: keep (the engine's oversize_jobs applies),
+    # cap them at the cluster size, or filter them out at load.
+    gpu_demand: Literal["keep", "cap", "filter"] = "keep"
+    target_load: PositiveFloat | None = None  # rescale arrivals to this offered load
     # How durations become iterations: the duration is the run time at this consolidation.
     duration_tier: Literal["machine", "rack", "network"] = "machine"
     time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
@@ -181,8 +196,44 @@ class TraceWorkload(_WorkloadBase):
     iterations_from: Literal["trace", "duration"] = "trace"
 
 
+class PSWorkload(_WorkloadBase):
+    """Parameter-server jobs on CPUs (Nearchus V-B): ``num_jobs`` drawn uniformly from the pool
+    models x variants, each variant an (epochs, vCPU budget) pair; see ``workload.ps``."""
+
+    kind: Literal["ps"]
+    num_jobs: PositiveInt
+    arrival: Literal["batch", "poisson"] = "poisson"
+    rate_per_hour: PositiveFloat = 1.0
+    models: tuple[str, ...] = (
+        "mobilenet", "densenet201", "nasnetlarge", "resnet50", "inception-v3",
+    )  # fmt: skip
+    variants: tuple[tuple[PositiveFloat, PositiveFloat], ...] | None = None  # None: PS_VARIANTS
+
+
+class CriusWorkload(_WorkloadBase):
+    """Large-model jobs as in Crius 8.1: arrivals and durations from a trace window; model,
+    size, global batch, GPU amount and GPU type drawn at random (``workload.crius``)."""
+
+    kind: Literal["crius"]
+    format: str = "philly"  # any format ``workload.traces.load_trace`` reads
+    path: str  # relative to the trace root (or absolute)
+    time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
+    # Crius Table 2 model names (``workload.large_models``); None: all 14 sizes, weighted
+    # towards small sizes (``workload.crius.DEFAULT_SIZE_WEIGHTS``).
+    models: tuple[str, ...] | None = None
+    model_weights: tuple[PositiveFloat, ...] | None = None
+    gpu_demands: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16)
+    gpu_demand_weights: tuple[PositiveFloat, ...] | None = None
+    # Trace durations are capped at max_duration_s, then scaled so that the offered load
+    # (GPU-seconds at the requested allocation / cluster GPU-seconds over the window) is
+    # target_load; None keeps them.
+    max_duration_s: PositiveFloat | None = None
+    target_load: PositiveFloat | None = None
+
+
 WorkloadConfig = Annotated[
-    DallyWorkload | SyntheticWorkload | TraceWorkload, Field(discriminator="kind")
+    DallyWorkload | SyntheticWorkload | TraceWorkload | PSWorkload | CriusWorkload,
+    Field(discriminator="kind"),
 ]
 
 

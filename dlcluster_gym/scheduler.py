@@ -103,11 +103,21 @@ def _import(target: str) -> Any:
         ) from None
 
 
+AGENT_TARGET = "dlcluster_gym.envs.agent_loader:agent_scheduler"
+
+
 def resolve_policy(name: str) -> tuple[Any, PolicySpec]:
-    """The class/factory behind a registered name or an import path, with its spec."""
+    """The class/factory behind a registered name, an import path or ``agent:PATH`` (a
+    trained checkpoint acting over the base policy it records), with its spec."""
+    if name.startswith("agent:"):
+        import functools
+
+        path = name[len("agent:") :]
+        spec = PolicySpec(name, AGENT_TARGET, f"trained agent {path}")
+        return functools.partial(_import(AGENT_TARGET), path), spec
     if name in _REGISTRY:
         spec = _REGISTRY[name]
-    elif ":" in name and not name.startswith("agent:"):
+    elif ":" in name:
         spec = PolicySpec(name, name, f"user policy {name}")
     else:
         raise UnknownNameError("policy", name, _REGISTRY)
@@ -217,4 +227,39 @@ register_policy(
     "baselines.ideal:IdealBound",
     "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",
     bound=True,
+)
+register_policy(
+    "nearchus",
+    "baselines.nearchus:Nearchus",
+    "Nearchus: PS jobs start small, scale up x1.5 when efficient, else add PS/worker (CPU)",
+)
+register_policy(
+    "optimus",
+    "baselines.optimus:Optimus",
+    "Optimus as in Nearchus V: 20 profiled configs, fitted speed model, +1 5-vCPU node / 10 min",
+)
+register_policy(
+    "fa-bf",
+    "baselines.fa_bf:FABF",
+    "FA-BF (Nearchus V): best fixed (n_ps, n_wk) at 5 vCPUs/node by offline exhaustive search",
+)
+register_policy(
+    "nearchus-gpu",
+    "baselines.nearchus_gpu:NearchusGPU",
+    "our extension: Nearchus's scaling rule on GPU jobs with elastic worker counts (Resize)",
+)
+register_policy(
+    "crius",
+    "baselines.crius:Crius",
+    "Crius: Cells (GPU count x type x stages), agile estimation, Algorithm 1 with scaling",
+)
+register_policy(
+    "gavel",
+    "baselines.gavel:Gavel",
+    "Gavel: heterogeneity-aware max-sum-throughput LP (HiGHS), rounds, data-parallel profiles",
+)
+register_policy(
+    "elasticflow-ls",
+    "baselines.elasticflow:ElasticFlowLS",
+    "ElasticFlow with loosened deadlines: elastic scaling by data-parallel marginal throughput",
 )

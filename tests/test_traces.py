@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -158,8 +159,8 @@ def test_short_row_and_empty(tmp_path):
 
 
 def test_unknown_format(tmp_path):
-    with pytest.raises(TraceError, match="unknown trace format 'helios'"):
-        tr.load_trace("helios", write(tmp_path, ITP_RAW))
+    with pytest.raises(TraceError, match="unknown trace format 'mystery'"):
+        tr.load_trace("mystery", write(tmp_path, ITP_RAW))
 
 
 # --------------------------------------------------------------------------- real files
@@ -186,3 +187,182 @@ def test_real_other_traces():
     assert sum(len(tr.load_itp_raw(f)) for f in files) == 69351
     ext = tr.load_itp_extracted(tr.trace_root() / tr.ITP_EXTRACTED_DIR / "cluster10.csv")
     assert len(ext) == 260 and ext.iterations is not None
+
+
+# --------------------------------------------------------------------------- more formats
+
+EF_PHILLY = (
+    "job_id,submit_time,real_iteration,model_name,ddl,batch_size,num_gpu,real_duration,duration,"
+    "iteration\n"
+    """0,0,1282877,vgg16,771220,256,1,976570,976570,1282877
+1,219316,26446831,bert,2065619,64,4,1792395,1792395,26446831
+"""
+)
+HELIOS = (
+    "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+    "j1,u,v,8,32,1,COMPLETED,2020-04-01 00:00:10,2020-04-01 00:01:00,2020-04-01 01:01:00,3600,50\n"
+    """j2,u1,vc1,0,4,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:00,2020-04-01 00:10:00,600,0
+j3,u2,vc2,2,8,1,FAILED,2020-04-01 00:00:05,2020-04-01 00:00:05,2020-04-01 00:00:05,0,0
+j4,u2,vc2,16,64,2,COMPLETED,2020-04-01 00:10:10,2020-04-01 00:11:00,2020-04-01 02:11:00,7200,50
+"""
+)
+PAI_JOBS = """j1,i1,u1,Terminated,100,4000
+j2,i2,u1,Terminated,50,900
+j3,i3,u2,Terminated,10,500
+j4,i4,u2,Failed,20,
+"""
+PAI_TASKS = """j1,worker,2,Terminated,200,3000,600,29,100,V100
+j1,ps,1,Terminated,150,3100,600,29,,
+j2,worker,1,Terminated,60,860,600,29,50,T4
+j3,worker,4,Terminated,20,400,600,29,,
+j4,worker,1,Running,30,,600,29,100,V100
+"""
+
+
+def test_elasticflow_philly(tmp_path):
+    jobs = tr.load_trace("elasticflow-philly", write(tmp_path, EF_PHILLY))
+    assert jobs.model_names == ("vgg16", "bert")
+    assert jobs.iterations.tolist() == [1282877, 26446831]
+    assert jobs.duration_s.tolist() == [976570, 1792395] and jobs.num_gpus.tolist() == [1, 4]
+
+
+def test_pollux_workload_iterations_from_convergence_runs(tmp_path):
+    runs = tmp_path / "runs" / "ncf"
+    runs.mkdir(parents=True)
+    (runs / "validation-256.csv").write_text("progress,iteration,metric\n1,10,0\n2,900,0\n")
+    (runs / "validation-1024.csv").write_text("progress,iteration,metric\n1,10,0\n2,250,0\n")
+    p = write(
+        tmp_path,
+        "name,time,application,num_replicas,batch_size\nncf-0,30,ncf,2,2048\nncf-1,5,ncf,1,300\n",
+    )
+    jobs = tr.load_pollux_workload(p, pollux_traces=tmp_path / "runs")
+    # batch 300 -> nearest measured 256 (900 iterations); 2048 -> 1024 (250)
+    assert jobs.job_ids == ("ncf-1", "ncf-0") and jobs.iterations.tolist() == [900, 250]
+    assert jobs.model_names == ("ncf", "ncf") and jobs.num_gpus.tolist() == [1, 2]
+    with pytest.raises(TraceError, match="no Pollux convergence runs for application 'ncf'"):
+        tr.load_pollux_workload(p, pollux_traces=tmp_path / "elsewhere")
+
+
+def test_helios_drops_cpu_and_zero_length_jobs(tmp_path):
+    jobs = tr.load_trace("helios", write(tmp_path, HELIOS))
+    assert jobs.job_ids == ("j1", "j4")
+    assert jobs.arrival_s.tolist() == [0.0, 600.0]  # from the earliest GPU job's submission
+    assert jobs.num_gpus.tolist() == [8, 16] and jobs.duration_s.tolist() == [3600, 7200]
+    bad = write(tmp_path, HELIOS.replace(",8,32,", ",-8,32,"), "bad.csv")
+    with pytest.raises(TraceError, match=r"line 2, column 'gpu_num'.*'-8'"):
+        tr.load_helios(bad)
+
+
+@pytest.mark.parametrize("header", [False, True])
+def test_alibaba_pai(tmp_path, header):
+    jh = ",".join(tr.PAI_JOB_COLUMNS) + "\n" if header else ""
+    th = ",".join(tr.PAI_TASK_COLUMNS) + "\n" if header else ""
+    jobs_csv = write(tmp_path, jh + PAI_JOBS, "pai_job_table.csv")
+    write(tmp_path, th + PAI_TASKS, "pai_task_table.csv")
+    jobs = tr.load_trace("alibaba-pai", jobs_csv)
+    # j3 has no GPU task, j4 never finished: both left out
+    assert jobs.job_ids == ("j2", "j1")
+    assert jobs.arrival_s.tolist() == [0.0, 50.0]
+    assert jobs.num_gpus.tolist() == [1, 2]  # 1 x 50% -> 1 GPU; 2 x 100% -> 2
+    assert jobs.duration_s.tolist() == [800.0, 2950.0]  # first task start to last task end
+
+
+def test_generic_mapping(tmp_path):
+    p = write(tmp_path, "id,sub,end,g,m\na,10,40,2,resnet50\nb,0,5,1,vgg11\n")
+    cols = {"job_id": "id", "arrival": "sub", "end": "end", "num_gpus": "g", "model": "m"}
+    jobs = tr.load_trace("generic", p, columns=cols, time_unit_s=60)
+    assert jobs.job_ids == ("b", "a") and jobs.model_names == ("vgg11", "resnet50")
+    assert jobs.arrival_s.tolist() == [0.0, 600.0] and jobs.duration_s.tolist() == [300, 1800]
+    with pytest.raises(TraceError, match=r"unknown key.*gpus; allowed: arrival"):
+        tr.load_generic(p, columns={"arrival": "sub", "gpus": "g"})
+    with pytest.raises(TraceError, match="must map arrival, num_gpus and duration"):
+        tr.load_generic(p, columns={"arrival": "sub", "num_gpus": "g"})
+    with pytest.raises(TraceError, match=r"missing column.*nope"):
+        tr.load_generic(p, columns={"arrival": "nope", "num_gpus": "g", "duration": "end"})
+
+
+def test_skip_malformed_rows_with_count(tmp_path):
+    p = write(tmp_path, ITP_RAW + "c,1,abc,1\nd,5\ne,7,100,4\n")
+    with pytest.raises(TraceError, match=r"line 4, column 'duration'"):
+        tr.load_itp_raw(p)
+    with pytest.warns(UserWarning, match=r"t.csv: skipped 2 malformed row\(s\); first: line 4"):
+        jobs = tr.load_itp_raw(p, on_error="skip")
+    assert jobs.skipped == 2 and jobs.job_ids == ("e", "b", "a")
+    only_bad = write(tmp_path, "job_id,submission_time,duration,num_gpu\nx,1,0,1\n", "b.csv")
+    with pytest.warns(UserWarning), pytest.raises(TraceError, match="1 malformed row"):
+        tr.load_itp_raw(only_bad, on_error="skip")
+
+
+def test_limit_gpus_and_rescale(tmp_path):
+    jobs = tr.load_itp_raw(write(tmp_path, ITP_RAW + "c,2100000,100,64\n"))
+    assert tr.limit_gpus(jobs, 16, "cap").num_gpus.tolist() == [2, 16, 16]
+    assert tr.limit_gpus(jobs, 16, "filter").job_ids == ("b", "a")
+    with pytest.raises(TraceError, match="every job wants more than 1 GPUs"):
+        tr.limit_gpus(tr.limit_gpus(jobs, 16, "filter").select(np.array([False, True])), 1,
+                      "filter")  # fmt: skip
+    scaled = tr.rescale_arrivals(jobs, 32, 0.5)
+    assert scaled.offered_load(32) == pytest.approx(0.5)
+    assert scaled.arrival_s[0] == jobs.arrival_s[0]
+    assert np.all(np.diff(scaled.arrival_s) >= 0)
+    with pytest.raises(TraceError, match="target_load"):
+        tr.rescale_arrivals(jobs, 32, 0.0)
+
+
+def test_pollux_model_classes(tmp_path):
+    # GPU-hours 0.5 (small), 5 (medium), 50 (large), 500 (xlarge)
+    text = "job_id,submission_time,duration,num_gpu\n" + "".join(
+        f"j{i},{i},{h * 3600},1\n" for i, h in enumerate((0.5, 5, 50, 500))
+    )
+    jobs = tr.load_itp_raw(write(tmp_path, text))
+    models = tr.pollux_models(jobs, np.random.default_rng(3))
+    assert models[0] in ("cifar10", "ncf") and models[1] in ("deepspeech2", "bert")
+    assert models[2:] == ("yolov3", "imagenet")
+    assert models == tr.pollux_models(jobs, np.random.default_rng(3))
+
+
+def test_trace_options_in_a_scenario(tmp_path):
+    from dlcluster_gym.api import prepare
+
+    p = write(tmp_path, ITP_RAW + "c,2100000,100,64\nd,2200000,3600,4\n")
+    base = {
+        "cluster": {"racks": 1, "machines_per_rack": 2, "gpus_per_machine": 8},
+        "workload": {"kind": "trace", "format": "itp-raw", "path": str(p), "models": "pollux"},
+    }
+    _, _, jobs, _ = prepare(base)
+    assert [j.num_gpus for j in jobs] == [2, 64, 4, 16]  # by arrival
+    base["workload"].update(gpu_demand="filter", target_load=0.5)
+    _, _, jobs, _ = prepare(base)
+    assert [j.num_gpus for j in jobs] == [2, 4, 16]
+    assert {j.model for j in jobs} <= {"cifar10", "ncf", "deepspeech2", "bert"}
+    gpu_s = 2 * 767 + 16 * 604 + 4 * 3600
+    assert gpu_s / (16 * jobs[-1].arrival_s) == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- more real files
+
+
+@needs_traces
+@pytest.mark.traces
+def test_real_elasticflow_philly_and_pollux_workloads():
+    ef = tr.load_elasticflow_philly()
+    assert len(ef) == 876 and set(ef.num_gpus.tolist()) == {1, 2, 4}
+    for i in range(1, 9):
+        w = tr.load_pollux_workload(f"{tr.POLLUX_WORKLOAD_DIR}/workload-{i}.csv")
+        assert len(w) == 160 and np.all(w.iterations > 0)
+    w1 = tr.load_pollux_workload(f"{tr.POLLUX_WORKLOAD_DIR}/workload-1.csv")
+    # cifar10 at batch 2048: Pollux's run converges after 3178 iterations
+    assert w1.iterations[w1.model_names.index("cifar10")] == 3178
+
+
+@needs_traces
+@pytest.mark.traces
+@pytest.mark.parametrize("i", range(1, 11))
+def test_itp_cluster_presets_follow_the_sizing_rule(i):
+    from dlcluster_gym.config import load_scenario
+
+    jobs = tr.load_itp_raw(f"{tr.ITP_RAW_DIR}/cluster{i:02d}.csv")
+    cfg = load_scenario(f"itp-cluster{i:02d}")
+    busy = jobs.gpu_seconds() / float(jobs.arrival_s[-1] - jobs.arrival_s[0])
+    racks = max(math.ceil(int(jobs.num_gpus.max()) / 64), round(busy / (0.8 * 64)), 1)
+    assert cfg.cluster.num_racks == racks and cfg.cluster.num_gpus == 64 * racks
+    assert cfg.workload.path == f"elasticflow_itp/raw/cluster{i:02d}.csv"

@@ -76,9 +76,62 @@ class Cluster:
             (g.machine_link or tiers.machine).resolve() for g in self.config.groups
         )
         self.max_gpus_per_machine = int(self.machine_num_gpus.max())
+        self._init_cpu_resources(machine_group)
+        self._init_gpu_types()
         self.max_gpus_per_rack = int(self.rack_num_gpus.max())
         # Cumulative GPUs of the largest machines first: how few machines can hold n GPUs.
         self.machines_by_size_cumsum = np.cumsum(np.sort(self.machine_num_gpus)[::-1])
+
+    def _init_cpu_resources(self, machine_group: list[int]) -> None:
+        """Per-machine CPU-side resources, for parameter-server jobs (``perf.ps``).
+
+        ``machine_cores``: physical cores (what the MU bottleneck depends on);
+        ``machine_vcpus``: allocatable vCPUs (Kubernetes "allocatable", default all cores);
+        ``machine_memory_gb``; ``machine_nic_Bps``: the NIC (``nic_gbps``, else the machine
+        uplink, else one rack-tier port).
+        """
+        groups = [self.config.groups[g] for g in machine_group]
+        self.machine_cores = np.array([g.cpus_per_machine for g in groups], dtype=np.float64)
+        self.machine_vcpus = np.array(
+            [g.allocatable_cpus_per_machine or g.cpus_per_machine for g in groups],
+            dtype=np.float64,
+        )
+        self.machine_memory_gb = np.array([g.memory_gb_per_machine for g in groups])
+        nic = []
+        for m, g in enumerate(groups):
+            if g.nic_gbps is not None:
+                nic.append(g.nic_gbps * 1e9 / 8.0)
+            else:
+                nic.append(self.machine_uplink_Bps(m) or self.rack_link.bandwidth_Bps)
+        self.machine_nic_Bps = np.asarray(nic, dtype=np.float64)
+        for a in (self.machine_cores, self.machine_vcpus, self.machine_memory_gb):
+            a.setflags(write=False)
+        self.machine_nic_Bps.setflags(write=False)
+
+    def _init_gpu_types(self) -> None:
+        """GPU types as small integers: ``gpu_types`` (names, in order of first appearance),
+        ``machine_type`` and ``gpu_type_idx`` (index into ``gpu_types`` per machine / GPU),
+        ``type_gpus[k]`` (GPU ids of type k) and ``type_num_gpus``. A job of the parallelism
+        model runs on one type at a time (Crius 8.1)."""
+        names: list[str] = []
+        idx = []
+        for t in self.machine_gpu_type:
+            if t not in names:
+                names.append(t)
+            idx.append(names.index(t))
+        self.gpu_types: tuple[str, ...] = tuple(names)
+        self.machine_type = np.asarray(idx, dtype=np.int64)
+        self.gpu_type_idx = self.machine_type[self.gpu_machine]
+        self.type_gpus = tuple(np.flatnonzero(self.gpu_type_idx == k) for k in range(len(names)))
+        self.type_num_gpus = np.array([g.size for g in self.type_gpus], dtype=np.int64)
+        self.type_machines = tuple(
+            np.flatnonzero((self.machine_type == k) & (self.machine_num_gpus > 0))
+            for k in range(len(names))
+        )
+        self.heterogeneous = int((self.type_num_gpus > 0).sum()) > 1
+        for a in (self.machine_type, self.gpu_type_idx, self.type_num_gpus, *self.type_gpus,
+                  *self.type_machines):  # fmt: skip
+            a.setflags(write=False)
 
     @property
     def name(self) -> str:

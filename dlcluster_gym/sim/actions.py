@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlcluster_gym.perf.ps import DTConfig
+
 
 @dataclass(frozen=True, slots=True)
 class Start:
@@ -52,4 +54,22 @@ class WakeUp:
     at_s: float
 
 
-Action = Start | Preempt | Migrate | Resize | SetTimeShift | WakeUp
+@dataclass(frozen=True, slots=True)
+class StartPS:
+    """Start a waiting parameter-server job on a DT-config (``perf.ps.DTConfig``): its PS and
+    worker nodes with their vCPUs and servers (Nearchus IV)."""
+
+    job: int
+    config: DTConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Reconfigure:
+    """Give a running parameter-server job a new DT-config; the job restarts and pays the
+    scenario's ``restart_s`` (Nearchus V-C: every reconfiguration is a restart)."""
+
+    job: int
+    config: DTConfig
+
+
+Action = Start | Preempt | Migrate | Resize | SetTimeShift | WakeUp | StartPS | Reconfigure

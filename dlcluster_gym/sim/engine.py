@@ -19,6 +19,13 @@ contention off none of this runs and the engine is unchanged.
 Overheads (scenario ``overheads``): a preempted job pays checkpoint + restore when it next
 starts, a migrated job pays checkpoint + restore on its new GPUs, a resized job pays a
 restart. During an overhead the job holds its GPUs but makes no progress.
+
+Parameter-server jobs on CPUs (Nearchus; ``Job.vcpu_budget`` set): only when the workload has
+some does the engine create a ``sim.psjobs.PSRuntime``, and it dispatches to it for those jobs
+only. Such a job holds a DT-config (vCPUs and server of each PS and worker node) instead of
+GPUs, starts with ``StartPS``, changes with ``Reconfigure`` (a restart: ``restart_s``), and
+progresses at the steady-state speed of ``perf.ps``. Policies must declare
+``supports_ps_jobs = True`` to run on such scenarios; others get ``NotApplicableError``.
 """
 
 from __future__ import annotations
@@ -35,10 +42,21 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
-from dlcluster_gym.errors import ConfigError, InvalidActionError
+from dlcluster_gym.errors import ConfigError, InvalidActionError, NotApplicableError
 from dlcluster_gym.perf.contention import UP_TEMPLATES, SharedLinks, stretch_factors
 from dlcluster_gym.perf.network import placement_overhead
-from dlcluster_gym.sim.actions import Migrate, Preempt, Resize, SetTimeShift, Start, WakeUp
+from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
+from dlcluster_gym.sim.actions import (
+    Migrate,
+    Preempt,
+    Reconfigure,
+    Resize,
+    SetTimeShift,
+    Start,
+    StartPS,
+    WakeUp,
+)
+from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
 from dlcluster_gym.sim.view import ClusterView, Trigger
 from dlcluster_gym.workload.job import Job
@@ -50,6 +68,8 @@ _KIND_NAMES = {FINISH: "finish", ARRIVAL: "arrival", WAKEUP: "wakeup", ROUND: "r
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 _NO_LINKS.setflags(write=False)
+_NO_GPUS = np.zeros(0, dtype=np.int64)  # what a parameter-server job holds of GPUs
+_NO_GPUS.setflags(write=False)
 
 # Job status codes.
 PENDING, WAITING, RUNNING, DONE, DROPPED = 0, 1, 2, 3, 4
@@ -74,6 +94,9 @@ class Engine:
         self.jobs = list(jobs)
         self.policy = policy
         self.policy_name = getattr(policy, "name", type(policy).__name__)
+        # Policies with elastic GPU jobs (nearchus-gpu) may start a job on fewer GPUs than it
+        # demands and grow it with Resize (compute per iteration scales as for a resize).
+        self._elastic = bool(getattr(policy, "elastic_gpu_jobs", False))
         self.rng = rng
         self.overheads = scenario.overheads
         self._progress = progress
@@ -118,7 +141,8 @@ class Engine:
         self.alloc_n = np.zeros(n)  # GPUs held by each job (0 when not running)
         self.waiting: dict[int, None] = {}
         self.running: dict[int, None] = {}
-        self._profiles = {name: get_model(name) for name in {j.model for j in self.jobs}}
+        self._profiles = {name: get_model(name) for name in {j.model for j in self.jobs
+                                                             if not j.is_ps}}  # fmt: skip
         # Events.
         self._heap: list[tuple[float, int, int, int, int, int]] = []
         self._seq = itertools.count()
@@ -139,6 +163,11 @@ class Engine:
         self.contention_s = np.zeros(n)  # extra exposed-comm seconds due to link sharing
         if self.links is not None:
             self._init_contention(n)
+        # Parameter-server jobs on CPUs (perf.ps, sim.psjobs); None when there are none.
+        self.ps: PSRuntime | None = PSRuntime(self) if any(j.is_ps for j in self.jobs) else None
+        # Adaptive-parallelism jobs (Crius Table 2 models, perf.parallelism); None when none.
+        self.par_jobs = np.array([is_adaptive_model(j.model) for j in self.jobs], dtype=bool)
+        self.par = ParallelismSpeeds(cluster) if self.par_jobs.any() else None
         self._admit()
 
     # ------------------------------------------------------------------ setup
@@ -180,18 +209,49 @@ class Engine:
     # ------------------------------------------------------------------ speed model
     def comm_fraction(self, job: int, gpus: np.ndarray) -> float:
         """Exposed communication per iteration as a fraction of compute, for a placement."""
+        if self.par is not None and self.par_jobs[job]:
+            compute, comm = self._par_speed(job, gpus)
+            return comm / compute
         return placement_overhead(self.cluster, self._profiles[self.jobs[job].model], gpus)
 
+    def _par_speed(self, job: int, gpus: np.ndarray) -> tuple[float, float]:
+        """(compute, communication) seconds per iteration of an adaptive-parallelism job: its
+        best plan on the type and number of GPUs it holds (``perf.parallelism``)."""
+        assert self.par is not None
+        speed = self.par.speed(self.jobs[job].model, gpus)
+        if speed is None:  # the actions were validated; this would be an engine bug
+            raise RuntimeError(f"job {job}: no feasible plan on {gpus.size} GPUs")
+        return speed
+
+    def _check_par(self, action: Any, job: int, gpus: np.ndarray) -> None:
+        """An adaptive-parallelism job needs a plan that fits in its GPUs' memory."""
+        if self.par is not None and self.par_jobs[job] and self.par.plan(
+            self.jobs[job].model, gpus
+        ) is None:
+            types = sorted({self.cluster.gpu_types[k] for k in self.cluster.gpu_type_idx[gpus]})
+            raise self._bad(
+                action,
+                f"job {job} ({self.jobs[job].model}) fits on no parallelism plan of "
+                f"{gpus.size} {'/'.join(types)} GPUs (out of memory)",
+            )
+
     def _set_speed(self, job: int) -> None:
+        if self.ps is not None and job in self.ps.perf:
+            self._set_speed_ps(job)
+            return
         if self.links is not None:
             self._base_speed(job)
             self._respeed(job)
             return
         gpus = self.job_gpus[job]
         spec = self.jobs[job]
-        compute = spec.compute_s * spec.num_gpus / gpus.size  # data parallel: fixed global batch
+        if self.par is not None and self.par_jobs[job]:  # adaptive parallelism (Crius)
+            compute, comm = self._par_speed(job, gpus)
+        else:
+            compute = spec.compute_s * spec.num_gpus / gpus.size  # data parallel: fixed batch
+            comm = self.comm_fraction(job, gpus) * compute
         self.compute_per_iter[job] = compute
-        self.comm_per_iter[job] = self.comm_fraction(job, gpus) * compute
+        self.comm_per_iter[job] = comm
         self.iter_time[job] = compute + self.comm_per_iter[job]
         self.version[job] += 1
         start = max(self.now, self.resume_at[job])
@@ -273,6 +333,8 @@ class Engine:
         gpus = self.job_gpus[job]
         spec = self.jobs[job]
         compute = spec.compute_s * spec.num_gpus / gpus.size
+        if self.par is not None and self.par_jobs[job]:  # adaptive parallelism (Crius)
+            compute = self._par_speed(job, gpus)[0]
         self.compute_per_iter[job] = compute
         fraction = self.comm_fraction(job, gpus)
         comm = fraction * compute
@@ -434,6 +496,8 @@ class Engine:
         return tier
 
     def _release(self, job: int) -> np.ndarray:
+        if self.ps is not None:
+            self.ps.release(job)
         gpus = self.job_gpus.pop(job)
         self.alloc_n[job] = 0
         self.free_mask[gpus] = True
@@ -492,10 +556,16 @@ class Engine:
             if isinstance(a, Start):
                 self._check_job(a, a.job, WAITING)
                 gpus = self._check_gpus(a, a.job, a.gpus)
-                if gpus.size != self.jobs[a.job].num_gpus:
+                # Adaptive-parallelism jobs are elastic: any GPU count with a feasible plan.
+                if (
+                    gpus.size != self.jobs[a.job].num_gpus
+                    and not self.par_jobs[a.job]
+                    and not (self._elastic and gpus.size < self.jobs[a.job].num_gpus)
+                ):
                     raise self._bad(
                         a, f"job {a.job} demands {self.jobs[a.job].num_gpus} GPUs, got {gpus.size}"
                     )
+                self._check_par(a, a.job, gpus)
                 if not math.isfinite(a.time_shift_s):
                     raise self._bad(a, "time shift must be finite")
                 self._start(a.job, gpus, a.time_shift_s)
@@ -511,6 +581,7 @@ class Engine:
                         f"job {a.job}: migration must keep "
                         f"{self.job_gpus[a.job].size} GPUs, got {gpus.size}",
                     )
+                self._check_par(a, a.job, gpus)
                 self._move(a.job, gpus, isinstance(a, Resize))
             elif isinstance(a, SetTimeShift):
                 self._check_job(a, a.job, RUNNING)
@@ -527,9 +598,13 @@ class Engine:
                 if t not in self._wakeups:
                     self._wakeups.add(t)
                     self._push(t, WAKEUP, -1)
+            elif isinstance(a, StartPS | Reconfigure):
+                self._apply_ps(a)
             else:
                 raise self._bad(
-                    a, "not an action (Start, Preempt, Migrate, Resize, SetTimeShift, WakeUp)"
+                    a,
+                    "not an action (Start, Preempt, Migrate, Resize, SetTimeShift, WakeUp, "
+                    "StartPS, Reconfigure)",
                 )
 
     def _start(self, job: int, gpus: np.ndarray, shift: float) -> None:
@@ -587,6 +662,49 @@ class Engine:
             self._respeed(job)
         self._log("resize" if resize else "migrate", job, gpus=gpus.tolist())
 
+    # ------------------------------------------------------------------ parameter-server jobs
+    def _apply_ps(self, a: StartPS | Reconfigure) -> None:
+        """StartPS / Reconfigure (sim.psjobs): validate the DT-config and apply it."""
+        if self.ps is None:
+            raise self._bad(a, "the scenario has no parameter-server jobs")
+        start = isinstance(a, StartPS)
+        self._check_job(a, a.job, WAITING if start else RUNNING)
+        cfg = self.ps.check(self._bad, a, a.job, a.config)
+        job = a.job
+        if start:
+            del self.waiting[job]
+            self.running[job] = None
+            self.status[job] = RUNNING
+            if math.isnan(self.first_start[job]):
+                self.first_start[job] = self.now
+            self.last_start[job] = self.now
+            self.last_update[job] = self.now
+            self.resume_at[job] = self.now + self.pending_overhead[job]
+            self.pending_overhead[job] = 0.0
+        else:
+            self._advance(job)
+            self.ps.release(job)
+            self.resizes[job] += 1
+            self.resume_at[job] = max(self.resume_at[job], self.now) + self.overheads.restart_s
+        self.job_gpus[job] = _NO_GPUS
+        self.tiers_used[job] |= 1 << int(Tier.MACHINE if len(set(cfg.servers().tolist())) == 1
+                                         else Tier.RACK)  # fmt: skip
+        self.ps.allocate(job, cfg, float(self.resume_at[job]))
+        self._set_speed_ps(job)
+        self._log("start" if start else "reconfigure", job, config=cfg.label())
+
+    def _set_speed_ps(self, job: int) -> None:
+        """A PS job progresses at its DT-config's steady-state speed (``perf.ps``)."""
+        assert self.ps is not None
+        step = 1.0 / self.ps.perf[job].speed
+        self.compute_per_iter[job] = step
+        self.comm_per_iter[job] = 0.0
+        self.iter_time[job] = step
+        self.version[job] += 1
+        start = max(self.now, self.resume_at[job])
+        remaining = max(self.iterations[job] - self.done_iters[job], 0.0)
+        self._push(start + remaining * step, FINISH, job, int(self.version[job]))
+
     # ------------------------------------------------------------------ main loop
     def _finish(self, job: int) -> None:
         self._advance(job)
@@ -611,6 +729,8 @@ class Engine:
             )
             if self.links is not None:
                 self._record_links(replace=True)
+            if self.ps is not None:
+                self.ps.record(replace=True)
             return
         self._ts_t.append(self.now)
         self._ts_busy.append(busy)
@@ -619,6 +739,8 @@ class Engine:
         self._ts_left.append(left)
         if self.links is not None:
             self._record_links(replace=False)
+        if self.ps is not None:
+            self.ps.record(replace=False)
 
     def _record_links(self, replace: bool) -> None:
         """Mean / max utilization over links carrying jobs, and how many are contended."""
@@ -654,6 +776,12 @@ class Engine:
         actions for it via ``send``; returns the results. ``run`` drives it with the policy;
         a Gymnasium env drives it with its own decisions."""
         t_wall = time.perf_counter()
+        if self.ps is not None and not getattr(self.policy, "supports_ps_jobs", False):
+            raise NotApplicableError(
+                f"policy {self.policy_name!r} schedules GPU jobs; scenario "
+                f"{self.scenario.name} has parameter-server jobs on CPUs (use a policy with "
+                "supports_ps_jobs = True: nearchus, optimus, fa-bf)"
+            )
         reset = getattr(self.policy, "reset", None)
         view = ClusterView(self)
         if reset is not None:
@@ -727,4 +855,6 @@ class Engine:
                 links_active=np.asarray(self._ts_active, dtype=np.int64),
                 links_contended=np.asarray(self._ts_contended, dtype=np.int64),
             )
+        if self.ps is not None:
+            ts.update(self.ps.timeseries())
         return ts

@@ -179,6 +179,26 @@ def fewest_machines(
     return _take_from_machines(cluster, free_mask, order[:k], n)
 
 
+def packed_on(
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    free_per_machine: np.ndarray,
+    n: int,
+    machines: np.ndarray,
+) -> np.ndarray | None:
+    """``n`` GPUs on as few of ``machines`` as possible (e.g. the machines of one GPU type):
+    best fit on one machine when one holds ``n``, else the machines with the most free GPUs
+    first (index order on ties)."""
+    fpm = free_per_machine[machines]
+    if int(fpm.sum()) < n:
+        return None
+    gpus = on_one_machine(cluster, free_mask, free_per_machine, n, machines)
+    if gpus is not None:
+        return gpus
+    order = machines[np.argsort(-fpm, kind="stable")]
+    return _take_from_machines(cluster, free_mask, order, n)
+
+
 def candidates(
     cluster: Cluster,
     free_mask: np.ndarray,

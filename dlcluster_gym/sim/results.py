@@ -258,7 +258,8 @@ def summarize(
     overhead = overhead_ratio(comm_s[done], compute_s[done])
     if busy_integral is None:
         busy_integral = float((run_s[done] * gpus[done]).sum())
-    util = busy_integral / (num_gpus_cluster * makespan) if makespan and makespan > 0 else math.nan
+    has_gpus = num_gpus_cluster > 0 and makespan and makespan > 0  # CPU-only: no GPU util
+    util = busy_integral / (num_gpus_cluster * makespan) if has_gpus else math.nan
     return {
         "makespan_s": makespan,
         "avg_jct_s": _mean(jct),

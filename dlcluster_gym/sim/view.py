@@ -10,7 +10,8 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.sim import placement
-from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Start, WakeUp
+from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, Start, WakeUp
+from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.workload.job import Job
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class ClusterView:
         self.preemptions = _ro(engine.preemptions)
         self.iter_time_s = _ro(engine.iter_time)
         self.last_start_s = _ro(engine.last_start)
+        # Parameter-server jobs on CPUs (sim.psjobs.PSView); None on GPU-only scenarios.
+        self.ps: PSView | None = PSView(engine.ps) if engine.ps is not None else None
 
     # ---------------------------------------------------------------- time and triggers
     @property
@@ -168,6 +171,28 @@ class Plan:
         return placement.fewest_machines(
             self.cluster, self.free_mask, self.free_per_machine, n, strict
         )
+
+    def free_per_type(self) -> np.ndarray:
+        """Free GPUs per GPU type (index into ``cluster.gpu_types``)."""
+        return np.bincount(
+            self.cluster.machine_type, weights=self.free_per_machine,
+            minlength=len(self.cluster.gpu_types),
+        ).astype(np.int64)  # fmt: skip
+
+    def find_on_type(self, n: int, gpu_type: int) -> np.ndarray | None:
+        """``n`` free GPUs of one type (index into ``cluster.gpu_types``), on as few machines
+        as possible."""
+        return placement.packed_on(
+            self.cluster, self.free_mask, self.free_per_machine, n,
+            self.cluster.type_machines[gpu_type],
+        )  # fmt: skip
+
+    def resize(self, job: int, gpus: np.ndarray) -> None:
+        """Resize a running job onto ``gpus`` (may keep some of its own GPUs)."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        self._mark(self.view.gpus_of(job), True)
+        self._mark(gpus, False)
+        self.actions.append(Resize(job, tuple(gpus.tolist())))
 
     def start(self, job: int, gpus: np.ndarray, time_shift_s: float = 0.0) -> None:
         gpus = np.asarray(gpus, dtype=np.int64)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import (
+    CriusWorkload,
     DallyWorkload,
+    PSWorkload,
     ScenarioConfig,
     SyntheticWorkload,
     TraceWorkload,
@@ -17,7 +20,13 @@ from dlcluster_gym.errors import ConfigError, TraceError, UnknownNameError
 from dlcluster_gym.workload.generators import dally_jobs, iteration_time_s, synthetic_jobs
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
-from dlcluster_gym.workload.traces import load_trace
+from dlcluster_gym.workload.traces import (
+    limit_gpus,
+    load_trace,
+    pollux_models,
+    rescale_arrivals,
+    resolve_trace,
+)
 
 
 def build_workload(
@@ -43,6 +52,17 @@ def build_workload(
         )  # fmt: skip
     elif isinstance(wl, TraceWorkload):
         jobs = _trace_jobs(wl, cluster, rng, traces_dir)
+    elif isinstance(wl, CriusWorkload):
+        from dlcluster_gym.workload.crius import crius_jobs
+
+        jobs = crius_jobs(wl, cluster, rng, traces_dir)
+    elif isinstance(wl, PSWorkload):
+        from dlcluster_gym.workload.ps import PS_VARIANTS, ps_jobs
+
+        jobs = ps_jobs(
+            wl.num_jobs, rng, models=wl.models, variants=wl.variants or PS_VARIANTS,
+            arrival=wl.arrival, rate_per_hour=wl.rate_per_hour,
+        )  # fmt: skip
     else:  # pragma: no cover - the config union is closed
         raise ConfigError(f"unknown workload kind {getattr(wl, 'kind', wl)!r}")
     order = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
@@ -54,21 +74,28 @@ def build_workload(
 def _renumber(job: Job, job_id: int) -> Job:
     if job.job_id == job_id:
         return job
-    return Job(
-        job_id=job_id, model=job.model, num_gpus=job.num_gpus, iterations=job.iterations,
-        compute_s=job.compute_s, arrival_s=job.arrival_s, name=job.name, gpu_type=job.gpu_type,
-    )  # fmt: skip
+    return dataclasses.replace(job, job_id=job_id)
 
 
 def _trace_jobs(
     wl: TraceWorkload, cluster: Cluster, rng: np.random.Generator, traces_dir: str | Path | None
 ) -> list[Job]:
-    trace = load_trace(wl.format, wl.path, traces_dir, wl.time_window_s)
+    options: dict = {}
+    if wl.columns is not None:
+        options["columns"] = wl.columns
+    if wl.task_path is not None:
+        options["task_path"] = resolve_trace(wl.task_path, traces_dir)
+    trace = load_trace(wl.format, wl.path, traces_dir, wl.time_window_s, wl.on_error, **options)
+    if wl.gpu_demand != "keep":
+        trace = limit_gpus(trace, cluster.num_gpus, wl.gpu_demand)
     n = len(trace)
     if wl.max_jobs is not None and wl.max_jobs < n:  # already sorted by arrival
         trace = trace.select(np.arange(n) < wl.max_jobs)
         n = len(trace)
-    profiles = _trace_models(wl, trace.model_names, trace.path, trace.lines, rng, n)
+    if wl.target_load is not None:
+        trace = rescale_arrivals(trace, cluster.num_gpus, wl.target_load)
+    names = pollux_models(trace, rng) if wl.models == "pollux" else trace.model_names
+    profiles = _trace_models(wl, names, trace.path, trace.lines, rng, n)
     arrivals = trace.arrival_s - trace.arrival_s[0]
     use_trace_iters = wl.iterations_from == "trace" and trace.iterations is not None
     cache: dict[tuple[str, int], float] = {}
@@ -97,7 +124,7 @@ def _trace_models(
     rng: np.random.Generator,
     n: int,
 ) -> list[ModelProfile]:
-    if wl.models == "trace":
+    if wl.models in ("trace", "pollux"):
         if names is None:
             raise TraceError(
                 f"{path}: format {wl.format!r} has no model_name column; use models: dally or "

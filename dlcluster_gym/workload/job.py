@@ -24,10 +24,23 @@ class Job:
     arrival_s: float
     name: str = ""
     gpu_type: str | None = None  # required GPU type on heterogeneous clusters (None: any)
+    # Parameter-server job on CPUs (Nearchus) when set: its vCPU budget R_max. Such a job has
+    # num_gpus = 0, iterations = training steps and compute_s = worker vCPU-seconds per step;
+    # it runs on a DT-config (``perf.ps``), not on GPUs.
+    vcpu_budget: float | None = None
 
     def __post_init__(self) -> None:
         where = f"job {self.name or self.job_id}"
-        if not isinstance(self.num_gpus, int) or self.num_gpus <= 0:
+        if self.vcpu_budget is not None:
+            b = self.vcpu_budget
+            if not (isinstance(b, int | float) and math.isfinite(b) and b > 0):
+                raise ConfigError(f"{where}: vcpu_budget must be finite and > 0, got {b!r}")
+            if self.num_gpus != 0:
+                raise ConfigError(
+                    f"{where}: a parameter-server job (vcpu_budget set) has num_gpus 0, "
+                    f"got {self.num_gpus!r}"
+                )
+        elif not isinstance(self.num_gpus, int) or self.num_gpus <= 0:
             raise ConfigError(
                 f"{where}: num_gpus must be a positive integer, got {self.num_gpus!r}"
             )
@@ -43,3 +56,8 @@ class Job:
     def ideal_run_s(self) -> float:
         """Run time with no communication overhead (Dally's T_total-ideal-run, 4.3.1)."""
         return self.iterations * self.compute_s
+
+    @property
+    def is_ps(self) -> bool:
+        """A parameter-server job on CPUs (``vcpu_budget`` set)."""
+        return self.vcpu_budget is not None

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Literal
 
 from dlcluster_gym.errors import UnknownNameError
+from dlcluster_gym.workload.large_models import LARGE_MODELS, is_large_model, parse_large_model
 
 DDP_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DistributedDataParallel bucket_cap_mb=25
 DEFAULT_OVERLAP = 0.0  # Pollux traces: sync_time ~ step-time increase, i.e. little overlap
@@ -517,7 +519,29 @@ _OTHERS = (
     ),
 )
 
+
+
+@lru_cache(maxsize=None)
+def large_model_profile(name: str) -> ModelProfile:
+    """Zoo entry of a Crius Table 2 model (``workload.large_models``). Jobs of these models run
+    with adaptive parallelism (``perf.parallelism``), which decides their speed; ``compute_s``
+    here is only nominal: the global batch on one A100 at 50% of its fp16 peak, memory
+    ignored."""
+    model, batch = parse_large_model(name)
+    flops = 3.0 * model.fwd_flops_per_sample * batch
+    family = {"bert": "nlp", "moe": "nlp", "wresnet": "cnn"}[model.family]
+    label = model.name if batch == model.default_batch else f"{model.name}-bs{batch}"
+    return _p(
+        label, model.params / 1e6, float(model.layers.params.max()) / 1e6,
+        flops / (312e12 * 0.5), batch, "A100", family,
+        f"Crius Table 2 {model.description}; global batch {batch}; runs with adaptive "
+        "parallelism (perf.parallelism)",
+        parallelism="model",
+    )  # fmt: skip
+
+
 MODEL_ZOO: dict[str, ModelProfile] = {p.name: p for p in (*_DALLY, *_OTHERS)}
+MODEL_ZOO.update({name: large_model_profile(name) for name in LARGE_MODELS})
 
 # Spelling variants seen in traces and papers, after normalisation (lower case, "_" and " "
 # turned into "-").
@@ -569,6 +593,8 @@ def get_model(name: str) -> ModelProfile:
     try:
         return MODEL_ZOO[key]
     except KeyError:
+        if is_large_model(key):
+            return large_model_profile(key)
         raise UnknownNameError("model", name, MODEL_ZOO) from None
 
 

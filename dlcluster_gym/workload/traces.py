@@ -1,6 +1,6 @@
 """Trace root resolution and loaders for public DL cluster traces.
 
-Formats (CSV with a header; extra columns are ignored):
+Formats (CSV with a header unless noted; extra columns are ignored; times in seconds):
 
 - ``philly``: Pollux's Philly extract ``timestamp,duration,num_gpus,gpu_time,cluster``;
   timestamps like ``2017-10-09 07:01:55``; arrival = seconds since the earliest timestamp.
@@ -8,9 +8,18 @@ Formats (CSV with a header; extra columns are ignored):
 - ``itp-raw``: ElasticFlow's Microsoft ITP traces ``job_id,submission_time,duration,num_gpu``.
 - ``itp-extracted``: the same jobs with labels
   ``job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration``.
+- ``elasticflow-philly``: ElasticFlow's Philly CSV
+  ``job_id,submit_time,...,model_name,...,num_gpu,...,duration,iteration``.
+- ``pollux-workload``: Pollux workloads ``name,time,application,num_replicas,batch_size``;
+  iterations come from Pollux's measured runs to convergence (see :func:`load_pollux_workload`).
+- ``helios``: ``job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,
+  end_time,duration,queue``; CPU-only (``gpu_num`` 0) and zero-length jobs are left out.
+- ``alibaba-pai``: Alibaba PAI v2020 ``pai_job_table`` + ``pai_task_table`` (header optional).
+- ``generic``: any CSV, with a column mapping (:func:`load_generic`).
 
 Every loader returns a :class:`TraceJobs` sorted by arrival (stable) and raises
-:class:`~dlcluster_gym.errors.TraceError` naming the file, line, column and value on bad input.
+:class:`~dlcluster_gym.errors.TraceError` naming the file, line, column and value on bad input;
+with ``on_error="skip"`` malformed rows are skipped, counted and reported in one warning.
 """
 
 from __future__ import annotations
@@ -18,18 +27,40 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from dlcluster_gym.errors import TraceError
 
-TraceFormat = Literal["philly", "tiresias", "itp-raw", "itp-extracted"]
-TRACE_FORMATS: tuple[str, ...] = ("philly", "tiresias", "itp-raw", "itp-extracted")
+TraceFormat = Literal[
+    "philly",
+    "tiresias",
+    "itp-raw",
+    "itp-extracted",
+    "elasticflow-philly",
+    "pollux-workload",
+    "helios",
+    "alibaba-pai",
+    "generic",
+]
+TRACE_FORMATS: tuple[str, ...] = (
+    "philly",
+    "tiresias",
+    "itp-raw",
+    "itp-extracted",
+    "elasticflow-philly",
+    "pollux-workload",
+    "helios",
+    "alibaba-pai",
+    "generic",
+)
+OnError = Literal["fail", "skip"]
 ENV_VAR = "DLCLUSTER_TRACES"
 
 # Files of ../shared/traces used by presets and tests.
@@ -37,6 +68,9 @@ PHILLY_CSV = "pollux_adaptdl/traces/philly.csv"
 TIRESIAS_60JOB_CSV = "tiresias/60_job.csv"
 ITP_RAW_DIR = "elasticflow_itp/raw"
 ITP_EXTRACTED_DIR = "elasticflow_itp/extracted"
+ELASTICFLOW_PHILLY_CSV = "elasticflow_pkusys/philly_103959.csv"
+POLLUX_WORKLOAD_DIR = "pollux_adaptdl/workloads"
+POLLUX_TRACES_DIR = "pollux_adaptdl/traces"
 
 
 # --------------------------------------------------------------------------- trace root
@@ -83,7 +117,8 @@ class TraceJobs:
     """Jobs of one trace, sorted by arrival (ties keep file order); arrays are parallel.
 
     ``iterations`` and ``model_names`` are None when the format has no such column.
-    ``lines`` are 1-based line numbers in the file (for error messages).
+    ``lines`` are 1-based line numbers in the file (for error messages). ``skipped`` counts
+    malformed rows left out under ``on_error="skip"``.
     """
 
     path: Path
@@ -95,6 +130,7 @@ class TraceJobs:
     lines: np.ndarray
     iterations: np.ndarray | None = None
     model_names: tuple[str, ...] | None = None
+    skipped: int = 0
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -125,6 +161,7 @@ class TraceJobs:
             model_names=None
             if self.model_names is None
             else tuple(self.model_names[i] for i in idx),
+            skipped=self.skipped,
         )
 
 
@@ -178,14 +215,75 @@ def _p_str(v: str) -> str:
 _Parser = Callable[[str], object]
 
 
-def _read_columns(path: Path, columns: Sequence[tuple[str, _Parser]]) -> tuple[list, list[int]]:
-    """Parse the named columns of a CSV: (one list per column, line numbers)."""
+def _p_number_or_timestamp(v: str) -> float:
+    """Seconds as a number, or an ISO timestamp (seconds since 1970)."""
+    try:
+        return _p_time(v)
+    except ValueError as exc:
+        if "finite" in str(exc):
+            raise
+    return _p_timestamp(v)
+
+
+def _p_gpus0(v: str) -> int:
+    x = float(v)
+    if not math.isfinite(x) or x != int(x) or x < 0:
+        raise ValueError("must be an integer >= 0")
+    return int(x)
+
+
+def _p_nonneg(v: str) -> float:
+    x = float(v)
+    if not math.isfinite(x) or x < 0:
+        raise ValueError("must be a finite number >= 0")
+    return x
+
+
+class _Skips:
+    """Malformed rows left out under ``on_error="skip"`` (count and the first few reasons)."""
+
+    def __init__(self, path: Path, on_error: str) -> None:
+        if on_error not in ("fail", "skip"):
+            raise TraceError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+        self.path, self.on_error, self.count, self.first = path, on_error, 0, []
+
+    def bad(self, err: TraceError) -> None:
+        if self.on_error == "fail":
+            raise err
+        self.count += 1
+        if len(self.first) < 3:
+            self.first.append(str(err).removeprefix(f"{self.path}: "))
+
+    def warn(self) -> None:
+        if self.count:
+            warnings.warn(
+                f"{self.path}: skipped {self.count} malformed row(s); first: "
+                + "; ".join(self.first),
+                stacklevel=3,
+            )
+
+
+def _read_columns(
+    path: Path,
+    columns: Sequence[tuple[str, _Parser]],
+    on_error: str = "fail",
+    names: Sequence[str] | None = None,
+) -> tuple[list, list[int], int]:
+    """Parse the named columns of a CSV: (one list per column, line numbers, rows skipped).
+
+    ``names`` are the column names of a header-less file, used when its first row is not a
+    header (Alibaba PAI tables ship without one).
+    """
+    skips = _Skips(path, on_error)
     with path.open(newline="") as f:
         reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
+        first = next(reader, None)
+        if first is None:
             raise TraceError(f"{path}: empty file (expected a header row)")
-        header = [h.strip() for h in header]
+        header = [h.strip() for h in first]
+        pending: list[list[str]] = []
+        if names is not None and not set(c for c, _ in columns) <= set(header):
+            header, pending = list(names), [first]
         missing = [c for c, _ in columns if c not in header]
         if missing:
             raise TraceError(
@@ -194,31 +292,46 @@ def _read_columns(path: Path, columns: Sequence[tuple[str, _Parser]]) -> tuple[l
             )
         idx = [header.index(c) for c, _ in columns]
         parsers = [p for _, p in columns]
-        names = [c for c, _ in columns]
+        cols = [c for c, _ in columns]
         out: list[list] = [[] for _ in columns]
         lines: list[int] = []
         width = len(header)
-        for row in reader:
+        for row in _chain(pending, reader):
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             line = reader.line_num
             if len(row) < width:
-                raise TraceError(
-                    f"{path}: line {line} has {len(row)} field(s), the header has {width}"
+                skips.bad(
+                    TraceError(
+                        f"{path}: line {line} has {len(row)} field(s), the header has {width}"
+                    )
                 )
-            for k, (i, parse) in enumerate(zip(idx, parsers, strict=True)):
+                continue
+            values = []
+            for i, parse, name in zip(idx, parsers, cols, strict=True):
                 v = row[i]
                 try:
-                    out[k].append(parse(v))
+                    values.append(parse(v))
                 except ValueError as exc:
                     msg = str(exc)
                     if msg.startswith("could not convert") or "invalid literal" in msg:
                         msg = "not a number"
-                    raise _bad(path, line, names[k], v, msg) from None
-            lines.append(line)
+                    skips.bad(_bad(path, line, name, v, msg))
+                    break
+            else:
+                for k, v in enumerate(values):
+                    out[k].append(v)
+                lines.append(line)
+    skips.warn()
     if not lines:
-        raise TraceError(f"{path}: no jobs (header only)")
-    return out, lines
+        why = f" ({skips.count} malformed row(s) skipped)" if skips.count else ""
+        raise TraceError(f"{path}: no jobs (header only){why}")
+    return out, lines, skips.count
+
+
+def _chain(pending: list[list[str]], reader: Any) -> Any:
+    yield from pending
+    yield from reader
 
 
 def _finish(
@@ -232,6 +345,7 @@ def _finish(
     iterations: Sequence[float] | None,
     models: Sequence[str] | None,
     time_window_s: tuple[float, float] | None,
+    skipped: int = 0,
 ) -> TraceJobs:
     arr = np.asarray(arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
@@ -245,7 +359,10 @@ def _finish(
         lines=np.asarray(lines, dtype=np.int64)[order],
         iterations=None if iterations is None else np.asarray(iterations, np.float64)[order],
         model_names=None if models is None else tuple(models[i] for i in order),
+        skipped=skipped,
     )
+    if not len(jobs):
+        raise TraceError(f"{path}: no jobs left after filtering")
     if time_window_s is None:
         return jobs
     start, end = (float(x) for x in time_window_s)
@@ -269,26 +386,30 @@ def load_philly(
     path: str | Path = PHILLY_CSV,
     traces_dir: str | Path | None = None,
     time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
 ) -> TraceJobs:
     """Pollux's Philly CSV; arrival = seconds since the earliest timestamp in the file."""
     p = resolve_trace(path, traces_dir)
-    (ts, dur, gpus), lines = _read_columns(
-        p, [("timestamp", _p_timestamp), ("duration", _p_duration), ("num_gpus", _p_gpus)]
+    (ts, dur, gpus), lines, skipped = _read_columns(
+        p,
+        [("timestamp", _p_timestamp), ("duration", _p_duration), ("num_gpus", _p_gpus)],
+        on_error,
     )
     t = np.asarray(ts, dtype=np.float64)
     t -= t.min()
     ids = [f"philly-{ln}" for ln in lines]
-    return _finish(p, "philly", ids, t, dur, gpus, lines, None, None, time_window_s)
+    return _finish(p, "philly", ids, t, dur, gpus, lines, None, None, time_window_s, skipped)
 
 
 def load_tiresias(
     path: str | Path = TIRESIAS_60JOB_CSV,
     traces_dir: str | Path | None = None,
     time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
 ) -> TraceJobs:
     """Tiresias job CSV (``submit_time`` and ``duration`` in seconds)."""
     p = resolve_trace(path, traces_dir)
-    (ids, gpus, t, its, models, dur), lines = _read_columns(
+    (ids, gpus, t, its, models, dur), lines, skipped = _read_columns(
         p,
         [
             ("job_id", _p_str),
@@ -298,18 +419,20 @@ def load_tiresias(
             ("model_name", _p_str),
             ("duration", _p_duration),
         ],
+        on_error,
     )
-    return _finish(p, "tiresias", ids, t, dur, gpus, lines, its, models, time_window_s)
+    return _finish(p, "tiresias", ids, t, dur, gpus, lines, its, models, time_window_s, skipped)
 
 
 def load_itp_raw(
     path: str | Path,
     traces_dir: str | Path | None = None,
     time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
 ) -> TraceJobs:
     """ElasticFlow ITP raw cluster CSV (all fields real; seconds)."""
     p = resolve_trace(path, traces_dir)
-    (ids, t, dur, gpus), lines = _read_columns(
+    (ids, t, dur, gpus), lines, skipped = _read_columns(
         p,
         [
             ("job_id", _p_str),
@@ -317,18 +440,20 @@ def load_itp_raw(
             ("duration", _p_duration),
             ("num_gpu", _p_gpus),
         ],
+        on_error,
     )
-    return _finish(p, "itp-raw", ids, t, dur, gpus, lines, None, None, time_window_s)
+    return _finish(p, "itp-raw", ids, t, dur, gpus, lines, None, None, time_window_s, skipped)
 
 
 def load_itp_extracted(
     path: str | Path,
     traces_dir: str | Path | None = None,
     time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
 ) -> TraceJobs:
     """ElasticFlow ITP extracted CSV (adds synthetic ``num_iteration`` and ``model_name``)."""
     p = resolve_trace(path, traces_dir)
-    (ids, t, its, models, gpus, dur), lines = _read_columns(
+    (ids, t, its, models, gpus, dur), lines, skipped = _read_columns(
         p,
         [
             ("job_id", _p_str),
@@ -338,8 +463,295 @@ def load_itp_extracted(
             ("num_gpu", _p_gpus),
             ("duration", _p_duration),
         ],
+        on_error,
     )
-    return _finish(p, "itp-extracted", ids, t, dur, gpus, lines, its, models, time_window_s)
+    return _finish(
+        p, "itp-extracted", ids, t, dur, gpus, lines, its, models, time_window_s, skipped
+    )
+
+
+def load_elasticflow_philly(
+    path: str | Path = ELASTICFLOW_PHILLY_CSV,
+    traces_dir: str | Path | None = None,
+    time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
+) -> TraceJobs:
+    """ElasticFlow's Philly CSV (``submit_time``, ``num_gpu``, ``duration``, ``iteration``,
+    ``model_name``; the ``real_*`` columns are ignored)."""
+    p = resolve_trace(path, traces_dir)
+    (ids, t, models, gpus, dur, its), lines, skipped = _read_columns(
+        p,
+        [
+            ("job_id", _p_str),
+            ("submit_time", _p_time),
+            ("model_name", _p_str),
+            ("num_gpu", _p_gpus),
+            ("duration", _p_duration),
+            ("iteration", _p_duration),
+        ],
+        on_error,
+    )
+    return _finish(
+        p, "elasticflow-philly", ids, t, dur, gpus, lines, its, models, time_window_s, skipped
+    )
+
+
+def pollux_iterations(application: str, batch_size: float, pollux_traces: Path) -> float:
+    """Iterations a Pollux application needs to converge at ``batch_size``: the last
+    ``iteration`` of ``<app>/validation-<B>.csv``, B the measured batch size nearest in log."""
+    files = {}
+    for f in (pollux_traces / application).glob("validation-*.csv"):
+        try:
+            files[int(f.stem.split("-", 1)[1])] = f
+        except ValueError:
+            continue
+    if not files:
+        raise TraceError(
+            f"no Pollux convergence runs for application {application!r} under "
+            f"{pollux_traces / application} (expected validation-<batch>.csv files)"
+        )
+    nearest = min(files, key=lambda b: (abs(math.log(b / batch_size)), b))
+    rows = files[nearest].read_text().strip().splitlines()
+    header = rows[0].split(",")
+    return float(rows[-1].split(",")[header.index("iteration")])
+
+
+def load_pollux_workload(
+    path: str | Path,
+    traces_dir: str | Path | None = None,
+    time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
+    pollux_traces: str | Path = POLLUX_TRACES_DIR,
+) -> TraceJobs:
+    """A Pollux workload CSV (``name,time,application,num_replicas,batch_size``).
+
+    The file has no durations. Iterations are those Pollux measured to converge at the
+    nearest batch size (:func:`pollux_iterations`, under ``pollux_traces`` in the trace root);
+    ``duration_s`` is an estimate, iterations x the zoo model's one-GPU compute time (used only
+    for load calculations). The application is the model name (all six are in the zoo).
+    """
+    from dlcluster_gym.errors import UnknownNameError
+    from dlcluster_gym.workload.models import get_model
+
+    p = resolve_trace(path, traces_dir)
+    root = Path(pollux_traces)
+    root = root if root.is_absolute() else trace_root(traces_dir) / root
+    (ids, t, apps, gpus, bsz), lines, skipped = _read_columns(
+        p,
+        [
+            ("name", _p_str),
+            ("time", _p_time),
+            ("application", _p_str),
+            ("num_replicas", _p_gpus),
+            ("batch_size", _p_duration),
+        ],
+        on_error,
+    )
+    its, dur = [], []
+    cache: dict[tuple[str, float], float] = {}
+    for app, b, line in zip(apps, bsz, lines, strict=True):
+        try:
+            compute = get_model(app).compute_s
+        except UnknownNameError as exc:
+            raise _bad(p, line, "application", app, f"unknown model; known: {exc.valid}") from None
+        if (app, b) not in cache:
+            cache[app, b] = pollux_iterations(app, b, root)
+        its.append(cache[app, b])
+        dur.append(cache[app, b] * compute)
+    return _finish(
+        p, "pollux-workload", ids, t, dur, gpus, lines, its, apps, time_window_s, skipped
+    )
+
+
+def load_helios(
+    path: str | Path,
+    traces_dir: str | Path | None = None,
+    time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
+) -> TraceJobs:
+    """Helios (SenseTime) job log; ``submit_time`` a timestamp or seconds, ``duration`` in
+    seconds. CPU-only jobs (``gpu_num`` 0) and zero-length jobs are left out (not errors);
+    arrival = seconds since the earliest submission kept."""
+    p = resolve_trace(path, traces_dir)
+    (ids, t, gpus, dur), lines, skipped = _read_columns(
+        p,
+        [
+            ("job_id", _p_str),
+            ("submit_time", _p_number_or_timestamp),
+            ("gpu_num", _p_gpus0),
+            ("duration", _p_nonneg),
+        ],
+        on_error,
+    )
+    keep = [i for i in range(len(lines)) if gpus[i] > 0 and dur[i] > 0]
+    if not keep:
+        raise TraceError(f"{p}: no GPU jobs (every row has gpu_num 0 or duration 0)")
+    ta = np.asarray([t[i] for i in keep], dtype=np.float64)
+    ta -= ta.min()
+    return _finish(
+        p,
+        "helios",
+        [ids[i] for i in keep],
+        ta,
+        [dur[i] for i in keep],
+        [gpus[i] for i in keep],
+        [lines[i] for i in keep],
+        None,
+        None,
+        time_window_s,
+        skipped,
+    )
+
+
+PAI_JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
+PAI_TASK_COLUMNS = (
+    "job_name",
+    "task_name",
+    "inst_num",
+    "status",
+    "start_time",
+    "end_time",
+    "plan_cpu",
+    "plan_mem",
+    "plan_gpu",
+    "gpu_type",
+)
+
+
+def _p_opt_float(v: str) -> float:
+    v = v.strip()
+    if not v:
+        return math.nan
+    x = float(v)
+    if math.isinf(x) or x < 0:
+        raise ValueError("must be a finite number >= 0 or empty")
+    return x
+
+
+def load_alibaba_pai(
+    path: str | Path,
+    traces_dir: str | Path | None = None,
+    time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
+    task_path: str | Path | None = None,
+) -> TraceJobs:
+    """Alibaba PAI v2020 ``pai_job_table`` (``path``) joined with ``pai_task_table``
+    (``task_path``, default ``pai_task_table.csv`` beside the job table).
+
+    Per job: arrival = the job table's ``start_time`` (its submission), relative to the
+    earliest; duration = last task ``end_time`` - first task ``start_time``; GPUs = ceil(sum
+    over tasks of ``inst_num`` x ``plan_gpu`` / 100) (``plan_gpu`` is in percent of a GPU).
+    Jobs without GPU tasks or without finished task times are left out (not errors).
+    """
+    p = resolve_trace(path, traces_dir)
+    tp = resolve_trace(task_path if task_path is not None else p.with_name("pai_task_table.csv"))
+    (jnames, jstart), jlines, skipped = _read_columns(
+        p, [("job_name", _p_str), ("start_time", _p_nonneg)], on_error, PAI_JOB_COLUMNS
+    )
+    (tnames, inst, tstart, tend, pgpu), _, tskipped = _read_columns(
+        tp,
+        [
+            ("job_name", _p_str),
+            ("inst_num", _p_opt_float),
+            ("start_time", _p_opt_float),
+            ("end_time", _p_opt_float),
+            ("plan_gpu", _p_opt_float),
+        ],
+        on_error,
+        PAI_TASK_COLUMNS,
+    )
+    gpu_pct: dict[str, float] = {}
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    for name, n, s, e, g in zip(tnames, inst, tstart, tend, pgpu, strict=True):
+        if not math.isnan(g) and not math.isnan(n):
+            gpu_pct[name] = gpu_pct.get(name, 0.0) + n * g
+        if not (math.isnan(s) or math.isnan(e)) and e > s:
+            first[name] = min(first.get(name, s), s)
+            last[name] = max(last.get(name, e), e)
+    ids, arr, dur, gpus, lines = [], [], [], [], []
+    for name, start, line in zip(jnames, jstart, jlines, strict=True):
+        pct = gpu_pct.get(name, 0.0)
+        if pct <= 0 or name not in first:
+            continue
+        ids.append(name)
+        arr.append(start)
+        dur.append(last[name] - first[name])
+        gpus.append(max(1, math.ceil(pct / 100.0 - 1e-9)))
+        lines.append(line)
+    if not ids:
+        raise TraceError(f"{p}: no GPU jobs with finished tasks in {tp}")
+    a = np.asarray(arr, dtype=np.float64)
+    a -= a.min()
+    return _finish(
+        p, "alibaba-pai", ids, a, dur, gpus, lines, None, None, time_window_s, skipped + tskipped
+    )
+
+
+GENERIC_KEYS = ("arrival", "duration", "end", "num_gpus", "job_id", "model", "iterations")
+
+
+def load_generic(
+    path: str | Path,
+    traces_dir: str | Path | None = None,
+    time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
+    columns: Mapping[str, str] | None = None,
+    time_unit_s: float = 1.0,
+) -> TraceJobs:
+    """Any CSV with a header, given ``columns``: our field -> the file's column name.
+
+    Required: ``arrival`` (seconds or timestamps), ``num_gpus``, and ``duration`` or ``end``
+    (a finish time in the same unit as arrival). Optional: ``job_id``, ``model``,
+    ``iterations``. Numeric times are multiplied by ``time_unit_s`` (60 for minutes).
+    Arrival = time since the earliest arrival.
+    """
+    cols = dict(columns or {})
+    unknown = sorted(set(cols) - set(GENERIC_KEYS))
+    if unknown:
+        raise TraceError(
+            f"generic trace columns: unknown key(s) {', '.join(unknown)}; allowed: "
+            f"{', '.join(GENERIC_KEYS)}"
+        )
+    need = ["arrival", "num_gpus"]
+    missing = [k for k in need if k not in cols]
+    if missing or ("duration" not in cols and "end" not in cols):
+        raise TraceError(
+            "generic trace columns must map arrival, num_gpus and duration (or end); "
+            f"got {cols or '{}'}"
+        )
+    if not (math.isfinite(time_unit_s) and time_unit_s > 0):
+        raise TraceError(f"time_unit_s must be a finite number > 0, got {time_unit_s!r}")
+    p = resolve_trace(path, traces_dir)
+    spec: list[tuple[str, _Parser]] = [
+        (cols["arrival"], _p_number_or_timestamp),
+        (cols["num_gpus"], _p_gpus),
+    ]
+    spec.append(
+        (cols["duration"], _p_duration)
+        if "duration" in cols
+        else (cols["end"], _p_number_or_timestamp)
+    )
+    optional = [k for k in ("job_id", "model", "iterations") if k in cols]
+    for k in optional:
+        spec.append((cols[k], _p_duration if k == "iterations" else _p_str))
+    values, lines, skipped = _read_columns(p, spec, on_error)
+    t = np.asarray(values[0], dtype=np.float64)
+    if "duration" in cols:
+        dur = np.asarray(values[2], dtype=np.float64) * time_unit_s
+    else:
+        dur = (np.asarray(values[2], dtype=np.float64) - t) * time_unit_s
+        bad = np.flatnonzero(dur <= 0)
+        if bad.size:
+            i = int(bad[0])
+            raise _bad(p, lines[i], cols["end"], str(values[2][i]), "must be after the arrival")
+    t = (t - t.min()) * time_unit_s
+    extra = dict(zip(optional, values[3:], strict=True))
+    ids = extra.get("job_id") or [f"job-{ln}" for ln in lines]
+    return _finish(
+        p, "generic", ids, t, dur, values[1], lines, extra.get("iterations"), extra.get("model"),
+        time_window_s, skipped,
+    )  # fmt: skip
 
 
 _LOADERS: dict[str, Callable[..., TraceJobs]] = {
@@ -347,6 +759,11 @@ _LOADERS: dict[str, Callable[..., TraceJobs]] = {
     "tiresias": load_tiresias,
     "itp-raw": load_itp_raw,
     "itp-extracted": load_itp_extracted,
+    "elasticflow-philly": load_elasticflow_philly,
+    "pollux-workload": load_pollux_workload,
+    "helios": load_helios,
+    "alibaba-pai": load_alibaba_pai,
+    "generic": load_generic,
 }
 
 
@@ -355,12 +772,71 @@ def load_trace(
     path: str | Path,
     traces_dir: str | Path | None = None,
     time_window_s: tuple[float, float] | None = None,
+    on_error: OnError = "fail",
+    **options: Any,
 ) -> TraceJobs:
-    """Load a trace of the given format (one of ``TRACE_FORMATS``)."""
+    """Load a trace of the given format (one of ``TRACE_FORMATS``); ``options`` go to the
+    format's loader (``columns`` for generic, ``task_path`` for alibaba-pai)."""
     try:
         loader = _LOADERS[format]
     except KeyError:
         raise TraceError(
             f"unknown trace format {format!r}; known: {', '.join(TRACE_FORMATS)}"
         ) from None
-    return loader(path, traces_dir=traces_dir, time_window_s=time_window_s)
+    return loader(path, traces_dir=traces_dir, time_window_s=time_window_s, on_error=on_error,
+                  **options)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- transforms
+
+
+def limit_gpus(jobs: TraceJobs, max_gpus: int, mode: Literal["cap", "filter"]) -> TraceJobs:
+    """Jobs wanting more than ``max_gpus``: ``cap`` gives them ``max_gpus`` (same duration),
+    ``filter`` leaves them out. Raises if nothing is left."""
+    if max_gpus < 1:
+        raise TraceError(f"max_gpus must be >= 1, got {max_gpus}")
+    over = jobs.num_gpus > max_gpus
+    if mode == "cap":
+        return replace(jobs, num_gpus=np.minimum(jobs.num_gpus, max_gpus))
+    if mode != "filter":
+        raise TraceError(f"gpu limit mode must be 'cap' or 'filter', got {mode!r}")
+    if over.all():
+        raise TraceError(f"{jobs.path}: every job wants more than {max_gpus} GPUs")
+    return jobs.select(~over)
+
+
+def rescale_arrivals(jobs: TraceJobs, num_gpus: int, target_load: float) -> TraceJobs:
+    """Stretch or compress inter-arrival times so the offered load on ``num_gpus`` GPUs
+    (:meth:`TraceJobs.offered_load`) equals ``target_load``; the first arrival stays put."""
+    if not (math.isfinite(target_load) and target_load > 0):
+        raise TraceError(f"target_load must be a finite number > 0, got {target_load!r}")
+    load = jobs.offered_load(num_gpus)
+    if not math.isfinite(load):
+        raise TraceError(
+            f"{jobs.path}: cannot rescale arrivals to a load: all {len(jobs)} job(s) arrive "
+            "at the same time"
+        )
+    t0 = jobs.arrival_s[0]
+    return replace(jobs, arrival_s=t0 + (jobs.arrival_s - t0) * (load / target_load))
+
+
+# Pollux (OSDI'21, section 5.1) sorts Philly jobs into size classes by GPU time and gives each
+# job a model of its class: small < 1 GPU-hour, medium 1-10, large 10-100, xlarge >= 100.
+POLLUX_BUCKETS: tuple[tuple[float, tuple[str, ...]], ...] = (
+    (1.0, ("cifar10", "ncf")),
+    (10.0, ("deepspeech2", "bert")),
+    (100.0, ("yolov3",)),
+    (math.inf, ("imagenet",)),
+)
+
+
+def pollux_models(jobs: TraceJobs, rng: np.random.Generator) -> tuple[str, ...]:
+    """A model per job by Pollux's GPU-time classes (:data:`POLLUX_BUCKETS`), uniform within
+    the class, drawn from ``rng`` (one draw per job, in arrival order)."""
+    gpu_hours = jobs.num_gpus * jobs.duration_s / 3600.0
+    u = rng.random(len(jobs))
+    out = []
+    for h, x in zip(gpu_hours.tolist(), u.tolist(), strict=True):
+        models = next(m for limit, m in POLLUX_BUCKETS if h < limit)
+        out.append(models[int(x * len(models))])
+    return tuple(out)

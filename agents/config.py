@@ -1,0 +1,152 @@
+"""Training configs (``configs/agents/*.yaml``), validated with pydantic; unknown keys fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from dlcluster_gym.errors import ConfigError
+
+_REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "agents"
+_PKG_CONFIGS = Path(__file__).resolve().parent.parent / "dlcluster_gym" / "_configs" / "agents"
+CONFIG_DIR = _REPO_CONFIGS if _REPO_CONFIGS.is_dir() else _PKG_CONFIGS
+DEFAULT_CONFIGS: dict[str, str] = {"placement": "placement", "delay-timer": "delay_timer"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScenarioSpec(_Strict):
+    """One scenario of a set: a preset (or YAML path) with nested overrides."""
+
+    scenario: str
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+    weight: PositiveFloat = 1.0  # sampling weight in training
+    requires_traces: bool = False  # skipped when the trace root is absent
+
+    @property
+    def name(self) -> str:
+        return self.label or self.scenario
+
+
+class TrainSpec(_Strict):
+    """The training distribution: scenarios sampled by weight, seeds from ``seeds`` [lo, hi)."""
+
+    scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
+    seeds: tuple[int, int] = (0, 10_000)
+    timesteps: PositiveInt = 100_000
+    n_envs: PositiveInt = 2
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    seed: int = 0
+
+
+class EvalSetSpec(_Strict):
+    """A set of scenarios x seeds scored by average JCT relative to ``reference``."""
+
+    scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
+    seeds: tuple[int, ...] = Field(min_length=1)
+    reference: str = "dally"
+
+
+class ValidationSpec(EvalSetSpec):
+    """Periodic evaluation during training (the best checkpoint by score is kept)."""
+
+    every_steps: PositiveInt = 10_000
+
+
+class WarmStartSpec(_Strict):
+    """Behaviour cloning of an env policy (a heuristic) before reinforcement learning."""
+
+    teacher: str = "dally"
+    episodes: PositiveInt = 8
+    epochs: PositiveInt = 10
+    batch_size: PositiveInt = 256
+    learning_rate: PositiveFloat = 1e-3
+
+
+class PPOParams(_Strict):
+    """The (Maskable)PPO hyper-parameters we expose."""
+
+    learning_rate: PositiveFloat = 3e-4
+    n_steps: PositiveInt = 512
+    batch_size: PositiveInt = 128
+    n_epochs: PositiveInt = 5
+    gamma: float = Field(0.99, gt=0, le=1)
+    gae_lambda: float = Field(0.95, gt=0, le=1)
+    clip_range: PositiveFloat = 0.2
+    ent_coef: float = Field(0.0, ge=0)
+    vf_coef: PositiveFloat = 0.5
+    max_grad_norm: PositiveFloat = 0.5
+    target_kl: PositiveFloat | None = None
+
+
+class PolicyParams(_Strict):
+    """Network of the actor-critic policy."""
+
+    net_arch: tuple[PositiveInt, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+    log_std_init: float = 0.0  # Box actions only
+
+
+class AgentConfig(_Strict):
+    """A full agent training config."""
+
+    agent: Literal["placement", "delay-timer"]
+    algorithm: Literal["maskable_ppo", "ppo"]
+    description: str = ""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    normalize_reward: bool = True
+    ppo: PPOParams = PPOParams()
+    policy: PolicyParams = PolicyParams()
+    warm_start: WarmStartSpec | None = None
+    train: TrainSpec
+    validation: ValidationSpec
+    evaluation: EvalSetSpec
+
+
+def _fmt_error(source: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{loc}: unknown key (value {err.get('input')!r})")
+        else:
+            lines.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+    return f"{source}: invalid agent config:\n  " + "\n  ".join(lines)
+
+
+def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
+    """A config from a mapping, a YAML path or a name in ``configs/agents`` (``placement``,
+    ``delay_timer``); errors name the file and the field."""
+    if isinstance(spec, dict):
+        data, source = spec, "<agent config mapping>"
+    else:
+        path = Path(spec)
+        if not path.suffix:
+            path = CONFIG_DIR / f"{spec}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+            raise ConfigError(f"agent config {str(spec)!r} not found (built-in: {known})")
+        source = str(path)
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a mapping at the top level")
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_fmt_error(source, exc)) from None
+
+
+def default_config(agent: str) -> AgentConfig:
+    """The built-in config of ``agent`` (``placement`` or ``delay-timer``)."""
+    if agent not in DEFAULT_CONFIGS:
+        raise ConfigError(f"unknown agent {agent!r}; agents: {', '.join(DEFAULT_CONFIGS)}")
+    return load_agent_config(DEFAULT_CONFIGS[agent])

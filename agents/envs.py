@@ -1,0 +1,116 @@
+"""Training and evaluation envs: a distribution over scenarios as one Gymnasium env."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents import AGENT_KINDS
+from agents.config import AgentConfig, ScenarioSpec
+from dlcluster_gym.config import load_scenario
+from dlcluster_gym.envs.base import deep_merge
+from dlcluster_gym.workload.traces import trace_root
+
+
+def scenario_mapping(spec: ScenarioSpec) -> dict[str, Any]:
+    """The scenario of ``spec`` as a mapping (preset + overrides), named by its label."""
+    data = load_scenario(spec.scenario).model_dump()
+    if spec.overrides:
+        data = deep_merge(data, spec.overrides)
+    data["name"] = spec.name
+    return data
+
+
+def available(
+    specs: Sequence[ScenarioSpec], traces_dir: str | Path | None = None
+) -> tuple[list[ScenarioSpec], list[str]]:
+    """The specs usable here, and the labels skipped because the trace root is absent."""
+    have_traces = trace_root(traces_dir).is_dir()
+    keep = [s for s in specs if have_traces or not s.requires_traces]
+    skipped = [s.name for s in specs if s.requires_traces and not have_traces]
+    return keep, skipped
+
+
+def env_id(cfg: AgentConfig) -> str:
+    return f"DLCluster/{AGENT_KINDS[cfg.agent]}-v0"
+
+
+class ScenarioMixEnv(gym.Env):
+    """One DLCluster env kind over several scenarios: each ``reset`` draws a scenario (by
+    weight) and an episode seed from ``[seeds[0], seeds[1])`` with its own generator, so a
+    vector of these sees a distribution of cluster sizes, arrival patterns and loads."""
+
+    def __init__(
+        self,
+        kind: str,
+        scenarios: Sequence[dict[str, Any]],
+        weights: Sequence[float],
+        seeds: tuple[int, int],
+        env_kwargs: dict[str, Any] | None = None,
+        traces_dir: str | Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.kind = kind
+        self.scenarios = list(scenarios)
+        w = np.asarray(weights, dtype=np.float64)
+        self.weights = w / w.sum()
+        self.seeds = seeds
+        self.env_kwargs = dict(env_kwargs or {})
+        self.traces_dir = traces_dir
+        self._envs: dict[int, gym.Env] = {}
+        self.env = self._get(0)
+        self.observation_space = self.env.observation_space
+        self.action_space = self.env.action_space
+        self._rng = np.random.default_rng(0)
+
+    def _get(self, i: int) -> gym.Env:
+        if i not in self._envs:
+            self._envs[i] = gym.make(
+                f"DLCluster/{self.kind}-v0",
+                scenario=self.scenarios[i],
+                traces_dir=self.traces_dir,
+                **self.env_kwargs,
+            ).unwrapped
+        return self._envs[i]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        i = int(self._rng.choice(len(self.scenarios), p=self.weights))
+        ep_seed = int(self._rng.integers(self.seeds[0], self.seeds[1]))
+        self.env = self._get(i)
+        obs, info = self.env.reset(seed=ep_seed)
+        info["scenario"] = self.scenarios[i]["name"]
+        return obs, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return self.env.step(action)
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.action_masks()  # type: ignore[attr-defined]
+
+
+def make_train_env_fn(cfg: AgentConfig, rank: int, traces_dir: str | Path | None = None) -> Any:
+    """A picklable factory of rank ``rank``'s training env (for SB3 vector envs)."""
+    specs, _ = available(cfg.train.scenarios, traces_dir)
+    scenarios = [scenario_mapping(s) for s in specs]
+    weights = [s.weight for s in specs]
+    kind = AGENT_KINDS[cfg.agent]
+    env_kwargs = dict(cfg.env_kwargs)
+    seeds = cfg.train.seeds
+
+    def _make() -> gym.Env:
+        from stable_baselines3.common.monitor import Monitor
+
+        import dlcluster_gym  # noqa: F401  (registers the envs in subprocess workers)
+
+        return Monitor(ScenarioMixEnv(kind, scenarios, weights, seeds, env_kwargs, traces_dir))
+
+    return _make

@@ -1,0 +1,79 @@
+"""Checkpoints: save with metadata inside the SB3 zip, load as an env policy."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlcluster_gym.envs.agent_loader import META_FORMAT, META_NAME, read_agent_meta
+from dlcluster_gym.errors import ConfigError
+
+ALGORITHMS = ("maskable_ppo", "ppo")
+
+
+def algorithm_class(name: str) -> Any:
+    """The SB3 class of an algorithm name."""
+    if name == "maskable_ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    if name == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    raise ConfigError(f"unknown algorithm {name!r}; algorithms: {', '.join(ALGORITHMS)}")
+
+
+def save_checkpoint(model: Any, path: str | Path, meta: dict[str, Any]) -> Path:
+    """``model.save(path)`` plus ``META_NAME`` inside the zip (SB3 ignores the extra member)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    model.save(p)
+    with zipfile.ZipFile(p, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(META_NAME, json.dumps({"format": META_FORMAT, **meta}, indent=1))
+    return p
+
+
+class AgentPolicy:
+    """A trained SB3 model with the env-policy interface (``uses_masks`` for placement)."""
+
+    def __init__(self, model: Any, meta: dict[str, Any]) -> None:
+        self.model = model
+        self.meta = meta
+        self.uses_masks = meta["env_kind"] == "Placement"
+        self.base_policy = meta.get("env_kwargs", {}).get("base_policy", "dally")
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+        action_masks: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, Any]:
+        if self.uses_masks:
+            return self.model.predict(
+                observation, state, episode_start, deterministic, action_masks=action_masks
+            )
+        return self.model.predict(observation, state, episode_start, deterministic)
+
+
+@lru_cache(maxsize=16)
+def _load_model(path: str, mtime: float, algorithm: str) -> Any:
+    import torch
+
+    torch.set_num_threads(1)
+    return algorithm_class(algorithm).load(path, device="cpu")
+
+
+def load_policy(path: str | Path, meta: dict[str, Any] | None = None) -> AgentPolicy:
+    """The checkpoint at ``path`` as an ``AgentPolicy`` (models are cached per file)."""
+    meta = meta or read_agent_meta(path)
+    p = Path(path).resolve()
+    model = _load_model(str(p), p.stat().st_mtime, meta["algorithm"])
+    return AgentPolicy(model, meta)

@@ -1,0 +1,408 @@
+"""Train an agent from a config: optional behaviour-cloning warm start, (Maskable)PPO with
+TensorBoard logs, periodic validation keeping the best checkpoint, a training-curve PNG.
+
+Outputs in ``out``: ``best.zip`` (lowest validation score), ``last.zip`` (resume from it),
+``curve.csv`` / ``curve.png``, ``tb/`` (TensorBoard), ``config.yaml``, ``command.txt``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import yaml
+
+from agents import AGENT_KINDS
+from agents.config import AgentConfig
+from agents.envs import ScenarioMixEnv, env_id, make_train_env_fn
+from agents.evaluate import relative_score, run_set
+from agents.load import AgentPolicy, algorithm_class, save_checkpoint
+from dlcluster_gym.envs.agent_loader import scheduler_for
+from dlcluster_gym.errors import ConfigError
+
+
+@dataclass
+class TrainResult:
+    """What a training run produced."""
+
+    out: Path
+    best: Path
+    last: Path
+    best_score: float
+    timesteps: int
+    wall_s: float
+    curve: list[dict[str, float]] = field(default_factory=list)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    out = {}
+    for pkg in ("dlcluster-gym", "stable-baselines3", "sb3-contrib", "torch", "gymnasium"):
+        try:
+            out[pkg] = version(pkg)
+        except Exception:  # pragma: no cover - a missing distribution
+            out[pkg] = "unknown"
+    return out
+
+
+def _meta(cfg: AgentConfig, model: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    space = model.observation_space
+    return {
+        "agent": cfg.agent,
+        "algorithm": cfg.algorithm,
+        "env_id": env_id(cfg),
+        "env_kind": AGENT_KINDS[cfg.agent],
+        "observation_size": int(space.shape[0]),
+        "action_space": str(model.action_space),
+        "env_kwargs": dict(cfg.env_kwargs),
+        "normalization": {
+            "observation": None,
+            "reward": "VecNormalize (training only)" if cfg.normalize_reward else None,
+        },
+        "config": cfg.model_dump(mode="json"),
+        "versions": _versions(),
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------------------- warm start
+def _teacher_data(
+    cfg: AgentConfig, seed: int, traces_dir: str | Path | None
+) -> dict[str, list[np.ndarray]]:
+    """Rollouts of the warm-start teacher on the training distribution."""
+    from dlcluster_gym.envs.policies import make_env_policy
+
+    ws = cfg.warm_start
+    assert ws is not None
+    mix = make_train_env_fn(cfg, 0, traces_dir)().unwrapped
+    assert isinstance(mix, ScenarioMixEnv)
+    teacher = make_env_policy(ws.teacher, mix.env)
+    data: dict[str, list[np.ndarray]] = {"obs": [], "act": [], "mask": [], "rew": [], "end": []}
+    obs, _ = mix.reset(seed=seed + 7919)
+    for _ in range(ws.episodes):
+        while True:
+            mask = mix.action_masks() if cfg.agent == "placement" else None
+            a, _ = teacher.predict(obs, deterministic=True)
+            data["obs"].append(obs)
+            data["act"].append(np.asarray(a))
+            if mask is not None:
+                data["mask"].append(mask)
+            obs, r, term, trunc, _ = mix.step(a)
+            data["rew"].append(np.float64(r))
+            data["end"].append(np.bool_(term or trunc))
+            if term or trunc:
+                obs, _ = mix.reset()
+                break
+    return data
+
+
+def warm_start(
+    model: Any, cfg: AgentConfig, venv: Any, seed: int, traces_dir: str | Path | None
+) -> dict[str, Any]:
+    """Behaviour cloning of the teacher, and the critic fitted to the teacher's normalized
+    discounted returns (so PPO starts from the teacher with a sensible value function)."""
+    import torch as th
+
+    ws = cfg.warm_start
+    assert ws is not None
+    t0 = time.perf_counter()
+    d = _teacher_data(cfg, seed, traces_dir)
+    rew = np.asarray(d["rew"])
+    end = np.asarray(d["end"])
+    gamma = cfg.ppo.gamma
+    scale = 1.0
+    vn = _find_vecnormalize(venv)
+    if vn is not None and vn.norm_reward:  # prime VecNormalize's return statistics
+        ret, acc = np.empty_like(rew), 0.0
+        for i, r in enumerate(rew):
+            acc = acc * gamma + r
+            ret[i] = acc
+            if end[i]:
+                acc = 0.0
+        vn.ret_rms.update(ret)
+        scale = float(np.sqrt(vn.ret_rms.var + vn.epsilon))
+    togo, acc = np.empty_like(rew), 0.0
+    for i in range(len(rew) - 1, -1, -1):
+        acc = (0.0 if end[i] else acc * gamma) + rew[i] / scale
+        togo[i] = acc
+    policy = model.policy
+    obs = th.as_tensor(np.asarray(d["obs"]), dtype=th.float32)
+    act = th.as_tensor(np.asarray(d["act"]))
+    masks = th.as_tensor(np.asarray(d["mask"])) if d["mask"] else None
+    target_v = th.as_tensor(togo, dtype=th.float32)
+    opt = th.optim.Adam(policy.parameters(), lr=ws.learning_rate)
+    gen = th.Generator().manual_seed(seed)
+    n = obs.shape[0]
+    policy.set_training_mode(True)
+    last = {}
+    for _ in range(ws.epochs):
+        perm = th.randperm(n, generator=gen)
+        for i in range(0, n, ws.batch_size):
+            idx = perm[i : i + ws.batch_size]
+            o = obs[idx]
+            if masks is not None:
+                dist = policy.get_distribution(o, action_masks=masks[idx].numpy())
+                pi_loss = -dist.log_prob(act[idx]).mean()
+            else:
+                dist = policy.get_distribution(o)
+                pi_loss = th.nn.functional.mse_loss(dist.distribution.mean, act[idx].float())
+            v_loss = th.nn.functional.mse_loss(policy.predict_values(o).flatten(), target_v[idx])
+            loss = pi_loss + 0.5 * v_loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            last = {"policy_loss": pi_loss.item(), "value_loss": v_loss.item()}
+    policy.set_training_mode(False)
+    return {
+        "teacher": ws.teacher,
+        "samples": int(n),
+        "episodes": ws.episodes,
+        "epochs": ws.epochs,
+        "reward_scale": scale,
+        "wall_s": time.perf_counter() - t0,
+        **last,
+    }
+
+
+def _find_vecnormalize(venv: Any) -> Any:
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    v = venv
+    while v is not None:
+        if isinstance(v, VecNormalize):
+            return v
+        v = getattr(v, "venv", None)
+    return None
+
+
+# ---------------------------------------------------------------------------- validation
+def _live_scheduler(model: Any, meta: dict[str, Any]) -> Any:
+    def factory(env: gym.Env) -> Any:
+        return AgentPolicy(model, meta)
+
+    return scheduler_for(meta, factory, f"{meta['agent']}-agent")
+
+
+def validate(
+    model: Any, cfg: AgentConfig, meta: dict[str, Any], traces_dir: str | Path | None = None
+) -> tuple[float, list[dict[str, Any]]]:
+    """Score of the current model on the validation set (mean avg-JCT ratio to the
+    reference policy; lower is better) and its rows."""
+    v = cfg.validation
+    rows = run_set(
+        {"agent": lambda: _live_scheduler(model, meta), v.reference: v.reference},
+        v.scenarios,
+        v.seeds,
+        traces_dir,
+    )
+    return relative_score(rows, "agent", v.reference), rows
+
+
+def _callback_class() -> type:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class ValidationCallback(BaseCallback):
+        """Validates every ``every`` steps (and at the start), keeps the best checkpoint,
+        logs training episodes' results to TensorBoard and the curve."""
+
+        def __init__(self, trainer: _Trainer) -> None:
+            super().__init__()
+            self.trainer = trainer
+            self.next_at = 0
+
+        def _on_training_start(self) -> None:
+            self.next_at = self.num_timesteps
+            self._maybe_validate()
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", []):
+                res = info.get("results")
+                if res is not None and "avg_jct_s" in res:
+                    self.logger.record_mean("train/episode_avg_jct_h", res["avg_jct_s"] / 3600)
+                    self.trainer.episodes.append((self.num_timesteps, res["avg_jct_s"]))
+            self._maybe_validate()
+            return True
+
+        def _maybe_validate(self) -> None:
+            if self.num_timesteps >= self.next_at:
+                score = self.trainer.validate_and_keep(self.num_timesteps)
+                self.logger.record("validation/score_vs_ref", score)
+                self.next_at = self.num_timesteps + self.trainer.cfg.validation.every_steps
+
+    return ValidationCallback
+
+
+class _Trainer:
+    def __init__(
+        self, cfg: AgentConfig, model: Any, out: Path, meta_extra: dict[str, Any], traces_dir: Any
+    ) -> None:
+        self.cfg = cfg
+        self.model = model
+        self.out = out
+        self.meta_extra = meta_extra
+        self.traces_dir = traces_dir
+        self.best = float("inf")
+        self.curve: list[dict[str, float]] = []
+        self.episodes: list[tuple[int, float]] = []
+        self.t0 = time.perf_counter()
+
+    def meta(self, **more: Any) -> dict[str, Any]:
+        return _meta(self.cfg, self.model, {**self.meta_extra, **more})
+
+    def validate_and_keep(self, steps: int) -> float:
+        score, _ = validate(self.model, self.cfg, self.meta(), self.traces_dir)
+        self.curve.append(
+            {"timesteps": steps, "score": score, "wall_s": time.perf_counter() - self.t0}
+        )
+        info = {"timesteps": int(steps), "validation_score": score}
+        if score < self.best:
+            self.best = score
+            save_checkpoint(self.model, self.out / "best.zip", self.meta(**info))
+        save_checkpoint(self.model, self.out / "last.zip", self.meta(**info))
+        _write_curve(self, self.cfg)
+        return score
+
+
+def _write_curve(trainer: _Trainer, cfg: AgentConfig) -> None:
+    out = trainer.out
+    with (out / "curve.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["timesteps", "score", "wall_s"])
+        w.writeheader()
+        w.writerows(trainer.curve)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    xs = [c["timesteps"] for c in trainer.curve]
+    axes[0].plot(xs, [c["score"] for c in trainer.curve], marker="o")
+    axes[0].axhline(1.0, color="grey", ls="--", lw=1, label=cfg.validation.reference)
+    axes[0].set_title(f"validation: avg JCT / {cfg.validation.reference}")
+    axes[0].set_xlabel("timesteps")
+    axes[0].legend()
+    if trainer.episodes:
+        ep = np.asarray(trainer.episodes)
+        axes[1].plot(ep[:, 0], ep[:, 1] / 3600.0, ".", alpha=0.5)
+    axes[1].set_title("training episodes: avg JCT (h), mixed scenarios")
+    axes[1].set_xlabel("timesteps")
+    fig.suptitle(f"{cfg.agent} agent ({cfg.algorithm})")
+    fig.tight_layout()
+    fig.savefig(out / "curve.png", dpi=90)
+    plt.close(fig)
+
+
+def train(
+    cfg: AgentConfig,
+    out: str | Path,
+    *,
+    timesteps: int | None = None,
+    n_envs: int | None = None,
+    seed: int | None = None,
+    resume: str | Path | None = None,
+    progress_bar: bool = True,
+    command: str = "",
+    config_source: str = "",
+    traces_dir: str | Path | None = None,
+) -> TrainResult:
+    """Train ``cfg``'s agent into ``out``; ``timesteps`` is the total (a resumed run trains
+    the rest). Returns the paths and the best validation score."""
+    import torch as th
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    total = int(timesteps or cfg.train.timesteps)
+    n = int(n_envs or cfg.train.n_envs)
+    seed = cfg.train.seed if seed is None else int(seed)
+    th.set_num_threads(1)
+    set_random_seed(seed)
+    fns = [make_train_env_fn(cfg, i, traces_dir) for i in range(n)]
+    venv: Any = SubprocVecEnv(fns) if cfg.train.vec_env == "subproc" and n > 1 else DummyVecEnv(fns)
+    if cfg.normalize_reward:
+        venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=cfg.ppo.gamma)
+    algo = algorithm_class(cfg.algorithm)
+    tb = str(out / "tb")
+    extra: dict[str, Any] = {
+        "command": command,
+        "config_source": config_source,
+        "seed": seed,
+        "n_envs": n,
+        "total_timesteps": total,
+    }
+    if resume is not None:
+        from dlcluster_gym.envs.agent_loader import read_agent_meta
+
+        rmeta = read_agent_meta(resume)
+        if rmeta["agent"] != cfg.agent or rmeta["algorithm"] != cfg.algorithm:
+            raise ConfigError(
+                f"cannot resume {cfg.agent} ({cfg.algorithm}) training from {str(resume)!r}: "
+                f"it is a {rmeta['agent']} ({rmeta['algorithm']}) checkpoint"
+            )
+        model = algo.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
+        extra["resumed_from"] = str(resume)
+        extra["warm_start"] = rmeta.get("warm_start")
+    else:
+        act_fn = th.nn.Tanh if cfg.policy.activation == "tanh" else th.nn.ReLU
+        policy_kwargs: dict[str, Any] = {
+            "net_arch": list(cfg.policy.net_arch),
+            "activation_fn": act_fn,
+        }
+        if cfg.agent == "delay-timer":
+            policy_kwargs["log_std_init"] = cfg.policy.log_std_init
+        model = algo(
+            "MlpPolicy",
+            venv,
+            **cfg.ppo.model_dump(),
+            policy_kwargs=policy_kwargs,
+            tensorboard_log=tb,
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+        if cfg.warm_start is not None:
+            extra["warm_start"] = warm_start(model, cfg, venv, seed, traces_dir)
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    (out / "command.txt").write_text(command + "\n")
+    trainer = _Trainer(cfg, model, out, extra, traces_dir)
+    remaining = max(total - int(model.num_timesteps), 0)
+    cb = _callback_class()(trainer)
+    model.learn(
+        total_timesteps=remaining,
+        callback=cb,
+        progress_bar=progress_bar,
+        reset_num_timesteps=resume is None,
+        tb_log_name=cfg.agent,
+    )
+    if not trainer.curve or trainer.curve[-1]["timesteps"] != model.num_timesteps:
+        trainer.validate_and_keep(int(model.num_timesteps))
+    venv.close()
+    _write_curve(trainer, cfg)
+    wall = time.perf_counter() - t0
+    (out / "train_summary.json").write_text(
+        json.dumps(
+            {
+                "best_score": trainer.best,
+                "timesteps": int(model.num_timesteps),
+                "wall_s": wall,
+                "steps_per_s": int(model.num_timesteps) / wall,
+                "curve": trainer.curve,
+                **{k: v for k, v in extra.items() if k != "command"},
+                "command": command,
+            },
+            indent=1,
+        )
+    )
+    return TrainResult(
+        out, out / "best.zip", out / "last.zip", trainer.best, int(model.num_timesteps), wall,
+        trainer.curve,
+    )  # fmt: skip

@@ -1,0 +1,172 @@
+"""Optimus as evaluated in Nearchus V (Peng et al., EuroSys'18, reference [7] there).
+
+- **Profiling** (Nearchus III-C, V): before a job starts, 20 (n_ps, n_wk) configurations at
+  ``node_vcpus`` (5) vCPUs per node are measured (the model's steady state on a spread placement
+  over the empty cluster, with 2% multiplicative noise from the policy's generator; profiling
+  time is not charged, as in the paper's JCT comparison). We profile the 20 smallest
+  configurations, n_ps = 1..4 x n_wk = 1..5 (profiling runs cost cluster time, so small ones).
+- **Resource-speed model**: Optimus's asynchronous-training model
+  ``f(p, w) = w / (t0 + t1 w/p + t2 w + t3 p)``, fitted by non-negative least squares on
+  ``w / f``.
+- **Scaling**: start as (1 PS, 2 workers) at 5 vCPUs each (15 vCPUs, V-A), then every
+  ``interval_s`` (10 minutes) add one 5-vCPU node, a PS or a worker, whichever the model
+  predicts is faster, while the prediction improves, the budget allows and a server has room.
+  Each addition restarts the job. Waiting jobs start first (FCFS, head-of-line blocking) and
+  running jobs do not grow while jobs wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from baselines.ps_common import Resources, check_node_fits, check_positive, fit, require_ps
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action, Reconfigure, StartPS, WakeUp
+from dlcluster_gym.sim.psjobs import PSView
+from dlcluster_gym.sim.view import ClusterView
+
+PROFILE_CONFIGS: tuple[tuple[int, int], ...] = tuple(
+    (p, w) for p in range(1, 5) for w in range(1, 6)
+)
+
+
+def _features(p: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.ones_like(p), w / p, w, p])
+
+
+def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with non-negative coefficients (drop the most negative term, refit)."""
+    active = list(range(a.shape[1]))
+    x = np.zeros(a.shape[1])
+    while active:
+        sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if (sol >= 0).all():
+            x[active] = sol
+            return x
+        active.pop(int(np.argmin(sol)))
+    return x
+
+
+@dataclass
+class SpeedModel:
+    """Optimus's fitted f(p, w) = w / (t0 + t1 w/p + t2 w + t3 p)."""
+
+    theta: np.ndarray = field(default_factory=lambda: np.zeros(4))
+
+    @classmethod
+    def fit(cls, p: np.ndarray, w: np.ndarray, speed: np.ndarray) -> SpeedModel:
+        p, w = np.asarray(p, float), np.asarray(w, float)
+        return cls(nnls(_features(p, w), w / np.asarray(speed, float)))
+
+    def __call__(self, p: float, w: float) -> float:
+        denom = float(_features(np.array([p], float), np.array([w], float))[0] @ self.theta)
+        return w / denom if denom > 0 else float("inf")
+
+
+class Optimus(BaseScheduler):
+    """Profiled resource-speed model, one node added per 10 minutes (Nearchus V)."""
+
+    name = "optimus"
+    supports_ps_jobs = True
+
+    def __init__(
+        self, node_vcpus: float = 5.0, interval_s: float = 600.0, profile_noise: float = 0.02
+    ) -> None:
+        super().__init__(node_vcpus=node_vcpus, interval_s=interval_s, profile_noise=profile_noise)
+        self.node_vcpus = check_positive("node_vcpus", node_vcpus)
+        self.interval = check_positive("interval_s", interval_s)
+        self.noise = float(profile_noise)
+        self.models: dict[int, SpeedModel] = {}
+        self.next_add: dict[int, float] = {}
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        ps = require_ps(view, self.name)
+        check_node_fits(ps, view, self.node_vcpus, self.name)
+        self.models, self.next_add = {}, {}
+        for job in range(len(view.jobs)):
+            if ps.is_ps(job) and ps.budget(job) < 3 * self.node_vcpus:
+                raise ConfigError(
+                    f"job {view.jobs[job].name or job}: vCPU budget {ps.budget(job):g} is smaller "
+                    f"than the initial (1 PS, 2 workers) configuration of 3 x {self.node_vcpus:g}"
+                )
+
+    def profile(self, ps: PSView, job: int) -> SpeedModel:
+        """Measure the profiling configurations and fit the model."""
+        model = ps.model(job)
+        empty = Resources(ps)
+        empty.vcpus = ps.server_vcpus.astype(np.float64).copy()
+        empty.mem = ps.server_memory_gb.astype(np.float64).copy()
+        v = self.node_vcpus
+        n_max = int(ps.budget(job) // v + 1e-9)
+        rows = []
+        for p, w in PROFILE_CONFIGS:
+            if p + w > n_max:
+                continue
+            cfg = fit(empty, model, [v] * p, [v] * w)
+            if cfg is not None:
+                speed = ps.predict(job, cfg).speed * (1 + self.noise * self.rng.standard_normal())
+                rows.append((p, w, max(speed, 1e-9)))
+        arr = np.array(rows, dtype=np.float64)
+        return SpeedModel.fit(arr[:, 0], arr[:, 1], arr[:, 2])
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        ps = view.ps
+        assert ps is not None
+        res = Resources(ps)
+        v = self.node_vcpus
+        actions: list[Action] = []
+        for job in view.waiting():
+            if job not in self.models:
+                self.models[job] = self.profile(ps, job)
+            model = ps.model(job)
+            cfg = fit(res, model, [v], [v, v])
+            if cfg is None:
+                break
+            res.take(cfg, model)
+            actions.append(StartPS(job, cfg))
+            self.next_add[job] = view.now + self.interval
+        queue_empty = len(actions) == view.num_waiting
+        wake = [view.now + self.interval] if actions else []
+        for job in view.running():
+            cfg = ps.config(job)
+            t = self.next_add.get(job)
+            if cfg is None or t is None:
+                continue
+            if view.now + 1e-6 < t:
+                wake.append(t)
+                continue
+            if not queue_empty:
+                self.next_add[job] = view.now + self.interval
+                wake.append(self.next_add[job])
+                continue
+            f = self.models[job]
+            p, w = cfg.n_ps, cfg.n_wk
+            if (p + w + 1) * v > ps.budget(job) + 1e-9:
+                del self.next_add[job]  # budget reached: done
+                continue
+            now_speed = f(p, w)
+            add_ps, add_wk = f(p + 1, w), f(p, w + 1)
+            if max(add_ps, add_wk) <= now_speed * (1 + 1e-6):
+                del self.next_add[job]  # the model predicts no gain: done
+                continue
+            model = ps.model(job)
+            res.give(cfg, model)
+            if add_ps > add_wk:
+                new = fit(res, model, [*cfg.ps_vcpus, v], list(cfg.wk_vcpus), cfg)
+            else:
+                new = fit(res, model, list(cfg.ps_vcpus), [*cfg.wk_vcpus, v], cfg)
+            if new is None:
+                res.take(cfg, model)  # no room now: try again next interval
+            else:
+                res.take(new, model)
+                actions.append(Reconfigure(job, new))
+            self.next_add[job] = view.now + view.scenario.overheads.restart_s + self.interval
+            wake.append(self.next_add[job])
+        if wake:
+            actions.append(WakeUp(min(wake)))
+        return actions

@@ -1,0 +1,101 @@
+"""Trained agents as env policies and as native schedulers (``agent:PATH``).
+
+A checkpoint is a stable-baselines3 zip with one extra member, ``dlcluster_agent.json``: the
+env it was trained on (kind, id, observation size, env kwargs such as the base policy), the
+config and the command that produced it. This module reads and checks that metadata with the
+standard library only; the model itself is loaded by ``agents.load``, which imports torch,
+and only when an agent is actually used.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from dlcluster_gym.errors import ConfigError
+
+META_NAME = "dlcluster_agent.json"
+META_FORMAT = 1
+
+
+def read_agent_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata of checkpoint ``path``; clear errors for a missing file or a zip that is
+    not a DLCluster agent checkpoint."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"agent checkpoint {str(path)!r} not found")
+    try:
+        with zipfile.ZipFile(p) as zf:
+            if META_NAME not in zf.namelist():
+                raise ConfigError(
+                    f"agent checkpoint {str(path)!r} has no {META_NAME}: not a DLCluster agent "
+                    "(train one with `dlcluster train`)"
+                )
+            meta = json.loads(zf.read(META_NAME))
+    except zipfile.BadZipFile:
+        raise ConfigError(f"agent checkpoint {str(path)!r} is not a zip file") from None
+    if meta.get("format") != META_FORMAT:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r}: metadata format {meta.get('format')!r}, "
+            f"expected {META_FORMAT}"
+        )
+    return meta
+
+
+def check_agent_env(meta: dict[str, Any], env: gym.Env, path: str | Path) -> None:
+    """The checkpoint must match the env kind and observation size (the error names both)."""
+    from dlcluster_gym.envs.policies import env_kind
+
+    kind = env_kind(env)
+    size = int(env.observation_space.shape[0])  # type: ignore[index]
+    want_kind, want_size = meta["env_kind"], int(meta["observation_size"])
+    if kind != want_kind or size != want_size:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} was trained on {want_kind}-v0 with observation "
+            f"size {want_size}, but the env is {kind}-v0 with observation size {size}"
+        )
+
+
+def load_agent_policy(path: str | Path, env: gym.Env) -> Any:
+    """The trained agent at ``path`` as an env policy for ``env`` (SB3 ``predict``)."""
+    meta = read_agent_meta(path)
+    check_agent_env(meta, env, path)
+    from agents.load import load_policy
+
+    return load_policy(path, meta)
+
+
+def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) -> Any:
+    """A native scheduler around ``factory(env) -> env policy`` for an agent with ``meta``:
+    a placement agent answers the offers of the base policy recorded in ``meta``; a
+    delay-timer agent sets Dally's timers. ``params`` override the recorded env kwargs."""
+    from dlcluster_gym.envs.native import OfferPolicyScheduler, TimerPolicyScheduler
+
+    kw = {**meta.get("env_kwargs", {}), **params}
+    if meta["env_kind"] == "Placement":
+        return OfferPolicyScheduler(
+            factory,
+            base_policy=kw.get("base_policy", "dally"),
+            base_params=kw.get("base_params") or {},
+            name=name,
+        )
+    if meta["env_kind"] == "DelayTimer":
+        extra = {k: kw[k] for k in ("decision_period_s", "max_timer_s") if k in kw}
+        return TimerPolicyScheduler(
+            factory, dally_params=kw.get("dally_params") or {}, name=name, **extra
+        )
+    raise ConfigError(f"agent {name!r}: unknown env kind {meta['env_kind']!r}")
+
+
+def agent_scheduler(path: str, **params: Any) -> Any:
+    """The native scheduler of ``--policy agent:PATH`` (see ``scheduler_for``)."""
+    meta = read_agent_meta(path)
+
+    def factory(env: gym.Env) -> Any:
+        return load_agent_policy(path, env)
+
+    return scheduler_for(meta, factory, f"agent:{path}", **params)

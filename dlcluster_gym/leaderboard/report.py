@@ -1,0 +1,230 @@
+"""Render a finished (or partial) suite run, or one ``simulate --out`` run.
+
+A suite run directory holds ``suite.json`` and ``cells/``; :func:`render_leaderboard` adds
+``results.csv``, ``results.parquet``, ``leaderboard.md``, ``plots/<scenario>.png`` and
+``index.html`` (self-contained: images embedded as base64).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.leaderboard import tables
+from dlcluster_gym.leaderboard.plots import Series, scenario_figure
+from dlcluster_gym.leaderboard.runner import STATUS_OK, read_arrays, read_rows
+from dlcluster_gym.leaderboard.suite import Suite
+
+SUITE_FILE = "suite.json"
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_suite(out: Path, suite: Suite) -> None:
+    """Record the resolved suite next to its cells (what render and verify read back)."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = asdict(suite)
+    data["entrants"] = [e.model_dump() for e in suite.entrants]
+    data["cells"] = [c.id for c in suite.cells()]
+    _atomic_text(out / SUITE_FILE, json.dumps(data, indent=1))
+
+
+def read_suite(out: Path) -> dict[str, Any]:
+    """The ``suite.json`` of a run directory."""
+    p = Path(out) / SUITE_FILE
+    if not p.is_file():
+        raise ConfigError(f"{out}: not a leaderboard run directory (no {SUITE_FILE})")
+    return json.loads(p.read_text())
+
+
+def _series(label: str, ok: pd.DataFrame, arrays: list[dict[str, np.ndarray]]) -> Series:
+    jct = [a["jct_s"] for a in arrays if "jct_s" in a]
+    first = arrays[0] if arrays else {}
+    num_gpus = float(ok["num_gpus"].iloc[0]) if len(ok) and "num_gpus" in ok else math.nan
+    return Series(
+        label=label,
+        jct_s=np.concatenate(jct) if jct else np.array([]),
+        avg_jct_s=tables.mean_ci(ok["avg_jct_s"].to_numpy(dtype=float)),
+        makespan_s=tables.mean_ci(ok["makespan_s"].to_numpy(dtype=float)),
+        comm_overhead=tables.mean_ci(ok["avg_comm_overhead"].to_numpy(dtype=float)),
+        t_s=first.get("ts_t", np.array([])),
+        utilization=first.get("ts_busy_gpus", np.array([])) / num_gpus,
+        remaining=first.get("ts_remaining", np.array([])),
+    )
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _html_table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_CSS = (
+    "body{font-family:sans-serif;max-width:1400px;margin:2em auto}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
+    "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+)
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>"
+    )
+
+
+def render_leaderboard(out: str | Path) -> dict[str, Path]:
+    """Write the tables, plots, Markdown and HTML of the run in ``out``; return their paths."""
+    out = Path(out)
+    suite = read_suite(out)
+    rows = read_rows(out, suite["cells"])
+    if not rows:
+        raise ConfigError(f"{out}: no finished cells to report")
+    df = tables.frame(rows)
+    paths = {"csv": out / "results.csv", "parquet": out / "results.parquet"}
+    tmp = out / "results.csv.tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, paths["csv"])
+    tmp = out / "results.parquet.tmp"
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, paths["parquet"])
+
+    entrants = [e["label"] or _label(e) for e in suite["entrants"]]
+    metrics = tuple(suite["metrics"])
+    missing = len(suite["cells"]) - len(rows)
+    score = tables.scores(df, entrants, metrics, suite["reference"])
+    sh, sr = tables.score_rows(score, metrics)
+    title = f"Leaderboard: {suite['name']}"
+    version = ", ".join(sorted(set(df["version"].astype(str))))
+    intro = [
+        f"{suite['description']}".strip(),
+        f"Seeds {', '.join(map(str, suite['seeds']))}; package version {version}; "
+        f"{len(rows)} of {len(suite['cells'])} cells finished"
+        + (f" ({missing} missing: rerun with --resume)" if missing else "")
+        + ".",
+        f"Score: geometric mean over scenarios of each metric's ratio to `{suite['reference']}` "
+        f"(mean over seeds), then geometric mean over the metrics ({', '.join(metrics)}); "
+        "lower is better, the reference scores 1. n/a: the policy does not apply to a "
+        "scenario. Per-scenario cells: mean ± 95% CI half-width (Student t) over seeds.",
+    ]
+    ref_ok = set(
+        df[(df["entrant"] == suite["reference"]) & (df["status"] == STATUS_OK)]["scenario"]
+    )
+    unscored = [sc for sc in suite["scenarios"] if sc in set(df["scenario"]) and sc not in ref_ok]
+    if unscored:
+        intro.append(
+            f"The reference `{suite['reference']}` did not run on {', '.join(unscored)}; "
+            "no entrant is scored there."
+        )
+    if suite.get("skipped"):
+        intro.append("Left out (not available yet): " + "; ".join(suite["skipped"]) + ".")
+    md = [f"# {title}", "", *(line + "\n" for line in intro if line), tables.markdown(sh, sr), ""]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    body += [f"<p>{html.escape(line)}</p>" for line in intro if line]
+    body.append(_html_table(sh, sr))
+    plots = out / "plots"
+    plots.mkdir(exist_ok=True)
+    errors = df[df["status"] == "error"]
+    for sc in suite["scenarios"]:
+        table = tables.scenario_table(df, sc, entrants)
+        if table.empty:
+            continue
+        th, tr = tables.scenario_rows(table)
+        md += [f"## {sc}", "", tables.markdown(th, tr), ""]
+        body += [f"<h2>{html.escape(sc)}</h2>", _html_table(th, tr)]
+        series = []
+        for e in entrants:
+            ok = df[(df["scenario"] == sc) & (df["entrant"] == e) & (df["status"] == STATUS_OK)]
+            if len(ok):
+                series.append(_series(e, ok, [read_arrays(out, i) for i in ok["id"]]))
+        if series:
+            png = scenario_figure(sc, series)
+            name = f"{Path(sc).stem}.png"
+            _atomic_bytes(plots / name, png)
+            md += [f"![{sc}](plots/{name})", ""]
+            body.append(_img(png, sc))
+    if len(errors):
+        md += ["## Failed cells", ""]
+        body.append("<h2>Failed cells</h2>")
+        er = [[r["id"], str(r["reason"]).splitlines()[0]] for r in errors.to_dict("records")]
+        md += [tables.markdown(["cell", "error"], er), ""]
+        body.append(_html_table(["cell", "error"], er))
+    paths["md"] = out / "leaderboard.md"
+    _atomic_text(paths["md"], "\n".join(md))
+    paths["html"] = out / "index.html"
+    _atomic_text(paths["html"], _page(title, body))
+    return paths
+
+
+def _label(entrant: dict[str, Any]) -> str:
+    from dlcluster_gym.leaderboard.suite import EntrantSpec
+
+    return EntrantSpec.model_validate(entrant).name
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def report_run(run_dir: str | Path, out: str | Path | None = None) -> dict[str, Path]:
+    """Plots, Markdown and HTML for one ``dlcluster simulate --out`` run directory."""
+    from dlcluster_gym.sim.results import SUMMARY_KEYS, Results
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "results.json").is_file():
+        raise ConfigError(
+            f"{run_dir}: no results.json; pass a directory written by `dlcluster simulate --out`"
+        )
+    res = Results.load(run_dir)
+    out = Path(out) if out is not None else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    groups = res.scenario_config.get("cluster", {}).get("groups", [])
+    num_gpus = sum(g["racks"] * g["machines_per_rack"] * g["gpus_per_machine"] for g in groups)
+    jct = np.asarray(res.jobs["jct_s"], dtype=float)
+    ts = res.timeseries
+    s = res.summary
+    series = Series(
+        label=res.policy,
+        jct_s=jct[np.isfinite(jct)],
+        avg_jct_s=(float(s.get("avg_jct_s", math.nan)), math.nan),
+        makespan_s=(float(s.get("makespan_s", math.nan)), math.nan),
+        comm_overhead=(float(s.get("avg_comm_overhead", math.nan)), math.nan),
+        t_s=np.asarray(ts.get("t", []), dtype=float),
+        utilization=np.asarray(ts.get("busy_gpus", []), dtype=float) / (num_gpus or math.nan),
+        remaining=np.asarray(ts.get("remaining", []), dtype=float),
+    )
+    title = f"{res.policy} on {res.scenario}, seed {res.seed} (version {res.version})"
+    png = scenario_figure(title, [series])
+    paths = {"png": out / "report.png", "md": out / "report.md", "html": out / "report.html"}
+    _atomic_bytes(paths["png"], png)
+    rows = [[k, tables.fmt(s[k])] for k in SUMMARY_KEYS if k in s]
+    _atomic_text(
+        paths["md"],
+        f"# {title}\n\n{tables.markdown(['metric', 'value'], rows)}\n\n![plots](report.png)\n",
+    )
+    body = [f"<h1>{html.escape(title)}</h1>", _html_table(["metric", "value"], rows)]
+    _atomic_text(paths["html"], _page(title, [*body, _img(png, title)]))
+    return paths

@@ -1,0 +1,275 @@
+"""Suites: which entrants run on which scenarios with which seeds, and the cells they make.
+
+A suite YAML (``configs/suites/NAME.yaml`` or any file)::
+
+    name: my-suite
+    description: one line
+    seeds: [1, 2, 3]
+    reference: fcfs                       # scores are ratios to this entrant (must be listed)
+    metrics: [avg_jct_s, p95_jct_s, makespan_s]
+    entrants:
+      - fcfs                              # a registered policy name
+      - {policy: cassini, params: {base: dally}, label: dally-cassini}
+      - {policy: crius, optional: true}   # skipped (with a note) until it is registered
+      - agent:agents/checkpoints/ppo.zip  # a trained agent (needs agent support)
+    scenarios:
+      - dally-batch-8rack
+      - {name: crius-testbed-64gpu, optional: true}
+
+Unknown policies and scenarios are errors that list the valid ones, unless marked
+``optional: true``: then they are left out and reported in :attr:`Suite.skipped`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dlcluster_gym.config import configs_dir, list_presets
+from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.scheduler import policies
+
+AGENT_PREFIX = "agent:"
+DEFAULT_METRICS = ("avg_jct_s", "p95_jct_s", "makespan_s")
+
+
+class EntrantSpec(BaseModel):
+    """One entrant: a policy (registered name, ``pkg.mod:Class`` or ``agent:PATH``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+    optional: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, v: Any) -> Any:
+        return {"policy": v} if isinstance(v, str) else v
+
+    @property
+    def name(self) -> str:
+        """The label shown in tables: ``label``, else the policy with its parameters."""
+        if self.label:
+            return self.label
+        if not self.params:
+            return self.policy
+        args = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.policy}[{args}]"
+
+
+class ScenarioSpec(BaseModel):
+    """One scenario: a preset name or a YAML path."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    optional: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+
+class SuiteConfig(BaseModel):
+    """The YAML schema of a suite."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    seeds: tuple[int, ...] = Field(min_length=1)
+    reference: str = "fcfs"
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    entrants: tuple[EntrantSpec, ...] = Field(min_length=1)
+    scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: an entrant on a scenario with a seed. ``id`` is stable and file-name safe."""
+
+    id: str
+    scenario: str
+    entrant: str
+    policy: str
+    params: dict[str, Any]
+    seed: int
+
+    def params_json(self) -> str:
+        return json.dumps(self.params, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite: entrants and scenarios that exist, plus what was left out and why."""
+
+    name: str
+    description: str
+    seeds: tuple[int, ...]
+    reference: str
+    metrics: tuple[str, ...]
+    entrants: tuple[EntrantSpec, ...]
+    scenarios: tuple[str, ...]
+    source: str
+    skipped: tuple[str, ...] = field(default_factory=tuple)
+
+    def cells(self) -> list[Cell]:
+        """Every (scenario, entrant, seed), scenario-major, in suite order."""
+        return [
+            Cell(cell_id(sc, e.name, s), sc, e.name, e.policy, dict(e.params), s)
+            for sc in self.scenarios
+            for e in self.entrants
+            for s in self.seeds
+        ]
+
+
+def cell_id(scenario: str, entrant: str, seed: int) -> str:
+    """``scenario.entrant.sSEED`` with characters outside ``[A-Za-z0-9_.+=-]`` replaced."""
+    safe = re.sub(r"[^A-Za-z0-9_.+=-]+", "-", f"{Path(scenario).stem}.{entrant}")
+    return f"{safe.strip('-')}.s{seed}"
+
+
+def list_suites() -> dict[str, str]:
+    """Suite preset name -> description."""
+    return list_presets("suites")
+
+
+def _suite_path(spec: str | Path) -> Path:
+    if str(spec).endswith((".yaml", ".yml")):
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"{path}: suite file not found")
+        return path
+    path = configs_dir() / "suites" / f"{spec}.yaml"
+    if not path.is_file():
+        raise UnknownNameError("suite", str(spec), list_suites())
+    return path
+
+
+def _scenario_exists(name: str) -> bool:
+    if name.endswith((".yaml", ".yml")):
+        return Path(name).is_file()
+    return (configs_dir() / "scenarios" / f"{name}.yaml").is_file()
+
+
+def agent_support(policy: str) -> bool:
+    """Whether this installation resolves ``agent:PATH`` policies (the agents issue adds it
+    to the policy registry; until then the registry does not know the prefix)."""
+    from dlcluster_gym.scheduler import resolve_policy
+
+    try:
+        resolve_policy(policy)
+    except UnknownNameError:
+        return False
+    return True
+
+
+def _check_policy(e: EntrantSpec, known: dict[str, Any]) -> bool:
+    """True if the entrant can run; False if optional and unavailable; raise otherwise."""
+    if e.policy.startswith(AGENT_PREFIX):
+        path = Path(e.policy[len(AGENT_PREFIX) :])
+        if not path.exists():
+            if e.optional:
+                return False
+            raise ConfigError(f"entrant {e.policy!r}: agent checkpoint {path} not found")
+        if not agent_support(e.policy):
+            if e.optional:
+                return False
+            raise ConfigError(
+                f"entrant {e.policy!r}: this installation has no agent support yet "
+                "(agent:PATH entrants need the agents package); remove the entrant or mark it "
+                "optional: true"
+            )
+        return True
+    if e.policy in known or ":" in e.policy:
+        return True
+    if e.optional:
+        return False
+    raise UnknownNameError("policy", e.policy, known)
+
+
+def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
+    """A suite from a preset name, a YAML path or a mapping, validated against what exists."""
+    if isinstance(spec, dict):
+        data, source = dict(spec), "<suite mapping>"
+    else:
+        path = _suite_path(spec)
+        source = str(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        data.setdefault("name", path.stem)
+    try:
+        cfg = SuiteConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+            for e in exc.errors()
+        ]
+        raise ConfigError(f"{source}: invalid suite:\n" + "\n".join(lines)) from None
+    from dlcluster_gym.sim.results import SUMMARY_KEYS
+
+    bad = [m for m in cfg.metrics if m not in SUMMARY_KEYS]
+    if bad:
+        raise ConfigError(
+            f"{source}: metrics: unknown metric {bad[0]!r}; valid: {', '.join(SUMMARY_KEYS)}"
+        )
+    known = policies()
+    skipped: list[str] = []
+    entrants = []
+    for e in cfg.entrants:
+        try:
+            ok = _check_policy(e, known)
+        except (UnknownNameError, ConfigError) as exc:
+            raise ConfigError(f"{source}: entrants: {exc}") from None
+        if ok:
+            entrants.append(e)
+        else:
+            skipped.append(f"entrant {e.name} (not available)")
+    labels = [e.name for e in entrants]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise ConfigError(
+            f"{source}: entrants: label {dupes[0]!r} appears twice; give each a distinct label"
+        )
+    if cfg.reference not in labels:
+        raise ConfigError(
+            f"{source}: reference {cfg.reference!r} must be one of the entrants: "
+            f"{', '.join(labels)}"
+        )
+    scenarios = []
+    for s in cfg.scenarios:
+        if _scenario_exists(s.name):
+            scenarios.append(s.name)
+        elif s.optional:
+            skipped.append(f"scenario {s.name} (no such preset yet)")
+        else:
+            err = UnknownNameError("scenario", s.name, list_presets("scenarios"))
+            raise ConfigError(f"{source}: scenarios: {err}")
+    if not scenarios:
+        raise ConfigError(f"{source}: no scenario of the suite exists")
+    if len(set(scenarios)) != len(scenarios):
+        raise ConfigError(f"{source}: scenarios: a scenario is listed twice")
+    return Suite(
+        name=cfg.name,
+        description=cfg.description,
+        seeds=cfg.seeds,
+        reference=cfg.reference,
+        metrics=cfg.metrics,
+        entrants=tuple(entrants),
+        scenarios=tuple(scenarios),
+        source=source,
+        skipped=tuple(skipped),
+    )

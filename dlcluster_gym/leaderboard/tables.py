@@ -1,0 +1,156 @@
+"""Results tables: per-scenario means with 95% confidence intervals, and normalized scores.
+
+Score of an entrant on one metric = geometric mean, over the scenarios where both it and the
+reference entrant (``fcfs`` by default) ran, of (entrant's mean over seeds) / (reference's mean
+over seeds). Lower is better for every default metric (times). The overall score is the
+geometric mean of the per-metric scores. Ratios that are not finite and positive (a reference
+mean of 0, say) are left out of the mean.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dlcluster_gym.leaderboard.runner import STATUS_OK
+
+# Columns of the per-scenario tables: (metric, header, scale).
+SCENARIO_COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("avg_jct_s", "avg JCT (h)", 1 / 3600),
+    ("p95_jct_s", "P95 JCT (h)", 1 / 3600),
+    ("makespan_s", "makespan (h)", 1 / 3600),
+    ("avg_queue_s", "avg queue (h)", 1 / 3600),
+    ("avg_comm_overhead", "comm overhead", 1.0),
+    ("gpu_utilization", "GPU util", 1.0),
+    ("jobs_unfinished", "unfinished", 1.0),
+)
+
+
+def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The results table: one row per cell, in the given order."""
+    return pd.DataFrame(rows)
+
+
+def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """(mean, half-width of the Student-t confidence interval); half-width NaN for n < 2."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return math.nan, math.nan
+    if v.size < 2:
+        return float(v.mean()), math.nan
+    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+    return float(v.mean()), float(half)
+
+
+def _cell_status(group: pd.DataFrame) -> str:
+    statuses = set(group["status"])
+    if statuses == {STATUS_OK}:
+        return STATUS_OK
+    if "error" in statuses:
+        return "error"
+    return "n/a"
+
+
+def scenario_table(df: pd.DataFrame, scenario: str, entrants: list[str]) -> pd.DataFrame:
+    """Per entrant: status, seeds, and (mean, CI) of each :data:`SCENARIO_COLUMNS` metric."""
+    sub = df[df["scenario"] == scenario]
+    out = []
+    for e in entrants:
+        g = sub[sub["entrant"] == e]
+        if g.empty:
+            continue
+        rec: dict[str, Any] = {"entrant": e, "status": _cell_status(g), "seeds": len(g)}
+        ok = g[g["status"] == STATUS_OK]
+        for key, _, scale in SCENARIO_COLUMNS:
+            vals = ok[key].to_numpy(dtype=np.float64) * scale if key in ok else np.array([])
+            rec[key], rec[f"{key}_ci"] = mean_ci(vals)
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def scores(
+    df: pd.DataFrame, entrants: list[str], metrics: tuple[str, ...], reference: str
+) -> pd.DataFrame:
+    """Per entrant: score per metric, overall score, scenarios scored, n/a and error counts;
+    sorted best (lowest score) first."""
+    ok = df[df["status"] == STATUS_OK]
+    means = ok.groupby(["scenario", "entrant"])[list(metrics)].mean()
+    scenarios = list(dict.fromkeys(df["scenario"]))
+    rows = []
+    for e in entrants:
+        rec: dict[str, Any] = {"entrant": e}
+        covered: set[str] = set()
+        per_metric = []
+        for m in metrics:
+            ratios = []
+            for sc in scenarios:
+                if (sc, e) not in means.index or (sc, reference) not in means.index:
+                    continue
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    r = np.float64(means.loc[(sc, e), m]) / means.loc[(sc, reference), m]
+                if math.isfinite(r) and r > 0:
+                    ratios.append(r)
+                    covered.add(sc)
+            rec[m] = float(stats.gmean(ratios)) if ratios else math.nan
+            per_metric.append(rec[m])
+        finite = [x for x in per_metric if math.isfinite(x)]
+        rec["score"] = float(stats.gmean(finite)) if finite else math.nan
+        mine = df[df["entrant"] == e]
+        rec["scenarios"] = len(covered)
+        rec["n/a"] = int(mine[mine["status"] == "n/a"]["scenario"].nunique())
+        rec["errors"] = int((mine["status"] == "error").sum())
+        rows.append(rec)
+    table = pd.DataFrame(rows)
+    return table.sort_values("score", na_position="last", kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(x: Any, ci: Any = None) -> str:
+    """A number with 3 significant digits, ``± ci`` when given, ``-`` when missing."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, str):
+        return x
+    s = f"{x:.3g}" if abs(x) < 1e5 else f"{x:,.0f}"
+    if ci is not None and isinstance(ci, float) and math.isfinite(ci):
+        s += f" ± {ci:.2g}"
+    return s
+
+
+def markdown(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured Markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def scenario_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted rows of a :func:`scenario_table`."""
+    headers = ["entrant", "seeds"] + [h for _, h, _ in SCENARIO_COLUMNS]
+    rows = []
+    for rec in table.to_dict("records"):
+        if rec["status"] != STATUS_OK:
+            cells = [rec["status"]] * len(SCENARIO_COLUMNS)
+        else:
+            cells = [fmt(rec[k], rec[f"{k}_ci"]) for k, _, _ in SCENARIO_COLUMNS]
+        rows.append([rec["entrant"], str(rec["seeds"]), *cells])
+    return headers, rows
+
+
+def score_rows(table: pd.DataFrame, metrics: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted rows of a :func:`scores` table, with ranks."""
+    headers = ["rank", "entrant", "score", *metrics, "scenarios", "n/a", "errors"]
+    rows = []
+    for i, rec in enumerate(table.to_dict("records"), 1):
+        rows.append([
+            str(i), rec["entrant"], fmt(rec["score"]), *(fmt(rec[m]) for m in metrics),
+            str(rec["scenarios"]), str(rec["n/a"]), str(rec["errors"]),
+        ])  # fmt: skip
+    return headers, rows

@@ -1,0 +1,92 @@
+"""Train the shipped agents and evaluate them on their held-out sets (issue #8).
+
+Steps (each can be run alone):
+
+  python experiments/train_agents.py train      # dlcluster train for both agents -> runs/agents/
+  python experiments/train_agents.py ship       # best.zip -> agents/checkpoints/*.zip, curves
+  python experiments/train_agents.py evaluate   # held-out table -> experiments/results/agents/
+
+Add ``placement`` or ``delay-timer`` to act on one agent only.
+
+``train`` runs exactly the commands recorded in the checkpoints (``TRAIN_COMMANDS``).
+``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias and Gandiva
+natively on the config's evaluation scenarios and seeds (the trace scenario needs
+../shared/traces and is skipped without it).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "experiments" / "results" / "agents"
+CHECKPOINTS = ROOT / "agents" / "checkpoints"
+AGENTS = {"placement": "placement", "delay-timer": "delay_timer"}
+TRAIN_COMMANDS = {
+    "placement": "dlcluster train --agent placement --timesteps 100000 --out runs/agents/placement",
+    "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
+    "--out runs/agents/delay-timer",
+}
+BASELINES = ("dally", "dally-manual", "tiresias", "gandiva")
+
+
+def train() -> None:
+    for cmd in TRAIN_COMMANDS.values():
+        print(f"$ {cmd}", flush=True)
+        subprocess.run([*shlex.split(cmd), "--quiet"], cwd=ROOT, check=True)
+
+
+def ship() -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for agent, name in AGENTS.items():
+        run = ROOT / "runs" / "agents" / agent
+        shutil.copyfile(run / "best.zip", CHECKPOINTS / f"{name}.zip")
+        for f in ("curve.png", "curve.csv"):
+            shutil.copyfile(run / f, RESULTS / f"{name}_{f}")
+        summary = json.loads((run / "train_summary.json").read_text())
+        (RESULTS / f"{name}_train_summary.json").write_text(json.dumps(summary, indent=1))
+        print(f"shipped {CHECKPOINTS / f'{name}.zip'}")
+
+
+def evaluate() -> None:
+    from agents.config import AgentConfig
+    from agents.evaluate import markdown_table, run_set, summary_table
+    from dlcluster_gym.envs.agent_loader import read_agent_meta
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for agent, name in AGENTS.items():
+        path = CHECKPOINTS / f"{name}.zip"
+        meta = read_agent_meta(path)
+        held = AgentConfig.model_validate(meta["config"]).evaluation
+        label = f"{agent}-agent"
+        policies = {label: f"agent:{path.relative_to(ROOT)}", **{b: b for b in BASELINES}}
+        t0 = time.perf_counter()
+        rows = run_set(policies, held.scenarios, held.seeds, progress=print)
+        table = summary_table(rows, "dally")
+        md = markdown_table(table, "dally")
+        (RESULTS / f"{name}_eval.json").write_text(
+            json.dumps({"checkpoint": str(path.relative_to(ROOT)), "command": meta["command"],
+                        "seeds": list(held.seeds), "rows": rows, "summary": table}, indent=1)
+        )  # fmt: skip
+        (RESULTS / f"{name}_eval.md").write_text(
+            f"# {agent} agent, held-out evaluation (avg JCT, ratio to Dally)\n\n"
+            f"Checkpoint `{path.relative_to(ROOT)}`, trained with `{meta['command']}`; "
+            f"seeds {list(held.seeds)}; {time.perf_counter() - t0:.0f} s.\n\n{md}\n"
+        )
+        print(md)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    only = [a for a in args if a in AGENTS]  # e.g. `evaluate placement`: that agent only
+    if only:
+        AGENTS = {a: AGENTS[a] for a in only}
+        TRAIN_COMMANDS = {a: TRAIN_COMMANDS[a] for a in only}
+    for step in [a for a in args if a not in AGENTS] or ["train", "ship", "evaluate"]:
+        {"train": train, "ship": ship, "evaluate": evaluate}[step]()

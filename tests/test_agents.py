@@ -1,0 +1,209 @@
+"""Learned agents (issue #8): configs, smoke training, checkpoints, ``agent:PATH``, bad input."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("sb3_contrib")
+
+from click.testing import CliRunner
+
+import dlcluster_gym  # noqa: F401
+from agents.config import load_agent_config
+from agents.envs import available
+from dlcluster_gym import simulate
+from dlcluster_gym.cli import main
+from dlcluster_gym.envs.agent_loader import META_NAME, read_agent_meta
+from dlcluster_gym.envs.policies import make_env_policy, rollout
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import make_policy
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "agents" / "checkpoints"
+TINY = {"workload": {"num_jobs": 30}}
+TINY_SPEC = {"scenario": "dally-poisson-2rack", "label": "tiny", "overrides": TINY}
+
+
+def tiny_config(agent: str) -> dict:
+    return {
+        "agent": agent,
+        "algorithm": "maskable_ppo" if agent == "placement" else "ppo",
+        "ppo": {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
+        "warm_start": {"episodes": 1, "epochs": 2},
+        "train": {"timesteps": 256, "n_envs": 2, "scenarios": [TINY_SPEC]},
+        "validation": {"scenarios": [TINY_SPEC], "seeds": [5], "every_steps": 128},
+        "evaluation": {"scenarios": [TINY_SPEC], "seeds": [6]},
+    }
+
+
+def tiny_env(kind: str, **kw) -> gym.Env:
+    return gym.make(
+        f"DLCluster/{kind}-v0", scenario="dally-poisson-2rack", scenario_overrides=TINY, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A few hundred steps of each agent through `dlcluster train` (a few seconds each)."""
+    base = tmp_path_factory.mktemp("agents")
+    out = {}
+    for agent in ("placement", "delay-timer"):
+        cfg = base / f"{agent}.yaml"
+        cfg.write_text(yaml.safe_dump(tiny_config(agent)))
+        res = CliRunner().invoke(
+            main,
+            ["train", "--agent", agent, "--config", str(cfg), "--out", str(base / agent), "-q"],
+        )
+        assert res.exit_code == 0, res.output
+        out[agent] = base / agent
+    return out
+
+
+# ---------------------------------------------------------------------------- configs
+@pytest.mark.parametrize("name", ["placement", "delay_timer"])
+def test_shipped_configs_load_and_hold_out_larger_clusters_and_poisson(name: str) -> None:
+    cfg = load_agent_config(name)
+    train = {s.scenario for s in cfg.train.scenarios}
+    held = {s.scenario for s in cfg.evaluation.scenarios}
+    assert not set(cfg.evaluation.seeds) & set(range(*cfg.train.seeds))
+    assert not set(cfg.evaluation.seeds) & set(cfg.validation.seeds)
+    assert "dally-poisson-8rack" in held and not any("8rack" in s for s in train)
+    assert any(s.requires_traces for s in cfg.evaluation.scenarios)
+
+
+def test_config_with_unknown_key_is_a_clear_error(tmp_path: Path) -> None:
+    data = tiny_config("placement")
+    data["ppo"]["learning_rte"] = 1e-3
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*\n.*ppo\.learning_rte: unknown key"):
+        load_agent_config(path)
+    with pytest.raises(ConfigError, match="not found"):
+        load_agent_config(tmp_path / "missing.yaml")
+
+
+def test_trace_scenarios_are_skipped_without_a_trace_root(tmp_path: Path) -> None:
+    cfg = load_agent_config("placement")
+    keep, skipped = available(cfg.evaluation.scenarios, tmp_path / "no-traces")
+    assert skipped == ["trace-itp01-l0.9"]
+    assert len(keep) == len(cfg.evaluation.scenarios) - 1
+
+
+# ---------------------------------------------------------------------------- smoke training
+def test_training_writes_artifacts(trained: dict[str, Path]) -> None:
+    for agent, out in trained.items():
+        for f in ("best.zip", "last.zip", "curve.png", "curve.csv", "config.yaml"):
+            assert (out / f).is_file(), (agent, f)
+        assert any((out / "tb").rglob("events.out.tfevents.*"))
+        meta = read_agent_meta(out / "best.zip")
+        assert meta["agent"] == agent and meta["command"].startswith("dlcluster train")
+        assert meta["config"]["train"]["timesteps"] == 256
+        assert meta["warm_start"]["teacher"] == "dally"
+        assert (out / "best.zip").stat().st_size < 2_000_000
+
+
+def test_placement_agent_predicts_valid_masked_actions(trained: dict[str, Path]) -> None:
+    path = trained["placement"] / "best.zip"
+    env = tiny_env("Placement", invalid_action="raise")
+    pol = make_env_policy(f"agent:{path}", env)
+    info, _, steps = rollout(env, pol, seed=3)  # a masked action would raise
+    assert steps > 0 and info["results"]["jobs_completed"] == 30
+    # the native adapter (what `simulate --policy agent:PATH` runs) gives the same results
+    res = simulate({**_tiny_scenario()}, f"agent:{path}", 3)
+    assert res.summary["avg_jct_s"] == pytest.approx(info["results"]["avg_jct_s"], rel=1e-12)
+
+
+def test_delay_timer_agent_acts_and_runs_natively(trained: dict[str, Path]) -> None:
+    path = trained["delay-timer"] / "best.zip"
+    env = tiny_env("DelayTimer")
+    pol = make_env_policy(f"agent:{path}", env)
+    obs, _ = env.reset(seed=4)
+    a, _ = pol.predict(obs)
+    assert a.shape == (14,) and np.all(np.abs(a) <= 1.0)
+    info, _, _ = rollout(env, pol, seed=4)
+    res = simulate(_tiny_scenario(), f"agent:{path}", 4)
+    assert res.summary["avg_jct_s"] == pytest.approx(info["results"]["avg_jct_s"], rel=1e-12)
+
+
+def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None:
+    scen = tmp_path / "tiny.yaml"
+    scen.write_text(yaml.safe_dump(_tiny_scenario()))
+    out = tmp_path / "eval.json"
+    args = ["evaluate", "--agent", str(trained["placement"] / "best.zip"), "--scenario"]
+    args += [str(scen), "--seeds", "1,2", "--baselines", "dally,gandiva", "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert {r["policy"] for r in data["rows"]} == {"placement-agent", "dally", "gandiva"}
+    assert len(data["rows"]) == 6
+
+
+def test_training_resumes_from_a_checkpoint(trained: dict[str, Path], tmp_path: Path) -> None:
+    from agents.train import train
+
+    cfg = load_agent_config(tiny_config("placement"))
+    res = train(
+        cfg, tmp_path / "resumed", timesteps=384, resume=trained["placement"] / "last.zip",
+        progress_bar=False,
+    )  # fmt: skip
+    assert res.timesteps == 384
+    meta = read_agent_meta(res.last)
+    assert meta["resumed_from"].endswith("last.zip") and meta["timesteps"] == 384
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_checkpoint_for_the_wrong_env_names_both(trained: dict[str, Path]) -> None:
+    path = trained["placement"] / "best.zip"
+    with pytest.raises(ConfigError, match=r"Placement-v0 with observation size 63.*"
+                       r"DelayTimer-v0 with observation size 80"):  # fmt: skip
+        make_env_policy(f"agent:{path}", tiny_env("DelayTimer"))
+
+
+def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.zip' not found"):
+        make_policy(f"agent:{tmp_path / 'nope.zip'}")
+    foreign = tmp_path / "foreign.zip"
+    with zipfile.ZipFile(foreign, "w") as zf:
+        zf.writestr("data", "{}")
+    with pytest.raises(ConfigError, match=f"no {META_NAME}"):
+        make_policy(f"agent:{foreign}")
+    (tmp_path / "text.zip").write_text("not a zip")
+    with pytest.raises(ConfigError, match="not a zip file"):
+        make_policy(f"agent:{tmp_path / 'text.zip'}")
+
+
+# ---------------------------------------------------------------------------- shipped agents
+@pytest.mark.parametrize("name", ["placement", "delay_timer"])
+def test_shipped_checkpoints_load_and_act_deterministically(name: str) -> None:
+    path = SHIPPED / f"{name}.zip"
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped")
+    meta = read_agent_meta(path)
+    assert meta["command"] and meta["config"] and path.stat().st_size < 5_000_000
+    kind = meta["env_kind"]
+    env = tiny_env(kind)
+    pol = make_env_policy(f"agent:{path}", env)
+    obs, _ = env.reset(seed=11)
+    mask = env.unwrapped.action_masks() if kind == "Placement" else None
+    kw = {"action_masks": mask} if mask is not None else {}
+    a1, _ = pol.predict(obs, deterministic=True, **kw)
+    a2, _ = pol.predict(obs, deterministic=True, **kw)
+    np.testing.assert_array_equal(a1, a2)
+    r1 = simulate(_tiny_scenario(), f"agent:{path}", 11).summary
+    r2 = simulate(_tiny_scenario(), f"agent:{path}", 11).summary
+    assert r1["avg_jct_s"] == r2["avg_jct_s"] and r1["jobs_completed"] == 30
+
+
+def _tiny_scenario() -> dict:
+    from dlcluster_gym.config import load_scenario
+    from dlcluster_gym.envs.base import deep_merge
+
+    return deep_merge(load_scenario("dally-poisson-2rack").model_dump(), TINY)

@@ -1,0 +1,377 @@
+"""Leaderboards: suite validation, the local and Ray runners, resume after a kill, tables,
+reports, verification, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from dlcluster_gym import leaderboard as lb
+from dlcluster_gym.cli import main
+from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.leaderboard import tables
+from dlcluster_gym.leaderboard.runner import read_rows
+from dlcluster_gym.leaderboard.suite import cell_id
+
+REPO = Path(__file__).resolve().parents[1]
+NA = "tests.fixtures.leaderboard_policies:NeverApplies"
+CRASH = "tests.fixtures.leaderboard_policies:Crashes"
+
+
+def scenario_file(tmp_path: Path, name: str = "tiny", num_jobs: int = 24) -> str:
+    """A small synthetic scenario (2 machines x 4 GPUs, Poisson arrivals) as a YAML file."""
+    data = {
+        "description": "tiny test scenario",
+        "cluster": {"racks": 1, "machines_per_rack": 2, "gpus_per_machine": 4},
+        "workload": {
+            "kind": "synthetic",
+            "num_jobs": num_jobs,
+            "models": ["resnet50", "vgg11"],
+            "gpu_demands": [1, 2, 4, 8],
+            "iterations": [2000, 20000],
+        },
+    }
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+def suite_file(tmp_path: Path, **kw) -> Path:
+    data = {
+        "name": "t",
+        "seeds": [1, 2],
+        "entrants": ["fcfs", "dally"],
+        "scenarios": [scenario_file(tmp_path)],
+    }
+    data.update(kw)
+    p = tmp_path / "suite.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def metrics_only(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def test_shipped_suites_load():
+    suites = lb.list_suites()
+    assert {"paper-heuristics", "traces-full"} <= set(suites)
+    s = lb.load_suite("paper-heuristics")
+    assert s.seeds == (1, 2, 3) and s.reference == "fcfs"
+    assert {"dally-batch-8rack", "dally-poisson-8rack", "cassini-testbed-poisson"} <= set(
+        s.scenarios
+    )
+    names = [e.name for e in s.entrants]
+    assert names[0] == "fcfs" and {"dally", "tiresias", "gandiva", "cassini"} <= set(names)
+    full = lb.load_suite("traces-full")
+    assert {"philly-1024gpu", *(f"itp-cluster{i:02d}" for i in range(1, 11))} <= set(full.scenarios)
+
+
+def test_unknown_policy_lists_valid_ones(tmp_path):
+    with pytest.raises(ConfigError) as ei:
+        lb.load_suite(suite_file(tmp_path, entrants=["fcfs", "nosuch"]))
+    msg = str(ei.value)
+    assert "unknown policy 'nosuch'" in msg and "dally" in msg and "suite.yaml" in msg
+
+
+def test_unknown_scenario_lists_valid_ones(tmp_path):
+    with pytest.raises(ConfigError) as ei:
+        lb.load_suite(suite_file(tmp_path, scenarios=["nosuch-scenario"]))
+    assert "unknown scenario 'nosuch-scenario'" in str(ei.value)
+    assert "dally-batch-8rack" in str(ei.value)
+
+
+def test_optional_entries_are_left_out_with_a_note(tmp_path):
+    s = lb.load_suite(
+        suite_file(
+            tmp_path,
+            entrants=["fcfs", {"policy": "future-policy", "optional": True}],
+            scenarios=[scenario_file(tmp_path), {"name": "future-scenario", "optional": True}],
+        )
+    )
+    assert [e.name for e in s.entrants] == ["fcfs"]
+    assert len(s.scenarios) == 1
+    assert s.skipped == (
+        "entrant future-policy (not available)",
+        "scenario future-scenario (no such preset yet)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"reference": "dally-manual"}, "reference 'dally-manual' must be one of the entrants"),
+        ({"entrants": ["fcfs", "fcfs"]}, "label 'fcfs' appears twice"),
+        ({"metrics": ["avg_jct_s", "speed"]}, "unknown metric 'speed'"),
+        ({"seeds": []}, "seeds"),
+        ({"entrants": [{"policy": "fcfs", "color": "red"}]}, "color"),
+        ({"entrants": ["fcfs", "agent:/no/such/checkpoint.zip"]}, "checkpoint"),
+    ],
+)
+def test_bad_suites(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message):
+        lb.load_suite(suite_file(tmp_path, **change))
+
+
+def test_agent_entrant_without_agent_support(tmp_path, monkeypatch):
+    ckpt = tmp_path / "agent.zip"
+    ckpt.write_bytes(b"")
+    monkeypatch.setattr("dlcluster_gym.leaderboard.suite.agent_support", lambda policy: False)
+    with pytest.raises(ConfigError, match="no agent support yet"):
+        lb.load_suite(suite_file(tmp_path, entrants=["fcfs", f"agent:{ckpt}"]))
+    monkeypatch.setattr("dlcluster_gym.leaderboard.runner.agent_support", lambda policy: False)
+    with pytest.raises(ConfigError, match="no agent support yet"):
+        lb.resolve_entrant(f"agent:{ckpt}", {})
+    assert lb.resolve_entrant("fcfs", {}) == "fcfs"
+
+
+def test_unknown_suite_name():
+    with pytest.raises(UnknownNameError, match=r"valid suites: .*paper-heuristics"):
+        lb.load_suite("nosuch")
+
+
+def test_cells_and_ids(tmp_path):
+    s = lb.load_suite(
+        suite_file(tmp_path, entrants=["fcfs", {"policy": "cassini", "params": {"base": "fcfs"}}])
+    )
+    cells = s.cells()
+    assert len(cells) == 1 * 2 * 2
+    assert [c.id for c in cells] == [
+        "tiny.fcfs.s1",
+        "tiny.fcfs.s2",
+        "tiny.cassini-base=fcfs.s1",
+        "tiny.cassini-base=fcfs.s2",
+    ]
+    assert cells[2].entrant == "cassini[base=fcfs]" and cells[2].params == {"base": "fcfs"}
+    assert cell_id("a b", "x y/z", 3) == "a-b.x-y-z.s3"
+    assert cell_id("dir/my scenario.yaml", "fcfs", 1) == "my-scenario.fcfs.s1"
+
+
+# --------------------------------------------------------------------------- running
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One local run of a small suite with an n/a entrant and a crashing one."""
+    tmp = tmp_path_factory.mktemp("lb")
+    suite = lb.load_suite(
+        suite_file(
+            tmp,
+            entrants=[
+                "fcfs",
+                "dally",
+                {"policy": NA, "label": "never"},
+                {"policy": CRASH, "label": "crash"},
+            ],
+        )
+    )
+    out = tmp / "run"
+    rows = lb.run_suite(suite, out, workers=2, progress=False)
+    paths = lb.render_leaderboard(out)
+    return suite, out, rows, paths
+
+
+def test_run_writes_every_cell_and_outputs(finished_run):
+    suite, out, rows, paths = finished_run
+    assert [r["id"] for r in rows] == [c.id for c in suite.cells()]
+    status = {r["entrant"]: r["status"] for r in rows}
+    assert status == {"fcfs": "ok", "dally": "ok", "never": "n/a", "crash": "error"}
+    crash = next(r for r in rows if r["entrant"] == "crash")
+    assert "RuntimeError: boom" in crash["reason"]
+    ok = next(r for r in rows if r["status"] == "ok")
+    for key in ("id", "scenario", "policy", "params", "seed", "version", "avg_jct_s"):
+        assert key in ok
+    assert ok["jobs_completed"] == 24 and ok["num_gpus"] == 8
+    df = pd.read_parquet(paths["parquet"])
+    assert len(df) == len(rows) == len(pd.read_csv(paths["csv"]))
+    assert not list((out / "cells").glob("*.tmp"))
+
+
+def test_leaderboard_markdown_and_html(finished_run):
+    _, out, _, paths = finished_run
+    md = paths["md"].read_text()
+    ranking = md.split("\n## ")[0]
+    # fcfs is the reference: score exactly 1 on every metric
+    assert "| fcfs | 1 | 1 | 1 | 1 | 1 | 0 | 0 |" in ranking
+    assert "| never | - | - | - | - | 0 | 1 | 0 |" in ranking
+    assert "| crash | - | - | - | - | 0 | 0 | 2 |" in ranking
+    assert "| never | 2 | n/a | n/a |" in md
+    assert "## Failed cells" in md and "tiny.crash.s1" in md
+    html = paths["html"].read_text()
+    assert html.count("data:image/png;base64,") == 1 and "<table>" in html
+    assert 'src="plots/' not in html  # self-contained
+    assert (out / "plots" / "tiny.png").stat().st_size > 10_000
+
+
+def test_scores_match_the_rows(finished_run):
+    suite, _, rows, _ = finished_run
+    ok = [r for r in rows if r["status"] == "ok"]
+    mean = {
+        e: np.mean([r["avg_jct_s"] for r in ok if r["entrant"] == e]) for e in ("fcfs", "dally")
+    }
+    score = tables.scores(tables.frame(rows), ["fcfs", "dally"], suite.metrics, "fcfs")
+    dally = score.set_index("entrant").loc["dally"]
+    assert dally["avg_jct_s"] == pytest.approx(mean["dally"] / mean["fcfs"])
+
+
+def test_runs_are_deterministic(finished_run, tmp_path):
+    suite, _, rows, _ = finished_run
+    again = lb.run_suite(suite, tmp_path / "again", workers=1, progress=False)
+    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in rows]
+    assert strip == [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in again]
+
+
+def test_existing_run_needs_resume(finished_run):
+    suite, out, rows, _ = finished_run
+    with pytest.raises(ConfigError, match="pass --resume"):
+        lb.run_suite(suite, out, progress=False)
+    seen = []
+    again = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
+    assert seen == [] and again == rows
+
+
+def test_verify_reproduces_and_catches_tampering(finished_run, tmp_path):
+    _, out, _, _ = finished_run
+    checks = lb.verify(out)
+    assert len(checks) == 6 and all(c.ok for c in checks)  # 4 ok rows + 2 n/a rows
+    # tamper with one row in a copy of the run
+    copy = tmp_path / "copy"
+    (copy / "cells").mkdir(parents=True)
+    for p in (out / "cells").glob("*.json"):
+        (copy / "cells" / p.name).write_text(p.read_text())
+    row = json.loads((copy / "cells" / "tiny.dally.s2.json").read_text())
+    row["avg_jct_s"] *= 1.001
+    (copy / "cells" / "tiny.dally.s2.json").write_text(json.dumps(row))
+    result = CliRunner().invoke(main, ["leaderboard", "--verify", str(copy), "--row", row["id"]])
+    assert result.exit_code == 1
+    assert "DIFF tiny.dally.s2" in result.output and "avg_jct_s: recorded" in result.output
+    result = CliRunner().invoke(main, ["leaderboard", "--verify", str(copy), "--row", "nope"])
+    assert result.exit_code == 2 and "unknown row 'nope'" in result.output
+
+
+def test_kill_then_resume_equals_uninterrupted(tmp_path):
+    """Kill a CLI run half way (SIGKILL to its process group), resume, compare."""
+    sc = scenario_file(tmp_path, "resume", num_jobs=200)
+    suite = suite_file(tmp_path, seeds=[1, 2, 3], entrants=["fcfs", "gandiva"], scenarios=[sc])
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "dlcluster_gym.cli", "leaderboard", "--suite", str(suite)]
+    cmd += ["--out", str(out), "--workers", "1", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(list((out / "cells").glob("*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = {p.stem for p in (out / "cells").glob("*.json")}
+    assert 2 <= len(done) < 6, "the run finished before it could be killed"
+    resumed = subprocess.run([*cmd, "--resume"], cwd=REPO, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    full = lb.run_suite(lb.load_suite(suite), tmp_path / "full", workers=2, progress=False)
+    assert metrics_only(read_rows(out, [r["id"] for r in full])) == metrics_only(full)
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+def test_ray_unreachable_address_fails_fast(tmp_path):
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    suite = lb.load_suite(suite_file(tmp_path))
+    t = time.monotonic()
+    with pytest.raises(ConfigError, match=f"127.0.0.1:{port}' is unreachable"):
+        lb.run_suite(
+            suite, tmp_path / "r", backend="ray", ray_address=f"127.0.0.1:{port}", progress=False
+        )
+    assert time.monotonic() - t < 15
+
+
+def test_ray_local_instance_matches_local_backend(finished_run, tmp_path):
+    pytest.importorskip("ray")
+    suite, _, rows, _ = finished_run
+    ray_rows = lb.run_suite(suite, tmp_path / "ray", backend="ray", workers=2, progress=False)
+    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in rows]
+    assert strip == [
+        {k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in ray_rows
+    ]
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def test_mean_ci():
+    mean, half = tables.mean_ci(np.array([1.0, 3.0]))
+    assert mean == 2.0 and half == pytest.approx(12.7062, rel=1e-4)  # t(0.975, 1) x 1
+    mean, half = tables.mean_ci(np.array([5.0]))
+    assert mean == 5.0 and math.isnan(half)
+    assert all(math.isnan(x) for x in tables.mean_ci(np.array([])))
+
+
+def test_scores_geometric_mean_over_scenarios():
+    rows = []
+    for sc, ref, x in (("a", 10.0, 20.0), ("b", 10.0, 5.0), ("c", 0.0, 1.0)):
+        for e, v in (("fcfs", ref), ("x", x)):
+            rows.append({"scenario": sc, "entrant": e, "status": "ok", "m": v})
+    rows.append({"scenario": "d", "entrant": "x", "status": "n/a", "m": math.nan})
+    table = tables.scores(pd.DataFrame(rows), ["fcfs", "x"], ("m",), "fcfs")
+    x = table.set_index("entrant").loc["x"]
+    # ratios 2 and 0.5 (scenario c has a zero reference and is left out): gmean 1
+    assert x["m"] == pytest.approx(1.0) and x["scenarios"] == 2 and x["n/a"] == 1
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_leaderboard_and_report(tmp_path):
+    suite = suite_file(tmp_path, seeds=[1], entrants=["fcfs"])
+    out = tmp_path / "cli"
+    r = CliRunner().invoke(
+        main, ["leaderboard", "--suite", str(suite), "--out", str(out), "--workers", "1"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "1 cells (0 failed)" in r.output and (out / "index.html").is_file()
+    run = tmp_path / "sim"
+    r = CliRunner().invoke(
+        main, ["simulate", "--scenario", scenario_file(tmp_path), "--out", str(run)]
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["report", str(run)])
+    assert r.exit_code == 0, r.output
+    assert (run / "report.png").stat().st_size > 10_000
+    assert "data:image/png;base64," in (run / "report.html").read_text()
+    assert "| avg_jct_s |" in (run / "report.md").read_text()
+    r = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert r.exit_code == 2 and "no results.json" in r.output
+
+
+def test_cli_leaderboard_errors(tmp_path):
+    r = CliRunner().invoke(main, ["leaderboard"])
+    assert r.exit_code == 2 and "--suite" in r.output
+    r = CliRunner().invoke(main, ["leaderboard", "--suite", "nosuch"])
+    assert r.exit_code == 2 and "unknown suite 'nosuch'" in r.output
+
+
+def test_list_scenarios_has_itp_clusters_with_descriptions():
+    r = CliRunner().invoke(main, ["list", "scenarios"])
+    lines = {ln.split()[0]: ln for ln in r.output.splitlines()}
+    for i in range(1, 11):
+        name = f"itp-cluster{i:02d}"
+        assert name in lines and "ITP" in lines[name]
+    assert all(len(ln.split(None, 1)) == 2 for ln in lines.values())

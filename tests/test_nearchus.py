@@ -1,0 +1,104 @@
+"""Nearchus, Optimus, FA-BF (Nearchus IV-V) and nearchus-gpu."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlcluster_gym import simulate
+from dlcluster_gym.config import load_scenario
+from dlcluster_gym.errors import ConfigError, NotApplicableError
+from dlcluster_gym.scheduler import make_policy
+
+PS_POLICIES = ("nearchus", "optimus", "fa-bf")
+
+
+def single(model: str = "resnet50", cluster: str = "nearchus-eval-a", budget: float = 100.0,
+           epochs: float = 30.0):  # fmt: skip
+    return load_scenario({
+        "name": f"single-{model}",
+        "cluster": cluster,
+        "workload": {"kind": "ps", "num_jobs": 1, "arrival": "batch", "models": [model],
+                     "variants": [[epochs, budget]]},
+        "overheads": {"restart_s": 60},
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", PS_POLICIES)
+def test_ps_policies_not_applicable_on_gpu_scenarios(policy: str) -> None:
+    with pytest.raises(NotApplicableError, match="parameter-server"):
+        simulate("dally-batch-2rack", policy)
+
+
+@pytest.mark.parametrize(
+    "kw", [{"e_thd_job": 0.0}, {"e_thd_opt": 1.5}, {"cv_max": -0.1}, {"psn_util": 2}]
+)
+def test_nearchus_thresholds_outside_unit_interval(kw) -> None:
+    with pytest.raises(ConfigError, match=r"must be in \(0, 1\]"):
+        make_policy("nearchus", **kw)
+
+
+def test_budget_below_minimal_config() -> None:
+    with pytest.raises(ConfigError, match=r"smaller than the minimal .1 PS, 2 workers"):
+        simulate(single(budget=1.0), "nearchus")
+    with pytest.raises(ConfigError, match="smaller than the initial"):
+        simulate(single(budget=10.0), "optimus")
+
+
+def test_nearchus_single_job_search() -> None:
+    pol = make_policy("nearchus")
+    res = simulate(single(), pol, seed=1)
+    kinds = [d[2] for d in pol.decisions]
+    assert kinds[0] == "start" and pol.decisions[0][3] == "(1ps, 2wk, 5.0, 10.0)"  # R0 = 15
+    assert "scale-up" in kinds and ("add-ps" in kinds or "add-worker" in kinds)
+    # Stabilizing takes 5-8 minutes (IV): the first decision after the start.
+    assert 300.0 <= pol.decisions[1][0] <= 480.0
+    assert res.summary["jobs_completed"] == 1
+    assert res.timeseries["alloc_vcpus"].max() <= 100.0 + 1e-9
+
+
+def test_single_job_speed_and_jct_on_cluster_a() -> None:
+    jct = {}
+    peak = {}
+    for p in PS_POLICIES:
+        res = simulate(single(), p, seed=1)
+        jct[p] = res.summary["avg_jct_s"]
+        peak[p] = res.timeseries["used_vcpus"].max()
+    assert jct["fa-bf"] < jct["nearchus"] < jct["optimus"]  # Fig. 7b ordering
+    assert peak["nearchus"] > 1.2 * peak["optimus"]  # Fig. 7a: faster than Optimus
+
+
+def test_deterministic() -> None:
+    a = simulate(single(), "nearchus", seed=3)
+    b = simulate(single(), "nearchus", seed=3)
+    assert a.summary["avg_jct_s"] == b.summary["avg_jct_s"]
+    assert a.timeseries["alloc_vcpus"].tolist() == b.timeseries["alloc_vcpus"].tolist()
+
+
+def _acceptance(seed: int) -> dict[str, dict]:
+    res = {p: simulate("nearchus-multi-a", p, seed=seed).summary for p in PS_POLICIES}
+    jct = {p: r["avg_jct_s"] for p, r in res.items()}
+    assert jct["nearchus"] < jct["optimus"], jct
+    assert jct["nearchus"] < jct["fa-bf"], jct
+    return res
+
+
+def test_acceptance_multi_a_seed1() -> None:
+    res = _acceptance(1)
+    assert res["fa-bf"]["resizes"] == 0  # fixed allocation: no restarts
+    assert res["nearchus"]["avg_queue_s"] < 0.5 * res["fa-bf"]["avg_queue_s"]  # slow start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3, 4, 5])
+def test_acceptance_multi_a_more_seeds(seed: int) -> None:
+    _acceptance(seed)
+
+
+def test_nearchus_gpu_grows_jobs() -> None:
+    sc = load_scenario("dally-poisson-2rack", seed=1).model_dump()
+    sc["workload"]["max_jobs"] = 40
+    res = simulate(sc, "nearchus-gpu", seed=1)
+    assert res.summary["jobs_completed"] == 40
+    assert res.summary["resizes"] > 0
+    with pytest.raises(NotApplicableError):
+        simulate("nearchus-multi-a", "nearchus-gpu")
