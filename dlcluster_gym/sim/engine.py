@@ -607,7 +607,8 @@ class Engine:
                     "StartPS, Reconfigure)",
                 )
 
-    def _start(self, job: int, gpus: np.ndarray, shift: float) -> None:
+    def _mark_started(self, job: int) -> None:
+        """A waiting job becomes running now (after any pending overhead)."""
         del self.waiting[job]
         self.running[job] = None
         self.status[job] = RUNNING
@@ -617,6 +618,9 @@ class Engine:
         self.last_update[job] = self.now
         self.resume_at[job] = self.now + self.pending_overhead[job]
         self.pending_overhead[job] = 0.0
+
+    def _start(self, job: int, gpus: np.ndarray, shift: float) -> None:
+        self._mark_started(job)
         self.time_shift[job] = shift
         tier = self._allocate(job, gpus)
         if self.links is None:
@@ -672,15 +676,7 @@ class Engine:
         cfg = self.ps.check(self._bad, a, a.job, a.config)
         job = a.job
         if start:
-            del self.waiting[job]
-            self.running[job] = None
-            self.status[job] = RUNNING
-            if math.isnan(self.first_start[job]):
-                self.first_start[job] = self.now
-            self.last_start[job] = self.now
-            self.last_update[job] = self.now
-            self.resume_at[job] = self.now + self.pending_overhead[job]
-            self.pending_overhead[job] = 0.0
+            self._mark_started(job)
         else:
             self._advance(job)
             self.ps.release(job)
