@@ -201,8 +201,9 @@ def report_run(run_dir: str | Path, out: str | Path | None = None) -> dict[str, 
     res = Results.load(run_dir)
     out = Path(out) if out is not None else run_dir
     out.mkdir(parents=True, exist_ok=True)
-    groups = res.scenario_config.get("cluster", {}).get("groups", [])
-    num_gpus = sum(g["racks"] * g["machines_per_rack"] * g["gpus_per_machine"] for g in groups)
+    from dlcluster_gym.config import load_cluster
+
+    num_gpus = load_cluster(res.scenario_config["cluster"]).num_gpus
     jct = np.asarray(res.jobs["jct_s"], dtype=float)
     ts = res.timeseries
     s = res.summary

@@ -63,12 +63,14 @@ def _version() -> str:
     return __version__
 
 
-def scenario_hash(scenario: str, seed: int) -> str:
-    """Short hash of the scenario config a cell ran (changes if the preset changes)."""
+def scenario_hash(scenario: str, seed: int) -> tuple[str, int]:
+    """(short hash of the scenario config a cell runs, its cluster's GPU count); the hash
+    changes whenever the preset does."""
     from dlcluster_gym.config import load_scenario
 
-    cfg = load_scenario(scenario, seed=seed).model_dump(mode="json")
-    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
+    cfg = load_scenario(scenario, seed=seed)
+    text = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12], cfg.cluster.num_gpus
 
 
 def _base_row(cell: Cell, suite: str) -> dict[str, Any]:
@@ -94,7 +96,7 @@ def run_cell(
     row = _base_row(cell, suite)
     t0 = time.perf_counter()
     try:
-        row["scenario_hash"] = scenario_hash(cell.scenario, cell.seed)
+        row["scenario_hash"], num_gpus = scenario_hash(cell.scenario, cell.seed)
         res = simulate(
             cell.scenario,
             resolve_entrant(cell.policy, cell.params),
@@ -112,10 +114,7 @@ def run_cell(
         row.update(status=STATUS_ERROR, reason=reason, wall_s=time.perf_counter() - t0)
         return row, {}
     row.update(status=STATUS_OK, reason="", bound=res.is_bound)
-    row["num_gpus"] = int(sum(
-        g["racks"] * g["machines_per_rack"] * g["gpus_per_machine"]
-        for g in res.scenario_config.get("cluster", {}).get("groups", [])
-    ))  # fmt: skip
+    row["num_gpus"] = num_gpus
     row.update({k: res.summary.get(k, math.nan) for k in SUMMARY_KEYS})
     row["wall_s"] = res.summary.get("wall_s", time.perf_counter() - t0)
     jobs, ts = res.jobs, res.timeseries
