@@ -8,6 +8,12 @@ clusters a job that names a GPU type gets GPUs of that type, packed (Crius 8.1's
 it could ever have on this cluster (one machine if it fits on one, else one rack, else any),
 so it waits for that placement (Tiresias-style strict consolidation, Dally 3.2).
 
+On parameter-server scenarios (Nearchus, CPU jobs), ``fcfs`` starts each job in arrival order
+at Nearchus's initial DT-config (1 PS + 2 workers of ``ps_node_vcpus`` = 5 vCPUs, i.e.
+R0 = 15 vCPUs, Nearchus V-A) and never rescales it: Nearchus without its scaling rules. This
+is our choice (the Nearchus paper has no FCFS baseline); it makes ``fcfs`` the reference on
+every scenario, as leaderboard scores need.
+
 Subclasses change only ``place`` (where a job goes); the order and blocking stay FCFS.
 """
 
@@ -18,8 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from baselines.consolidation import best_possible_tier
+from baselines.ps_common import Resources, fit
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.actions import Action, StartPS
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 
@@ -27,6 +34,8 @@ class FCFS(BaseScheduler):
     """Strict FCFS, first fit, head-of-line blocking."""
 
     name = "fcfs"
+    supports_ps_jobs = True
+    ps_node_vcpus = 5.0
 
     def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
         """GPUs for ``job`` on the plan's free GPUs, or None to block the queue.
@@ -40,6 +49,8 @@ class FCFS(BaseScheduler):
         return plan.first_fit(spec.num_gpus)
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
+        if view.ps is not None:
+            return self._schedule_ps(view)
         if view.num_waiting == 0 or view.num_free == 0:
             return ()
         plan = view.plan()
@@ -51,10 +62,27 @@ class FCFS(BaseScheduler):
         return plan.actions
 
 
+    def _schedule_ps(self, view: ClusterView) -> Sequence[Action]:
+        """Parameter-server jobs: arrival order, head-of-line blocking, fixed (1 PS, 2 workers)."""
+        ps = view.ps
+        assert ps is not None
+        res = Resources(ps)
+        v = self.ps_node_vcpus
+        actions: list[Action] = []
+        for job in view.waiting():
+            cfg = fit(res, ps.model(job), [v], [v, v])
+            if cfg is None:
+                break
+            res.take(cfg, ps.model(job))
+            actions.append(StartPS(job, cfg))
+        return actions
+
+
 class FCFSConsolidated(FCFS):
     """Strict FCFS that waits for the most consolidated placement (no relaxation)."""
 
     name = "fcfs-consolidated"
+    supports_ps_jobs = False
 
     def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
         n = view.jobs[job].num_gpus

@@ -16,6 +16,7 @@ class RandomPlacement(FCFS):
     """Random feasible GPUs for each job, in arrival order."""
 
     name = "random"
+    supports_ps_jobs = False
 
     def place(self, view: ClusterView, plan: Plan, job: int) -> np.ndarray | None:
         n = view.jobs[job].num_gpus

@@ -177,8 +177,18 @@ def test_samples_are_deterministic_and_independent_of_query_order() -> None:
 
 
 def test_gpu_policy_on_ps_scenario_is_not_applicable() -> None:
-    with pytest.raises(NotApplicableError, match="parameter-server jobs"):
-        simulate(_ps_scenario(), "fcfs")
+    for policy in ("fcfs-consolidated", "random", "dally"):
+        with pytest.raises(NotApplicableError, match="parameter-server jobs"):
+            simulate(_ps_scenario(), policy)
+
+
+def test_fcfs_runs_ps_jobs_at_the_initial_config_without_rescaling() -> None:
+    res = simulate("nearchus-multi-a", "fcfs", seed=1)
+    s = res.summary
+    assert s["jobs_completed"] == s["jobs_total"] == 40
+    nearchus = simulate("nearchus-multi-a", "nearchus", seed=1).summary
+    assert s["avg_jct_s"] > nearchus["avg_jct_s"]  # no scaling: slower than Nearchus
+    assert all(r["overhead_s"] == 0 for r in res.job_rows())  # never restarted
 
 
 def test_cpu_only_cluster_presets_and_budgets() -> None:
