@@ -54,8 +54,8 @@ from baselines.heterogeneous import (
     Alloc,
     current_alloc,
     finalize,
-    require_adaptive_jobs,
     requested_type,
+    require_adaptive_jobs,
 )
 from dlcluster_gym.perf.parallelism import cell_estimate, stage_choices
 from dlcluster_gym.scheduler import BaseScheduler
@@ -207,7 +207,8 @@ class Crius(BaseScheduler):
             self.opp.clear()
 
     def _take(self, job: int, a: Alloc | None) -> None:
-        self._mv = None
+        if self._mv is not None:  # a job is scaled at most once per decision
+            self._mv["valid"] &= self._mv["job"] != job
         self._memo = {}
         old = self.alloc.pop(job, None)
         if old is not None:
@@ -247,8 +248,8 @@ class Crius(BaseScheduler):
         return True
 
     def _moves(self) -> dict[str, np.ndarray]:
-        """Every scaling of a running job to another of its Cells, as arrays (rebuilt after
-        the virtual allocation changes)."""
+        """Every scaling of a running job to another of its Cells, as arrays, built once per
+        decision; the rows of a job whose allocation changed since are marked invalid."""
         if self._mv is not None:
             return self._mv
         parts = []
@@ -265,6 +266,7 @@ class Crius(BaseScheduler):
             self._mv = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(cols)}
         else:
             self._mv = {c: np.zeros(0, dtype=np.int64) for c in cols}
+        self._mv["valid"] = np.ones(self._mv["job"].size, dtype=bool)
         return self._mv
 
     def _reach(self, k: int) -> int:
@@ -275,9 +277,7 @@ class Crius(BaseScheduler):
             self._memo[key] = int(self.free[k]) + sum(held[: self.search_depth])
         return self._memo[key]
 
-    def _free_up(
-        self, k: int, need: int, job: int
-    ) -> tuple[list[tuple[int, Alloc]], float] | None:
+    def _free_up(self, k: int, need: int, job: int) -> tuple[list[tuple[int, Alloc]], float] | None:
         """At most ``search_depth`` scalings of running jobs on type ``k`` (down within their
         Cells, or onto another type with idle GPUs) that free ``need`` GPUs of ``k``, with
         the least total throughput loss; None when no such choice exists."""
@@ -296,7 +296,7 @@ class Crius(BaseScheduler):
     ) -> tuple[list[tuple[int, Alloc]], float] | None:
         mv = self._moves()
         same = mv["k2"] == k
-        ok = (mv["k"] == k) & (mv["job"] != job)
+        ok = mv["valid"] & (mv["k"] == k) & (mv["job"] != job)
         ok &= np.where(same, mv["n2"] < mv["n"], mv["n2"] <= self.free[mv["k2"]])
         idx = np.flatnonzero(ok)
         if idx.size == 0:

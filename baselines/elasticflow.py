@@ -23,11 +23,12 @@ minimum share of large models (8.3). Our choices:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.heterogeneous import Alloc, finalize, require_adaptive_jobs, requested_type
+from baselines.heterogeneous import Alloc, finalize, requested_type, require_adaptive_jobs
 from dlcluster_gym.perf.parallelism import data_parallel_plan
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
@@ -69,6 +70,11 @@ class ElasticFlowLS(BaseScheduler):
         self._curve[job] = out
         return out
 
+    def _gain(self, job: int, i: int) -> float:
+        """Marginal normalised throughput per added GPU of the step i -> i + 1."""
+        counts, thr = self._curve[job]
+        return (thr[i + 1] - thr[i]) / (counts[i + 1] - counts[i])
+
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         trig = view.triggers
         if not any(t.kind in ("arrival", "finish", "round") for t in trig):
@@ -84,24 +90,23 @@ class ElasticFlowLS(BaseScheduler):
             if counts[0] <= free[k]:
                 level[j] = 0
                 free[k] -= counts[0]
-        while True:  # elastic scale-up by marginal gain per GPU
-            best, best_j = 0.0, -1
-            for j, i in level.items():
-                counts, thr = self._curve[j]
-                if i + 1 >= len(counts):
-                    continue
-                extra = counts[i + 1] - counts[i]
-                if extra > free[int(self.pool[j])]:
-                    continue
-                gain = (thr[i + 1] - thr[i]) / extra
-                if gain > best + 1e-12:
-                    best, best_j = gain, j
-            if best_j < 0:
-                break
-            i = level[best_j]
-            counts, _ = self._curve[best_j]
-            free[int(self.pool[best_j])] -= counts[i + 1] - counts[i]
-            level[best_j] = i + 1
+        # Elastic scale-up: repeatedly the doubling with the highest marginal gain per GPU
+        # (a heap of each admitted job's next step; free GPUs only shrink, so a step that
+        # does not fit now never will in this decision).
+        heap = [(-self._gain(j, 0), j) for j in level if len(self._curve[j][0]) > 1]
+        heapq.heapify(heap)
+        while heap:
+            neg, j = heapq.heappop(heap)
+            i = level[j]
+            counts, _ = self._curve[j]
+            extra = counts[i + 1] - counts[i]
+            k = int(self.pool[j])
+            if extra > free[k] or neg >= 0:
+                continue
+            free[k] -= extra
+            level[j] = i + 1
+            if i + 2 < len(counts):
+                heapq.heappush(heap, (-self._gain(j, i + 1), j))
         target: dict[int, Alloc | None] = {j: None for j in active}
         for j, i in level.items():
             target[j] = (self._curve[j][0][i], int(self.pool[j]))

@@ -31,8 +31,8 @@ from baselines.heterogeneous import (
     Alloc,
     current_alloc,
     finalize,
-    require_adaptive_jobs,
     requested_type,
+    require_adaptive_jobs,
 )
 from dlcluster_gym.perf.parallelism import data_parallel_plan
 from dlcluster_gym.scheduler import BaseScheduler

@@ -11,7 +11,7 @@ import numpy as np
 from dlcluster_gym.errors import NotApplicableError
 from dlcluster_gym.perf.parallelism import Hardware, cluster_hardware, is_adaptive_model
 from dlcluster_gym.sim.actions import Action
-from dlcluster_gym.sim.view import ClusterView, Plan
+from dlcluster_gym.sim.view import ClusterView
 
 Alloc = tuple[int, int]  # (GPU count, GPU type index into cluster.gpu_types)
 
@@ -98,23 +98,3 @@ def finalize(view: ClusterView, target: Mapping[int, Alloc | None]) -> list[Acti
         if gpus is not None:
             plan.start(job, gpus)
     return plan.actions
-
-
-def pow2_counts(n: int, lo: int, hi: int) -> list[int]:
-    """Powers of two in [lo, hi] (and ``n`` itself when in range)."""
-    out = {n} if lo <= n <= hi else set()
-    c = 1
-    while c <= hi:
-        if c >= lo:
-            out.add(c)
-        c *= 2
-    return sorted(out)
-
-
-def busy_per_type(view: ClusterView) -> np.ndarray:
-    """GPUs held per type."""
-    return view.cluster.type_num_gpus - view.plan().free_per_type()
-
-
-def plan_free_per_type(plan: Plan) -> np.ndarray:
-    return plan.free_per_type()

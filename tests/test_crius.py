@@ -182,8 +182,12 @@ def test_crius_workload_requests_fit_every_type_and_load_is_scaled():
     for j in jobs:
         assert j.gpu_type in ("A40", "A10")
         assert all(best_plan(j.model, h, j.num_gpus) is not None for h in hw)
-    load = sum(j.iterations * best_plan(j.model, hw[cluster.gpu_types.index(j.gpu_type)],
-                                        j.num_gpus).iter_time_s * j.num_gpus for j in jobs)
+    load = sum(
+        j.iterations
+        * best_plan(j.model, hw[cluster.gpu_types.index(j.gpu_type)], j.num_gpus).iter_time_s
+        * j.num_gpus
+        for j in jobs
+    )
     assert load / (64 * 6 * 3600) == pytest.approx(1.0, rel=0.02)  # target_load, 6-hour window
     _, _, again, _ = prepare(sc, seed=1)
     assert [j.model for j in again] == [j.model for j in jobs]

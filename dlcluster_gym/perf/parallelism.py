@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -79,11 +79,11 @@ MICROBATCHES_PER_STAGE = 4  # B = 4 x stages (GPipe, Crius 5.1 Fig. 10)
 __all__ = [
     "Hardware",
     "ParallelismSpeeds",
-    "cluster_hardware",
     "Plan",
     "best_plan",
     "cell_estimate",
     "cell_tune",
+    "cluster_hardware",
     "data_parallel_plan",
     "evaluate",
     "is_adaptive_model",
@@ -122,9 +122,7 @@ class Hardware:
         return self.gpu.fp16_tflops * 1e12
 
     @classmethod
-    def of(
-        cls, gpu: str, gpus_per_node: int, intra: Interconnect, nic: Interconnect
-    ) -> Hardware:
+    def of(cls, gpu: str, gpus_per_node: int, intra: Interconnect, nic: Interconnect) -> Hardware:
         return cls(gpu_type(gpu), int(gpus_per_node), intra, nic)
 
 
@@ -153,7 +151,7 @@ class Plan:
 # --------------------------------------------------------------------------- partitioning
 
 
-@lru_cache(maxsize=None)
+@cache
 def stage_bounds(model_name: str, stages: int) -> tuple[int, ...]:
     """Layer boundaries ``(0, b1, ..., L)`` of a FLOPs-balanced ``stages``-way partition.
 
@@ -200,13 +198,17 @@ def _allreduce(volume: np.ndarray, calls: np.ndarray, group: int, members_per_no
     k = group // m
     t = np.zeros_like(volume)
     if m > 1:
-        t = t + 2.0 * (m - 1) / m * volume / intra.bandwidth_Bps + calls * 2 * (m - 1) * (
-            intra.latency_s
+        t = (
+            t
+            + 2.0 * (m - 1) / m * volume / intra.bandwidth_Bps
+            + calls * 2 * (m - 1) * (intra.latency_s)
         )
     if k > 1:
-        t = t + nic_sharers * 2.0 * (k - 1) / k * volume / nic.bandwidth_Bps + calls * 2 * (
-            k - 1
-        ) * nic.latency_s
+        t = (
+            t
+            + nic_sharers * 2.0 * (k - 1) / k * volume / nic.bandwidth_Bps
+            + calls * 2 * (k - 1) * nic.latency_s
+        )
     return t
 
 
@@ -249,7 +251,7 @@ def _tensor_options(g: int) -> np.ndarray:
     return np.asarray(t, dtype=np.int64)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _stage_table(model_name: str, hw: Hardware, n: int, stages: int) -> _StageTable:
     model, batch = parse_large_model(model_name)
     lay = model.layers
@@ -328,8 +330,10 @@ def _optimise(tab: _StageTable, allowed: np.ndarray | None = None) -> tuple[floa
     cs = np.unique(C[ok])
     as_ = np.unique(A[ok])
     # [Pc, Pa, S, K]
-    m = ok[None, None] & (C[None, None] <= cs[:, None, None, None]) & (
-        A[None, None] <= as_[None, :, None, None]
+    m = (
+        ok[None, None]
+        & (C[None, None] <= cs[:, None, None, None])
+        & (A[None, None] <= as_[None, :, None, None])
     )
     Cm = np.where(m, C[None, None], np.inf)
     per_stage = Cm.min(axis=3)  # [Pc, Pa, S]
@@ -370,7 +374,7 @@ def _check(model_name: str, n: int) -> None:
         raise ConfigError(f"{model_name}: GPU count must be a positive integer, got {n!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def best_in_stages(model_name: str, hw: Hardware, n: int, stages: int) -> Plan | None:
     """The fastest feasible plan with exactly ``stages`` stages (the optimum of a Cell)."""
     tab = _stage_table(model_name, hw, n, stages)
@@ -378,7 +382,7 @@ def best_in_stages(model_name: str, hw: Hardware, n: int, stages: int) -> Plan |
     return None if not math.isfinite(t) else _plan(tab, choice, t)
 
 
-@lru_cache(maxsize=None)
+@cache
 def best_plan(model_name: str, hw: Hardware, n: int) -> Plan | None:
     """Adaptive parallelism: the fastest feasible plan on ``n`` GPUs of ``hw`` (None: OOM)."""
     _check(model_name, n)
@@ -396,7 +400,7 @@ def iteration_time(model_name: str, hw: Hardware, n: int) -> float:
     return math.inf if p is None else p.iter_time_s
 
 
-@lru_cache(maxsize=None)
+@cache
 def data_parallel_plan(model_name: str, hw: Hardware, n: int) -> Plan | None:
     """The data-parallel-only plan (one stage, ``n`` replicas): the profile the baselines of
     Crius 8.1 schedule with. None when it does not fit in memory."""
@@ -408,7 +412,7 @@ def data_parallel_plan(model_name: str, hw: Hardware, n: int) -> Plan | None:
     return None if not math.isfinite(t) else _plan(tab, choice, t)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cell_estimate(model_name: str, hw: Hardware, n: int, stages: int) -> Plan | None:
     """Agile Cell estimation (Crius 5.1): the best of the 2^S plans assembled from each
     stage's data-parallel-only and tensor-parallel-only splits (an OOM split is dropped for
@@ -430,7 +434,7 @@ def _pruned(tab: _StageTable, favour_tensor: np.ndarray) -> np.ndarray:
     return np.where(favour_tensor[:, None], hi, lo)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cell_tune(model_name: str, hw: Hardware, n: int, stages: int) -> Plan | None:
     """Cell-guided tuning (Crius 5.2, Fig. 11): the best plan inside the Cell with each stage
     searched only over the half of its split range that the estimated plan favours
@@ -450,7 +454,7 @@ def plan_space_size(model_name: str, hw: Hardware, n: int, stages: int | None = 
     when ``stages`` is None), or, with ``pruned_by`` (an estimated plan of the Cell), only the
     favoured half-ranges of 5.2."""
     total = 0
-    for s in (stage_choices(model_name, n) if stages is None else (stages,)):
+    for s in stage_choices(model_name, n) if stages is None else (stages,):
         tab = _stage_table(model_name, hw, n, s)
         valid = tab.tensor.size * np.ones(s, dtype=np.int64)
         if pruned_by is not None:

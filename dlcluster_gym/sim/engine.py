@@ -225,9 +225,11 @@ class Engine:
 
     def _check_par(self, action: Any, job: int, gpus: np.ndarray) -> None:
         """An adaptive-parallelism job needs a plan that fits in its GPUs' memory."""
-        if self.par is not None and self.par_jobs[job] and self.par.plan(
-            self.jobs[job].model, gpus
-        ) is None:
+        if (
+            self.par is not None
+            and self.par_jobs[job]
+            and self.par.plan(self.jobs[job].model, gpus) is None
+        ):
             types = sorted({self.cluster.gpu_types[k] for k in self.cluster.gpu_type_idx[gpus]})
             raise self._bad(
                 action,

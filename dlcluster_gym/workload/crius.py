@@ -50,7 +50,9 @@ def default_model_mix() -> tuple[tuple[str, ...], np.ndarray]:
     names: list[str] = []
     probs: list[float] = []
     for fam in FAMILIES:
-        sizes = sorted((m for m in LARGE_MODELS.values() if m.family == fam), key=lambda m: m.params)
+        sizes = sorted(
+            (m for m in LARGE_MODELS.values() if m.family == fam), key=lambda m: m.params
+        )
         w = np.asarray(DEFAULT_SIZE_WEIGHTS[: len(sizes)])
         w = w / w.sum() / len(FAMILIES)
         names += [m.name for m in sizes]

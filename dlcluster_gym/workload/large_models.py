@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -178,8 +178,18 @@ def _wresnet(size: str, base: int, width: int, nominal: float) -> LargeModel:
     forward and backward, so it is expensive at the early, high-resolution stages."""
     rows = []
     stem_out = base
-    rows.append((2.0 * 147 * 3 * base * 112 * 112, 147.0 * 3 * base, 112 * 112 * base * FP16 * 2,
-                 WRES_PIXELS[0] * base * FP16, WRES_PIXELS[0] * base * FP16, 2.0, False, 1.0))
+    rows.append(
+        (
+            2.0 * 147 * 3 * base * 112 * 112,
+            147.0 * 3 * base,
+            112 * 112 * base * FP16 * 2,
+            WRES_PIXELS[0] * base * FP16,
+            WRES_PIXELS[0] * base * FP16,
+            2.0,
+            False,
+            1.0,
+        )
+    )
     c_in = stem_out
     for k, (blocks, px) in enumerate(zip(WRES_BLOCKS, WRES_PIXELS, strict=True)):
         inner = width * base * 2**k
@@ -232,7 +242,7 @@ def is_large_model(name: str) -> bool:
     return bool(m) and m.group("base") in LARGE_MODELS
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse_large_model(name: str) -> tuple[LargeModel, int]:
     """(model, global batch) for a name like ``bert-1.3b`` or ``bert-1.3b-bs512``.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from typing import Literal
 
 from dlcluster_gym.errors import UnknownNameError
@@ -520,8 +520,7 @@ _OTHERS = (
 )
 
 
-
-@lru_cache(maxsize=None)
+@cache
 def large_model_profile(name: str) -> ModelProfile:
     """Zoo entry of a Crius Table 2 model (``workload.large_models``). Jobs of these models run
     with adaptive parallelism (``perf.parallelism``), which decides their speed; ``compute_s``
