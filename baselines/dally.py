@@ -284,13 +284,19 @@ class Dally(BaseScheduler):
         open_ = np.ones(ids.size, dtype=bool)
         declined = np.zeros(ids.size, dtype=bool)
         cluster = view.cluster
+        any_movers = bool(movers.size)
+        is_wait = ~is_run
         while True:
-            fm = int(plan.free_per_machine.max())
-            fr = int(plan.free_per_rack.max())
-            moves = is_run & (
-                ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
-            )
-            ok = open_ & ~declined & ((~is_run & (demand <= plan.num_free)) | moves)
+            fits = demand <= plan.num_free
+            if any_movers:
+                fm = int(plan.free_per_machine.max())
+                fr = int(plan.free_per_rack.max())
+                moves = is_run & (
+                    ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
+                )
+                ok = open_ & ~declined & ((is_wait & fits) | moves)
+            else:
+                ok = open_ & ~declined & fits
             k = int(np.argmax(ok))
             if not ok[k]:
                 break

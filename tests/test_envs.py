@@ -12,6 +12,7 @@ import pytest
 import dlcluster_gym
 from dlcluster_gym.envs import env_ids
 from dlcluster_gym.envs.policies import make_env_policy, rollout
+from dlcluster_gym.sim.offers import ACTION_NAMES
 
 IDS = env_ids()
 SMALL = {"workload": {"num_jobs": 30}}
@@ -403,3 +404,24 @@ def test_every_valid_candidate_is_a_free_placement_of_the_right_size(base: str) 
         if term or trunc:
             break
     assert checked > 100
+
+
+def test_candidate_features_match_the_engine() -> None:
+    from dlcluster_gym.envs.placement import CANDIDATE_FEATURES, OBS_INDEX
+
+    env = gym.make("DLCluster/Placement-v0", scenario=SCEN).unwrapped
+    obs, _ = env.reset(seed=1)
+    e, c = env.engine, env.cluster
+    for _ in range(30):
+        offer = env._offer
+        for a in np.flatnonzero(offer.mask[1:]) + 1:
+            name = f"{ACTION_NAMES[a]}"
+            gpus = offer.placement(int(a))
+            tier = int(c.placement_tier(gpus))
+            assert obs[OBS_INDEX[f"{name}.tier_{('machine', 'rack', 'network')[tier]}"]] == 1.0
+            f = e.comm_fraction(offer.job, gpus)
+            assert obs[OBS_INDEX[f"{name}.comm"]] == pytest.approx(f / (1 + f), rel=1e-6)
+        assert len(CANDIDATE_FEATURES) == 6
+        obs, _, term, _, _ = env.step(int(np.flatnonzero(offer.mask)[-1]))
+        if term:
+            break

@@ -125,6 +125,19 @@ class PlacementObserver:
         self._cluster = ClusterFeatures(view)
         self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
 
+    def _tier_comm(self, job: int, gpus: np.ndarray) -> tuple[int, float]:
+        """(tier, exposed comm / compute) of ``job`` on ``gpus``, from one shape computation
+        (the engine's own ``comm_fraction`` for adaptive-parallelism jobs)."""
+        e, c = self.engine, self.cluster
+        if gpus.size <= 1:
+            return int(Tier.MACHINE), 0.0
+        shape = c.placement_shape(gpus)
+        tier = Tier.NETWORK if len(shape) > 1 else Tier.RACK if len(shape[0]) > 1 else Tier.MACHINE
+        if e.par is not None and e.par_jobs[job]:
+            return int(tier), e.comm_fraction(job, gpus)
+        group = int(c.machine_group[c.gpu_machine[gpus[0]]])
+        return int(tier), comm_overhead(self._profiles[job], shape, c.links_for_group(group))
+
     def observe(self, offer: Offer) -> np.ndarray:
         """The observation of ``offer`` (a new array)."""
         o = self._obs
@@ -167,8 +180,7 @@ class PlacementObserver:
             key = gpus.tobytes()
             got = seen.get(key)
             if got is None:
-                tier = int(c.placement_tier(gpus))
-                f = e.comm_fraction(job, gpus)
+                tier, f = self._tier_comm(job, gpus)
                 load = e.predicted_link_load(job, gpus) if contention else 0.0
                 got = seen[key] = (tier, f / (1.0 + f), min(load / 2.0, 1.0))
             o[base] = 1.0
