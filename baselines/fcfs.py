@@ -61,7 +61,6 @@ class FCFS(BaseScheduler):
             plan.start(job, gpus)
         return plan.actions
 
-
     def _schedule_ps(self, view: ClusterView) -> Sequence[Action]:
         """Parameter-server jobs: arrival order, head-of-line blocking, fixed (1 PS, 2 workers)."""
         ps = view.ps
