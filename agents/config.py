@@ -101,6 +101,9 @@ class AgentConfig(_Strict):
     description: str = ""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     normalize_reward: bool = True
+    # "rack_timer": a placement agent may not wait once the job is past the base policy's
+    # rack timer while a placement is valid (no offer is declined forever)
+    wait_limit: Literal["none", "rack_timer"] = "none"
     ppo: PPOParams = PPOParams()
     policy: PolicyParams = PolicyParams()
     warm_start: WarmStartSpec | None = None

@@ -52,9 +52,12 @@ class ScenarioMixEnv(gym.Env):
         seeds: tuple[int, int],
         env_kwargs: dict[str, Any] | None = None,
         traces_dir: str | Path | None = None,
+        wait_limit: str = "none",
     ) -> None:
         super().__init__()
         self.kind = kind
+        self.wait_limit = wait_limit
+        self._obs: np.ndarray | None = None
         self.scenarios = list(scenarios)
         w = np.asarray(weights, dtype=np.float64)
         self.weights = w / w.sum()
@@ -88,13 +91,21 @@ class ScenarioMixEnv(gym.Env):
         self.env = self._get(i)
         obs, info = self.env.reset(seed=ep_seed)
         info["scenario"] = self.scenarios[i]["name"]
+        self._obs = obs
         return obs, info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        return self.env.step(action)
+        out = self.env.step(action)
+        self._obs = out[0]
+        return out
 
     def action_masks(self) -> np.ndarray:
-        return self.env.action_masks()  # type: ignore[attr-defined]
+        mask = self.env.action_masks()  # type: ignore[attr-defined]
+        if self.wait_limit == "rack_timer" and self._obs is not None:
+            from agents.load import limit_wait
+
+            mask = limit_wait(self._obs, mask)
+        return mask
 
 
 def make_train_env_fn(cfg: AgentConfig, rank: int, traces_dir: str | Path | None = None) -> Any:
@@ -105,12 +116,14 @@ def make_train_env_fn(cfg: AgentConfig, rank: int, traces_dir: str | Path | None
     kind = AGENT_KINDS[cfg.agent]
     env_kwargs = dict(cfg.env_kwargs)
     seeds = cfg.train.seeds
+    wait_limit = cfg.wait_limit
 
     def _make() -> gym.Env:
         from stable_baselines3.common.monitor import Monitor
 
         import dlcluster_gym  # noqa: F401  (registers the envs in subprocess workers)
 
-        return Monitor(ScenarioMixEnv(kind, scenarios, weights, seeds, env_kwargs, traces_dir))
+        env = ScenarioMixEnv(kind, scenarios, weights, seeds, env_kwargs, traces_dir, wait_limit)
+        return Monitor(env)
 
     return _make

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def run_set(
                 res = simulate(mapping, obj, int(seed), traces_dir=traces_dir)
                 row = {"scenario": spec.name, "seed": int(seed), "policy": label}
                 row.update({k: float(res.summary.get(k, float("nan"))) for k in METRICS})
+                row["jobs_unfinished"] = int(res.summary.get("jobs_unfinished", 0))
                 rows.append(row)
                 if progress is not None:
                     progress(f"{spec.name} seed {seed} {label}: {row['avg_jct_s'] / 3600:.2f} h")
@@ -47,10 +49,15 @@ def run_set(
 
 
 def relative_score(rows: Sequence[dict[str, Any]], policy: str, reference: str) -> float:
-    """Mean over (scenario, seed) of policy avg JCT / reference avg JCT (lower is better)."""
+    """Mean over (scenario, seed) of policy avg JCT / reference avg JCT (lower is better).
+
+    A run that leaves jobs unfinished scores ``inf``: its average JCT covers only the jobs
+    it did finish, so it would otherwise reward a policy that declines hard jobs forever."""
     ref = {(r["scenario"], r["seed"]): r["avg_jct_s"] for r in rows if r["policy"] == reference}
     ratios = [
-        r["avg_jct_s"] / ref[(r["scenario"], r["seed"])]
+        math.inf
+        if r.get("jobs_unfinished", 0)
+        else r["avg_jct_s"] / ref[(r["scenario"], r["seed"])]
         for r in rows
         if r["policy"] == policy and (r["scenario"], r["seed"]) in ref
     ]
@@ -75,6 +82,9 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                         "seeds": len(vals),
                         "avg_jct_h": float(np.mean(vals)) / 3600.0,
                         "vs_ref": relative_score(sub, p, reference),
+                        "unfinished": sum(
+                            r.get("jobs_unfinished", 0) for r in sub if r["policy"] == p
+                        ),
                     }
                 )
     for p in policies:
@@ -86,6 +96,7 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                 "avg_jct_h": float(np.mean([r["avg_jct_s"] for r in rows if r["policy"] == p]))
                 / 3600.0,
                 "vs_ref": relative_score(rows, p, reference),
+                "unfinished": sum(r.get("jobs_unfinished", 0) for r in rows if r["policy"] == p),
             }
         )
     return out
@@ -105,6 +116,8 @@ def markdown_table(table: Sequence[dict[str, Any]], reference: str = "dally") ->
             r = cell.get((sc, p))
             if r is None:
                 vals.append("")
+            elif r.get("unfinished"):
+                vals.append(f"{r['avg_jct_h']:.2f} h, {r['unfinished']} jobs unfinished")
             elif sc == "ALL":
                 vals.append(f"{r['vs_ref']:.3f} x {reference}")
             else:

@@ -39,6 +39,18 @@ def save_checkpoint(model: Any, path: str | Path, meta: dict[str, Any]) -> Path:
     return p
 
 
+def limit_wait(observation: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``mask`` with wait removed where the job is past its rack timer and a placement is
+    valid (the ``wait_limit: rack_timer`` rule); works on one observation or a batch."""
+    from dlcluster_gym.envs.placement import OBS_INDEX
+
+    obs = np.asarray(observation)
+    m = np.array(mask, dtype=bool, copy=True)
+    past = obs[..., OBS_INDEX["job.past_rack_timer"]] > 0.5
+    m[..., 0] &= ~(past & m[..., 1:].any(axis=-1))
+    return m
+
+
 class AgentPolicy:
     """A trained SB3 model with the env-policy interface (``uses_masks`` for placement)."""
 
@@ -47,6 +59,7 @@ class AgentPolicy:
         self.meta = meta
         self.uses_masks = meta["env_kind"] == "Placement"
         self.base_policy = meta.get("env_kwargs", {}).get("base_policy", "dally")
+        self.wait_limit = meta.get("config", {}).get("wait_limit", "none")
 
     def predict(
         self,
@@ -57,6 +70,8 @@ class AgentPolicy:
         action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, Any]:
         if self.uses_masks:
+            if action_masks is not None and self.wait_limit == "rack_timer":
+                action_masks = limit_wait(observation, action_masks)
             return self.model.predict(
                 observation, state, episode_start, deterministic, action_masks=action_masks
             )

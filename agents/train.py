@@ -93,6 +93,8 @@ def _teacher_data(
             data["obs"].append(obs)
             data["act"].append(np.asarray(a))
             if mask is not None:
+                mask = mask.copy()
+                mask[int(a)] = True  # the teacher's choice stays learnable
                 data["mask"].append(mask)
             obs, r, term, trunc, _ = mix.step(a)
             data["rew"].append(np.float64(r))
@@ -282,8 +284,13 @@ def _write_curve(trainer: _Trainer, cfg: AgentConfig) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    xs = [c["timesteps"] for c in trainer.curve]
-    axes[0].plot(xs, [c["score"] for c in trainer.curve], marker="o")
+    xs = np.array([c["timesteps"] for c in trainer.curve], dtype=float)
+    ys = np.array([c["score"] for c in trainer.curve], dtype=float)
+    bad = ~np.isfinite(ys)
+    axes[0].plot(xs[~bad], ys[~bad], marker="o", label="agent")
+    if bad.any():  # runs that left jobs unfinished (disqualified)
+        top = float(np.nanmax(ys[~bad])) if (~bad).any() else 1.0
+        axes[0].plot(xs[bad], np.full(bad.sum(), top), "rx", label="jobs left unfinished")
     axes[0].axhline(1.0, color="grey", ls="--", lw=1, label=cfg.validation.reference)
     axes[0].set_title(f"validation: avg JCT / {cfg.validation.reference}")
     axes[0].set_xlabel("timesteps")

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.view import ClusterView
 
@@ -142,6 +142,8 @@ def make_policy(name: str, **params: Any) -> Any:
             )
     try:
         policy = factory(**params)
+    except DLClusterError:
+        raise  # already a clear message (e.g. a missing agent checkpoint)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"policy {name!r}: bad parameters {params}: {exc}") from None
     if not hasattr(policy, "schedule") and not spec.bound:

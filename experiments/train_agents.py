@@ -29,7 +29,8 @@ RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer"}
 TRAIN_COMMANDS = {
-    "placement": "dlcluster train --agent placement --timesteps 100000 --out runs/agents/placement",
+    "placement": "dlcluster train --agent placement --timesteps 100000 "
+    "--out runs/agents/placement-v4",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
 }
@@ -45,7 +46,8 @@ def train() -> None:
 def ship() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     for agent, name in AGENTS.items():
-        run = ROOT / "runs" / "agents" / agent
+        args = shlex.split(TRAIN_COMMANDS[agent])
+        run = ROOT / args[args.index("--out") + 1]
         shutil.copyfile(run / "best.zip", CHECKPOINTS / f"{name}.zip")
         for f in ("curve.png", "curve.csv"):
             shutil.copyfile(run / f, RESULTS / f"{name}_{f}")

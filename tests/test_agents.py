@@ -165,6 +165,8 @@ def test_checkpoint_for_the_wrong_env_names_both(trained: dict[str, Path]) -> No
     with pytest.raises(ConfigError, match=r"Placement-v0 with observation size 63.*"
                        r"DelayTimer-v0 with observation size 80"):  # fmt: skip
         make_env_policy(f"agent:{path}", tiny_env("DelayTimer"))
+    with pytest.raises(ConfigError, match="no parameter 'foo'; parameters: base_policy"):
+        make_policy(f"agent:{path}", foo=1)
 
 
 def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:

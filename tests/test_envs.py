@@ -425,3 +425,15 @@ def test_candidate_features_match_the_engine() -> None:
         obs, _, term, _, _ = env.step(int(np.flatnonzero(offer.mask)[-1]))
         if term:
             break
+
+
+def test_an_always_waiting_agent_ends_truncated_after_bounded_retries() -> None:
+    env = gym.make("DLCluster/Placement-v0", scenario=SCEN, scenario_overrides=SMALL)
+    env.reset(seed=0)
+    for steps in range(1, 10_000):  # noqa: B007
+        _, _, term, trunc, info = env.step(0)
+        if term or trunc:
+            break
+    assert trunc and not term
+    assert info["results"]["jobs_unfinished"] == 30
+    assert steps < 30 * 100  # each job re-offered at most ~ (arrivals + 24 retries) times

@@ -20,6 +20,10 @@ from dlcluster_gym.errors import ConfigError
 
 META_NAME = "dlcluster_agent.json"
 META_FORMAT = 1
+AGENT_PARAMS: dict[str, tuple[str, ...]] = {
+    "Placement": ("base_policy", "base_params"),
+    "DelayTimer": ("decision_period_s", "max_timer_s", "dally_params"),
+}
 
 
 def read_agent_meta(path: str | Path) -> dict[str, Any]:
@@ -75,6 +79,12 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
     delay-timer agent sets Dally's timers. ``params`` override the recorded env kwargs."""
     from dlcluster_gym.envs.native import OfferPolicyScheduler, TimerPolicyScheduler
 
+    allowed = AGENT_PARAMS.get(meta["env_kind"], ())
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"agent {name!r} has no parameter {unknown[0]!r}; parameters: {', '.join(allowed)}"
+        )
     kw = {**meta.get("env_kwargs", {}), **params}
     if meta["env_kind"] == "Placement":
         return OfferPolicyScheduler(

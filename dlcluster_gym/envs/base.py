@@ -56,6 +56,31 @@ def check_kwargs(env: str, given: Mapping[str, Any], valid: tuple[str, ...]) -> 
         )
 
 
+class StallGuard:
+    """If the decisions leave waiting jobs with nothing running and nothing scheduled to
+    happen, ask to be called again after ``retry_s``, at most ``max_retries`` times in a row
+    (a declining agent must not end the run at once, nor stall it for ever: after that many
+    idle retries the run ends with the waiting jobs unfinished). Heuristics never stall, so
+    their runs are unchanged."""
+
+    def __init__(self, retry_s: float = 3600.0, max_retries: int = 24) -> None:
+        self.retry_s = float(retry_s)
+        self.max_retries = int(max_retries)
+        self.stalls = 0
+
+    def __call__(self, view: ClusterView, actions: Any) -> list[Any]:
+        actions = list(actions)
+        e = view._e
+        if any(isinstance(a, Start) for a in actions):
+            self.stalls = 0
+        if not e.waiting or e.running or any(isinstance(a, Start | WakeUp) for a in actions):
+            return actions
+        if not e._future_events() and self.stalls < self.max_retries:
+            self.stalls += 1
+            actions.append(WakeUp(view.now + self.retry_s))
+        return actions
+
+
 class ClusterEnv(gym.Env):
     """Base class of the DLCluster environments (not registered itself)."""
 
@@ -157,6 +182,7 @@ class ClusterEnv(gym.Env):
         self._in_system = 0
         self._comm_rate = 0.0
         self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
+        self._stall_guard = StallGuard(self.wait_retry_s)
         self._gen = self._episode()
         return self._advance(None)
 
@@ -207,16 +233,7 @@ class ClusterEnv(gym.Env):
         return float(sum(w[k] * v for k, v in comps.items())), comps
 
     def _guard(self, view: ClusterView, actions: Any) -> list[Any]:
-        """If the decisions leave waiting jobs with nothing running and nothing scheduled to
-        happen, ask to be called again later (a declining agent must not end the run)."""
-        actions = list(actions)
-        e = self.engine
-        assert e is not None
-        if not e.waiting or e.running or any(isinstance(a, Start | WakeUp) for a in actions):
-            return actions
-        if not e._future_events():
-            actions.append(WakeUp(view.now + self.wait_retry_s))
-        return actions
+        return self._stall_guard(view, actions)
 
     wait_retry_s = 3600.0
 

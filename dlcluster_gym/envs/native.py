@@ -4,7 +4,9 @@
 policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer-v0 policy sets at
 each decision point. Both build exactly the observations the env would, so a policy trained
 in the env behaves the same in ``dlcluster simulate`` and in leaderboards, and the results
-equal an env rollout with the same seed.
+equal an env rollout with the same seed (including the env's ``StallGuard``: when declined
+offers leave the cluster idle with nothing scheduled, the base policy is called again an hour
+later, up to 24 times in a row).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from dlcluster_gym.envs.base import StallGuard
 from dlcluster_gym.scheduler import BaseScheduler, make_policy
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.offers import WAIT, Offer, drive
@@ -45,8 +48,10 @@ class OfferPolicyScheduler(BaseScheduler):
         base_policy: str = "dally",
         base_params: Mapping[str, Any] | None = None,
         name: str | None = None,
+        retry_s: float = 3600.0,
     ) -> None:
         super().__init__(base_policy=base_policy, base_params=dict(base_params or {}))
+        self.retry_s = float(retry_s)
         self.factory = factory
         self.base_policy = base_policy
         self.base_params = dict(base_params or {})
@@ -59,6 +64,7 @@ class OfferPolicyScheduler(BaseScheduler):
         super().reset(view, rng)
         self.base = make_policy(self.base_policy, **self.base_params)
         self.base.reset(view, rng)
+        self._guard = StallGuard(self.retry_s)
         self.observer = PlacementObserver(view)
         self.policy = self.factory(PlacementEnv(view.scenario, base_policy=self.base_policy))
 
@@ -67,7 +73,7 @@ class OfferPolicyScheduler(BaseScheduler):
         return a if 0 <= a < offer.mask.size and offer.mask[a] else WAIT
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
-        return drive(self.base.offers(view), self.choose)
+        return self._guard(view, drive(self.base.offers(view), self.choose))
 
 
 class TimerPolicyScheduler(BaseScheduler):
@@ -84,8 +90,10 @@ class TimerPolicyScheduler(BaseScheduler):
         max_timer_s: float = 48 * 3600.0,
         dally_params: Mapping[str, Any] | None = None,
         name: str | None = None,
+        retry_s: float = 3600.0,
     ) -> None:
         super().__init__(decision_period_s=decision_period_s, max_timer_s=max_timer_s)
+        self.retry_s = float(retry_s)
         self.factory = factory
         self.decision_period_s = float(decision_period_s)
         self.max_timer_s = float(max_timer_s)
@@ -100,6 +108,7 @@ class TimerPolicyScheduler(BaseScheduler):
         self.base = make_policy("dally", **self.dally_params)
         self.base.reset(view, rng)
         self.base.timer_override = self._timer_for
+        self._guard = StallGuard(self.retry_s)
         self.observer = TimerObserver(view, self.base, self.max_timer_s)
         env = DelayTimerEnv(
             view.scenario, decision_period_s=self.decision_period_s, max_timer_s=self.max_timer_s
@@ -122,4 +131,4 @@ class TimerPolicyScheduler(BaseScheduler):
             self._timers = action_to_timers(a, self.max_timer_s, self.name)
             p = self.decision_period_s
             self._next = (math.floor(view.now / p) + 1.0) * p
-        return self.base.schedule(view)
+        return self._guard(view, self.base.schedule(view))

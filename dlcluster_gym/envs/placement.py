@@ -252,7 +252,8 @@ class PlacementEnv(ClusterEnv):
     ``base_params``, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
     (``"wait"`` or ``"raise"``), ``invalid_penalty`` (1.0), ``wait_retry_s`` (3600: when
     declined offers leave the cluster idle with nothing scheduled, the base policy is called
-    again after this long), ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``.
+    again after this long, up to 24 times in a row; then the episode ends, truncated, with the
+    waiting jobs unfinished), ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``.
 
     ## Version History
 
