@@ -24,9 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from baselines.consolidation import best_possible_tier
-from baselines.ps_common import Resources, fit
+from baselines.ps_common import Resources, start_in_order
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, StartPS
+from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 
@@ -63,18 +63,8 @@ class FCFS(BaseScheduler):
 
     def _schedule_ps(self, view: ClusterView) -> Sequence[Action]:
         """Parameter-server jobs: arrival order, head-of-line blocking, fixed (1 PS, 2 workers)."""
-        ps = view.ps
-        assert ps is not None
-        res = Resources(ps)
-        v = self.ps_node_vcpus
-        actions: list[Action] = []
-        for job in view.waiting():
-            cfg = fit(res, ps.model(job), [v], [v, v])
-            if cfg is None:
-                break
-            res.take(cfg, ps.model(job))
-            actions.append(StartPS(job, cfg))
-        return actions
+        assert view.ps is not None
+        return start_in_order(view, Resources(view.ps), self.ps_node_vcpus)
 
 
 class FCFSConsolidated(FCFS):

@@ -22,10 +22,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from baselines.ps_common import Resources, check_node_fits, check_positive, fit, require_ps
+from baselines.ps_common import (
+    Resources,
+    check_node_fits,
+    check_positive,
+    fit,
+    require_ps,
+    start_in_order,
+)
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, Reconfigure, StartPS, WakeUp
+from dlcluster_gym.sim.actions import Action, Reconfigure, WakeUp
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
 
@@ -119,17 +126,14 @@ class Optimus(BaseScheduler):
         assert ps is not None
         res = Resources(ps)
         v = self.node_vcpus
-        actions: list[Action] = []
-        for job in view.waiting():
+
+        def profile_once(job: int) -> None:
             if job not in self.models:
                 self.models[job] = self.profile(ps, job)
-            model = ps.model(job)
-            cfg = fit(res, model, [v], [v, v])
-            if cfg is None:
-                break
-            res.take(cfg, model)
-            actions.append(StartPS(job, cfg))
-            self.next_add[job] = view.now + self.interval
+
+        actions: list[Action] = list(start_in_order(view, res, v, profile_once))
+        for a in actions:
+            self.next_add[a.job] = view.now + self.interval
         queue_empty = len(actions) == view.num_waiting
         wake = [view.now + self.interval] if actions else []
         for job in view.running():

@@ -7,12 +7,13 @@ current server when it still fits there and spreading the others (``perf.ps.spre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError, NotApplicableError
 from dlcluster_gym.perf.ps import DTConfig, spread_place
+from dlcluster_gym.sim.actions import StartPS
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.ps import PSModel
@@ -127,3 +128,28 @@ def fit(
 
 def even(n: int, total: float) -> list[float]:
     return [total / n] * n
+
+
+def start_in_order(
+    view: ClusterView,
+    res: Resources,
+    node_vcpus: float,
+    before: Callable[[int], None] | None = None,
+) -> list[StartPS]:
+    """Start waiting PS jobs in arrival order at (1 PS, 2 workers) of ``node_vcpus`` each
+    (Nearchus's initial DT-config, V-A), head-of-line blocking; their resources are taken
+    from ``res``. ``before(job)`` runs for each job tried, before it is fitted."""
+    ps = view.ps
+    assert ps is not None
+    v = node_vcpus
+    out: list[StartPS] = []
+    for job in view.waiting():
+        if before is not None:
+            before(job)
+        model = ps.model(job)
+        cfg = fit(res, model, [v], [v, v])
+        if cfg is None:
+            break
+        res.take(cfg, model)
+        out.append(StartPS(job, cfg))
+    return out
