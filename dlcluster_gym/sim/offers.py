@@ -85,11 +85,6 @@ def _candidate(plan: Plan, n: int, action: int) -> np.ndarray | None:
     raise ValueError(f"action {action} is not a candidate (1..{NUM_CANDIDATES})")
 
 
-def candidate_placements(plan: Plan, n: int) -> list[np.ndarray | None]:
-    """The ``NUM_CANDIDATES`` placements of ``n`` GPUs on the plan's free GPUs (None: absent)."""
-    return [_candidate(plan, n, a) for a in range(1, NUM_ACTIONS)]
-
-
 class Offer:
     """One resource offer to one job: which candidate placements exist (``mask``, computed
     from free-GPU counts) and, on demand, their GPUs (computed once, then cached).
