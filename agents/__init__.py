@@ -2,7 +2,8 @@
 PPO delay-timer agent (``DelayTimer-v0``).
 
 The only package that imports torch / stable-baselines3. Modules: ``config`` (the YAML
-training configs), ``envs`` (training env distributions), ``train``, ``evaluate`` and ``load``
+training configs), ``envs`` (training env distributions), ``rollouts`` (rollout labels for
+the placement agent's warm start), ``train``, ``evaluate`` and ``load``
 (self-contained checkpoints with their metadata). Nothing heavy is imported here.
 """
 

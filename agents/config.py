@@ -59,10 +59,26 @@ class ValidationSpec(EvalSetSpec):
     every_steps: PositiveInt = 10_000
 
 
+class RolloutSpec(_Strict):
+    """Label the placement warm start by rollouts (``agents/rollouts.py``) instead of cloning
+    the teacher as is: each offer's distinct answers are tried and the base policy followed
+    for ``horizon_h`` simulated hours; the best answer is the label when it beats the
+    teacher's by more than ``margin_job_h`` job-hours. ``workers`` processes label episodes.
+    ``warm_start.episodes`` is the number of labelled episodes."""
+
+    horizon_h: PositiveFloat = 96.0
+    margin_job_h: float = Field(0.0, ge=0)
+    # cross-entropy weight of the labels that differ from the teacher's answer (they are
+    # about one in ten; weight 1 clones the teacher almost exactly)
+    deviation_weight: PositiveFloat = 1.0
+    workers: PositiveInt = 2
+
+
 class WarmStartSpec(_Strict):
     """Behaviour cloning of an env policy (a heuristic) before reinforcement learning."""
 
     teacher: str = "dally"
+    rollout: RolloutSpec | None = None
     episodes: PositiveInt = 8
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 256

@@ -108,22 +108,28 @@ class ScenarioMixEnv(gym.Env):
         return mask
 
 
+def make_mix_env(cfg: AgentConfig, traces_dir: str | Path | None = None) -> ScenarioMixEnv:
+    """The training distribution of ``cfg`` as one env (no SB3 wrapper, no torch)."""
+    import dlcluster_gym  # noqa: F401  (registers the envs in subprocess workers)
+
+    specs, _ = available(cfg.train.scenarios, traces_dir)
+    return ScenarioMixEnv(
+        AGENT_KINDS[cfg.agent],
+        [scenario_mapping(s) for s in specs],
+        [s.weight for s in specs],
+        cfg.train.seeds,
+        dict(cfg.env_kwargs),
+        traces_dir,
+        cfg.wait_limit,
+    )
+
+
 def make_train_env_fn(cfg: AgentConfig, rank: int, traces_dir: str | Path | None = None) -> Any:
     """A picklable factory of rank ``rank``'s training env (for SB3 vector envs)."""
-    specs, _ = available(cfg.train.scenarios, traces_dir)
-    scenarios = [scenario_mapping(s) for s in specs]
-    weights = [s.weight for s in specs]
-    kind = AGENT_KINDS[cfg.agent]
-    env_kwargs = dict(cfg.env_kwargs)
-    seeds = cfg.train.seeds
-    wait_limit = cfg.wait_limit
 
     def _make() -> gym.Env:
         from stable_baselines3.common.monitor import Monitor
 
-        import dlcluster_gym  # noqa: F401  (registers the envs in subprocess workers)
-
-        env = ScenarioMixEnv(kind, scenarios, weights, seeds, env_kwargs, traces_dir, wait_limit)
-        return Monitor(env)
+        return Monitor(make_mix_env(cfg, traces_dir))
 
     return _make

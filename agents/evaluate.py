@@ -82,6 +82,7 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                         "seeds": len(vals),
                         "avg_jct_h": float(np.mean(vals)) / 3600.0,
                         "vs_ref": relative_score(sub, p, reference),
+                        "makespan_h": _mean_h(sub, p, "makespan_s"),
                         "unfinished": sum(
                             r.get("jobs_unfinished", 0) for r in sub if r["policy"] == p
                         ),
@@ -96,10 +97,34 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                 "avg_jct_h": float(np.mean([r["avg_jct_s"] for r in rows if r["policy"] == p]))
                 / 3600.0,
                 "vs_ref": relative_score(rows, p, reference),
+                "makespan_h": _mean_h(rows, p, "makespan_s"),
                 "unfinished": sum(r.get("jobs_unfinished", 0) for r in rows if r["policy"] == p),
             }
         )
     return out
+
+
+def _mean_h(rows: Sequence[dict[str, Any]], policy: str, key: str) -> float:
+    vals = [r[key] for r in rows if r["policy"] == policy]
+    return float(np.mean(vals)) / 3600.0 if vals else float("nan")
+
+
+def makespan_table(table: Sequence[dict[str, Any]], reference: str = "dally") -> str:
+    """Mean makespan (h) per scenario and policy, with its ratio to ``reference``'s, as
+    Markdown: the check that a lower average JCT was not bought by holding jobs back."""
+    policies = list(dict.fromkeys(r["policy"] for r in table))
+    cell = {(r["scenario"], r["policy"]): r for r in table if r["scenario"] != "ALL"}
+    lines = ["| scenario | " + " | ".join(policies) + " |", "|---|" + "---:|" * len(policies)]
+    for sc in dict.fromkeys(r["scenario"] for r in table if r["scenario"] != "ALL"):
+        ref = cell[(sc, reference)]["makespan_h"] if (sc, reference) in cell else float("nan")
+        vals = [
+            f"{cell[(sc, p)]['makespan_h']:.0f} h ({cell[(sc, p)]['makespan_h'] / ref:.2f})"
+            if (sc, p) in cell
+            else ""
+            for p in policies
+        ]
+        lines.append(f"| {sc} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
 
 
 def markdown_table(table: Sequence[dict[str, Any]], reference: str = "dally") -> str:

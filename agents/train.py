@@ -20,7 +20,7 @@ import yaml
 
 from agents import AGENT_KINDS
 from agents.config import AgentConfig
-from agents.envs import ScenarioMixEnv, env_id, make_train_env_fn
+from agents.envs import env_id, make_mix_env, make_train_env_fn
 from agents.evaluate import relative_score, run_set
 from agents.load import AgentPolicy, algorithm_class, save_checkpoint
 from dlcluster_gym.envs.agent_loader import scheduler_for
@@ -81,8 +81,7 @@ def _teacher_data(
 
     ws = cfg.warm_start
     assert ws is not None
-    mix = make_train_env_fn(cfg, 0, traces_dir)().unwrapped
-    assert isinstance(mix, ScenarioMixEnv)
+    mix = make_mix_env(cfg, traces_dir)
     teacher = make_env_policy(ws.teacher, mix.env)
     data: dict[str, list[np.ndarray]] = {"obs": [], "act": [], "mask": [], "rew": [], "end": []}
     obs, _ = mix.reset(seed=seed + 7919)
@@ -106,7 +105,12 @@ def _teacher_data(
 
 
 def warm_start(
-    model: Any, cfg: AgentConfig, venv: Any, seed: int, traces_dir: str | Path | None
+    model: Any,
+    cfg: AgentConfig,
+    venv: Any,
+    seed: int,
+    traces_dir: str | Path | None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Behaviour cloning of the teacher, and the critic fitted to the teacher's normalized
     discounted returns (so PPO starts from the teacher with a sensible value function)."""
@@ -115,7 +119,16 @@ def warm_start(
     ws = cfg.warm_start
     assert ws is not None
     t0 = time.perf_counter()
-    d = _teacher_data(cfg, seed, traces_dir)
+    labels: dict[str, Any] = {}
+    if ws.rollout is not None:
+        from agents.rollouts import rollout_data
+
+        r = ws.rollout
+        d, labels = rollout_data(
+            cfg, ws.episodes, seed, r.horizon_h, r.margin_job_h, r.workers, traces_dir, progress
+        )
+    else:
+        d = _teacher_data(cfg, seed, traces_dir)
     rew = np.asarray(d["rew"])
     end = np.asarray(d["end"])
     gamma = cfg.ppo.gamma
@@ -138,6 +151,10 @@ def warm_start(
     obs = th.as_tensor(np.asarray(d["obs"]), dtype=th.float32)
     act = th.as_tensor(np.asarray(d["act"]))
     masks = th.as_tensor(np.asarray(d["mask"])) if d["mask"] else None
+    weight = th.ones(len(d["act"]))
+    if ws.rollout is not None:  # up-weight the labels that improve on the teacher
+        deviates = np.asarray(d["act"]) != np.asarray(d["base"])
+        weight[th.as_tensor(deviates)] = ws.rollout.deviation_weight
     target_v = th.as_tensor(togo, dtype=th.float32)
     opt = th.optim.Adam(policy.parameters(), lr=ws.learning_rate)
     gen = th.Generator().manual_seed(seed)
@@ -151,7 +168,7 @@ def warm_start(
             o = obs[idx]
             if masks is not None:
                 dist = policy.get_distribution(o, action_masks=masks[idx].numpy())
-                pi_loss = -dist.log_prob(act[idx]).mean()
+                pi_loss = -(dist.log_prob(act[idx]) * weight[idx]).mean()
             else:
                 dist = policy.get_distribution(o)
                 pi_loss = th.nn.functional.mse_loss(dist.distribution.mean, act[idx].float())
@@ -170,6 +187,7 @@ def warm_start(
         "reward_scale": scale,
         "wall_s": time.perf_counter() - t0,
         **last,
+        **({"rollout": labels} if labels else {}),
     }
 
 
@@ -264,8 +282,8 @@ class _Trainer:
             {"timesteps": steps, "score": score, "wall_s": time.perf_counter() - self.t0}
         )
         info = {"timesteps": int(steps), "validation_score": score}
-        if score < self.best:
-            self.best = score
+        if score < self.best or not (self.out / "best.zip").is_file():  # inf: still keep one
+            self.best = min(score, self.best)
             save_checkpoint(self.model, self.out / "best.zip", self.meta(**info))
         save_checkpoint(self.model, self.out / "last.zip", self.meta(**info))
         _write_curve(self, self.cfg)
@@ -377,7 +395,7 @@ def train(
             verbose=0,
         )
         if cfg.warm_start is not None:
-            extra["warm_start"] = warm_start(model, cfg, venv, seed, traces_dir)
+            extra["warm_start"] = warm_start(model, cfg, venv, seed, traces_dir, progress_bar)
     (out / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     (out / "command.txt").write_text(command + "\n")
     trainer = _Trainer(cfg, model, out, extra, traces_dir)

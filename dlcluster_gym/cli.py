@@ -569,7 +569,7 @@ def evaluate(
     _import_agents("agents.load")
     from agents.config import AgentConfig, ScenarioSpec
     from agents.envs import available
-    from agents.evaluate import markdown_table, run_set, summary_table
+    from agents.evaluate import makespan_table, markdown_table, run_set, summary_table
 
     held_out = AgentConfig.model_validate(meta["config"]).evaluation
     specs = [ScenarioSpec(scenario=s) for s in scenarios] if scenarios else list(held_out.scenarios)
@@ -601,6 +601,8 @@ def evaluate(
         return
     click.echo(f"average JCT (h) and ratio to {ref}, seeds {seed_list}:")
     click.echo(markdown_table(table, ref))
+    click.echo(f"\nmakespan (h) and ratio to {ref}:")
+    click.echo(makespan_table(table, ref))
 
 
 if __name__ == "__main__":

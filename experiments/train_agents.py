@@ -5,6 +5,7 @@ Steps (each can be run alone):
   python experiments/train_agents.py train      # dlcluster train for both agents -> runs/agents/
   python experiments/train_agents.py ship       # best.zip -> agents/checkpoints/*.zip, curves
   python experiments/train_agents.py evaluate   # held-out table -> experiments/results/agents/
+  python experiments/train_agents.py tables     # rewrite the Markdown tables from the JSON
 
 Add ``placement`` or ``delay-timer`` to act on one agent only.
 
@@ -29,8 +30,7 @@ RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer"}
 TRAIN_COMMANDS = {
-    "placement": "dlcluster train --agent placement --timesteps 100000 "
-    "--out runs/agents/placement-v4",
+    "placement": "dlcluster train --agent placement --out runs/agents/placement-v6",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
 }
@@ -58,7 +58,7 @@ def ship() -> None:
 
 def evaluate() -> None:
     from agents.config import AgentConfig
-    from agents.evaluate import markdown_table, run_set, summary_table
+    from agents.evaluate import run_set, summary_table
     from dlcluster_gym.envs.agent_loader import read_agent_meta
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -71,15 +71,28 @@ def evaluate() -> None:
         t0 = time.perf_counter()
         rows = run_set(policies, held.scenarios, held.seeds, progress=print)
         table = summary_table(rows, "dally")
-        md = markdown_table(table, "dally")
         (RESULTS / f"{name}_eval.json").write_text(
             json.dumps({"checkpoint": str(path.relative_to(ROOT)), "command": meta["command"],
-                        "seeds": list(held.seeds), "rows": rows, "summary": table}, indent=1)
+                        "seeds": list(held.seeds), "rows": rows, "summary": table,
+                        "wall_s": time.perf_counter() - t0}, indent=1)
         )  # fmt: skip
+    tables()
+
+
+def tables() -> None:
+    """Rewrite the Markdown tables from the evaluation JSON (no simulation)."""
+    from agents.evaluate import makespan_table, markdown_table, summary_table
+
+    for agent, name in AGENTS.items():
+        d = json.loads((RESULTS / f"{name}_eval.json").read_text())
+        table = summary_table(d["rows"], "dally")
+        md = markdown_table(table, "dally")
+        wall = f"; {d['wall_s']:.0f} s" if "wall_s" in d else ""
         (RESULTS / f"{name}_eval.md").write_text(
-            f"# {agent} agent, held-out evaluation (avg JCT, ratio to Dally)\n\n"
-            f"Checkpoint `{path.relative_to(ROOT)}`, trained with `{meta['command']}`; "
-            f"seeds {list(held.seeds)}; {time.perf_counter() - t0:.0f} s.\n\n{md}\n"
+            f"# {agent} agent, held-out evaluation (ratio to Dally)\n\n"
+            f"Checkpoint `{d['checkpoint']}`, trained with `{d['command']}`; "
+            f"seeds {d['seeds']}{wall}.\n\nAverage JCT:\n\n{md}\n\n"
+            f"Makespan:\n\n{makespan_table(table, 'dally')}\n"
         )
         print(md)
 
@@ -91,4 +104,4 @@ if __name__ == "__main__":
         AGENTS = {a: AGENTS[a] for a in only}
         TRAIN_COMMANDS = {a: TRAIN_COMMANDS[a] for a in only}
     for step in [a for a in args if a not in AGENTS] or ["train", "ship", "evaluate"]:
-        {"train": train, "ship": ship, "evaluate": evaluate}[step]()
+        {"train": train, "ship": ship, "evaluate": evaluate, "tables": tables}[step]()
