@@ -22,6 +22,7 @@ from agents.envs import available
 from dlcluster_gym import simulate
 from dlcluster_gym.cli import main
 from dlcluster_gym.envs.agent_loader import META_NAME, read_agent_meta
+from dlcluster_gym.envs.placement import OBS_SIZE
 from dlcluster_gym.envs.policies import make_env_policy, rollout
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import make_policy
@@ -229,11 +230,31 @@ def test_training_resumes_from_a_checkpoint(trained: dict[str, Path], tmp_path: 
 # ---------------------------------------------------------------------------- bad input
 def test_checkpoint_for_the_wrong_env_names_both(trained: dict[str, Path]) -> None:
     path = trained["placement"] / "best.zip"
-    with pytest.raises(ConfigError, match=r"Placement-v0 with observation size 63.*"
+    with pytest.raises(ConfigError, match=rf"Placement-v0 with observation size {OBS_SIZE}.*"
                        r"DelayTimer-v0 with observation size 80"):  # fmt: skip
         make_env_policy(f"agent:{path}", tiny_env("DelayTimer"))
     with pytest.raises(ConfigError, match="no parameter 'foo'; parameters: base_policy"):
         make_policy(f"agent:{path}", foo=1)
+
+
+def test_checkpoint_with_another_observation_size_names_both(
+    trained: dict[str, Path], tmp_path: Path
+) -> None:
+    """A placement checkpoint whose observation size differs from the env's."""
+    old = tmp_path / "old.zip"
+    src_path = trained["placement"] / "best.zip"
+    with zipfile.ZipFile(src_path) as src, zipfile.ZipFile(old, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == META_NAME:
+                meta = json.loads(data)
+                meta["observation_size"] = OBS_SIZE - 2
+                data = json.dumps(meta).encode()
+            dst.writestr(item, data)
+    with pytest.raises(
+        ConfigError, match=rf"observation size {OBS_SIZE - 2}.*observation size {OBS_SIZE}"
+    ):
+        make_env_policy(f"agent:{old}", tiny_env("Placement"))
 
 
 def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
