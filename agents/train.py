@@ -111,9 +111,11 @@ def warm_start(
     seed: int,
     traces_dir: str | Path | None,
     progress: bool = False,
+    out: Path | None = None,
 ) -> dict[str, Any]:
     """Behaviour cloning of the teacher, and the critic fitted to the teacher's normalized
-    discounted returns (so PPO starts from the teacher with a sensible value function)."""
+    discounted returns (so PPO starts from the teacher with a sensible value function).
+    Rollout labels are also written to ``out/rollout_labels.npz`` for inspection."""
     import torch as th
 
     ws = cfg.warm_start
@@ -127,6 +129,9 @@ def warm_start(
         d, labels = rollout_data(
             cfg, ws.episodes, seed, r.horizon_h, r.margin_job_h, r.workers, traces_dir, progress
         )
+        if out is not None:
+            arrays = {k: np.asarray(v) for k, v in d.items()}
+            np.savez_compressed(out / "rollout_labels.npz", **arrays)
     else:
         d = _teacher_data(cfg, seed, traces_dir)
     rew = np.asarray(d["rew"])
@@ -395,7 +400,7 @@ def train(
             verbose=0,
         )
         if cfg.warm_start is not None:
-            extra["warm_start"] = warm_start(model, cfg, venv, seed, traces_dir, progress_bar)
+            extra["warm_start"] = warm_start(model, cfg, venv, seed, traces_dir, progress_bar, out)
     (out / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     (out / "command.txt").write_text(command + "\n")
     trainer = _Trainer(cfg, model, out, extra, traces_dir)

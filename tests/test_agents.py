@@ -167,6 +167,8 @@ def test_training_writes_artifacts(trained: dict[str, Path]) -> None:
         if agent == "placement":
             labels = meta["warm_start"]["rollout"]
             assert labels["labels_total"] == 30 and labels["horizon_h"] == 24.0
+            saved = np.load(out / "rollout_labels.npz")
+            assert saved["obs"].shape == (30, saved["obs"].shape[1]) and saved["q"].shape == (30, 7)
         assert (out / "best.zip").stat().st_size < 2_000_000
 
 
