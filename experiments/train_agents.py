@@ -30,7 +30,7 @@ RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer"}
 TRAIN_COMMANDS = {
-    "placement": "dlcluster train --agent placement --out runs/agents/placement-v6",
+    "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
 }
