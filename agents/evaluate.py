@@ -80,7 +80,7 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                         "scenario": sc,
                         "policy": p,
                         "seeds": len(vals),
-                        "avg_jct_h": float(np.mean(vals)) / 3600.0,
+                        "avg_jct_h": _mean_h(sub, p, "avg_jct_s"),
                         "vs_ref": relative_score(sub, p, reference),
                         "makespan_h": _mean_h(sub, p, "makespan_s"),
                         "unfinished": sum(
@@ -94,8 +94,7 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                 "scenario": "ALL",
                 "policy": p,
                 "seeds": sum(1 for r in rows if r["policy"] == p),
-                "avg_jct_h": float(np.mean([r["avg_jct_s"] for r in rows if r["policy"] == p]))
-                / 3600.0,
+                "avg_jct_h": _mean_h(rows, p, "avg_jct_s"),
                 "vs_ref": relative_score(rows, p, reference),
                 "makespan_h": _mean_h(rows, p, "makespan_s"),
                 "unfinished": sum(r.get("jobs_unfinished", 0) for r in rows if r["policy"] == p),

@@ -71,15 +71,7 @@ def _rollout_value(env: Any, action: int, horizon_s: float) -> float:
     if pid == 0:  # child: simulate, report, exit without cleanup
         try:
             os.close(rd)
-            t_end = env.engine.now + horizon_s
-            account = env._account
-            env._account = lambda now: account(min(now, t_end))
-            env._pending = dict.fromkeys(env._pending, 0.0)
-            choose = env.base.choose
-            offer = env._advance(action)
-            while offer is not None and env.engine.now < t_end:
-                offer = env._advance(choose(offer))
-            value = float(env._pending["jct"]) * env.reward_scale_s / HOUR
+            value = env.follow_base(action, horizon_s) * env.reward_scale_s / HOUR
             os.write(wr, struct.pack("d", value))
         finally:
             os._exit(0)

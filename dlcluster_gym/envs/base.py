@@ -179,6 +179,7 @@ class ClusterEnv(gym.Env):
         self._episode_seed = seed
         self._actions = []
         self._last_t = 0.0
+        self._account_until = math.inf  # rewards accrue up to this simulated time
         self._in_system = 0
         self._comm_rate = 0.0
         self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
@@ -210,6 +211,7 @@ class ClusterEnv(gym.Env):
     # ------------------------------------------------------------------ rewards
     def _account(self, now: float) -> None:
         """Integrate the reward components from the last decision instant to ``now``."""
+        now = min(now, self._account_until)
         dt = now - self._last_t
         if dt > 0:
             s = self.reward_scale_s

@@ -348,6 +348,24 @@ class PlacementEnv(ClusterEnv):
             terminated = not truncated
         return obs, reward, terminated, truncated, info
 
+    def follow_base(self, action: int, horizon_s: float) -> float:
+        """Answer the current offer with ``action``, then let the base policy answer every
+        offer itself (its ``choose``) for ``horizon_s`` simulated seconds or to the end.
+        Returns the ``jct`` reward component over exactly that window (minus job-hours in
+        the system with the default scale). This consumes the episode: call it on a copy
+        (``agents.rollouts`` calls it in a forked child)."""
+        if self._offer is None:
+            raise gym.error.ResetNeeded("the episode is over; call reset()")
+        assert self.engine is not None
+        self._account_until = self.engine.now + horizon_s
+        self._pending = dict.fromkeys(self._pending, 0.0)
+        choose = self.base.choose
+        offer = self._advance(action)
+        while offer is not None and self.engine.now < self._account_until:
+            offer = self._advance(choose(offer))
+        self._offer = offer
+        return float(self._pending["jct"])
+
     def _check_action(self, action: Any) -> int:
         arr = np.asarray(action)
         if arr.size != 1:
