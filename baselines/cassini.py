@@ -51,7 +51,6 @@ from dlcluster_gym.scheduler import BaseScheduler, make_policy
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, SetTimeShift, Start
 from dlcluster_gym.sim.view import ClusterView
-from dlcluster_gym.workload.models import get_model
 
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
 
@@ -84,7 +83,7 @@ class Cassini(BaseScheduler):
         super().reset(view, rng)
         self.base.reset(view, rng)
         self.links = SharedLinks(view.cluster)
-        self._models = {j.model: get_model(j.model) for j in view.jobs}
+        self._models = {j.model: view.model_profile(j.job_id) for j in view.jobs}
         self._shift = np.zeros(len(view.jobs))  # shifts this policy assigned
         self.candidates_scored = 0
         self.loops_discarded = 0

@@ -78,8 +78,58 @@ class MachineGroup(_Frozen):
     memory_gb_per_machine: PositiveFloat = 512.0
     # vCPUs a scheduler may hand out (Kubernetes "allocatable"); default: all cores.
     allocatable_cpus_per_machine: PositiveFloat | None = None
-    nic_gbps: PositiveFloat | None = None  # server NIC for PS traffic (default: machine uplink)
+    # NICs of each machine (``perf.network``). Default: one NIC per GPU at the rack tier's
+    # bandwidth (DGX-style, Dally 5.1.2); ``nic_gbps`` alone means one NIC of that speed (a
+    # server NIC, as on the Nearchus and Crius clusters); ``nics_per_machine`` NICs of
+    # ``nic_gbps`` each (default the rack tier's bandwidth) shared evenly by the GPUs unless
+    # ``nic_gpus`` lists the local GPU indices of each NIC.
+    nic_gbps: PositiveFloat | None = None
+    nics_per_machine: PositiveInt | None = None
+    nic_gpus: tuple[tuple[Annotated[int, Field(ge=0)], ...], ...] | None = None
     machine_link: LinkSpec | None = None  # overrides the cluster's `tiers.machine` for the group
+
+    @model_validator(mode="after")
+    def _check_nics(self) -> MachineGroup:
+        g, n = self.gpus_per_machine, self.nics_per_machine
+        if n is not None and g > 0 and n > g:
+            raise ValueError(
+                f"group {self.name!r}: nics_per_machine={n} is more than gpus_per_machine={g}; "
+                "a NIC must serve at least one GPU (allowed: 1.."
+                f"{g})"
+            )
+        if self.nic_gpus is not None:
+            if g == 0:
+                raise ValueError(f"group {self.name!r}: nic_gpus needs GPUs on the machine")
+            count = n if n is not None else len(self.nic_gpus)
+            flat = sorted(i for nic in self.nic_gpus for i in nic)
+            if len(self.nic_gpus) != count or flat != list(range(g)) or not all(self.nic_gpus):
+                raise ValueError(
+                    f"group {self.name!r}: nic_gpus={[list(x) for x in self.nic_gpus]} must "
+                    f"list {count} non-empty NICs that together hold each local GPU "
+                    f"0..{g - 1} exactly once"
+                )
+        return self
+
+    def num_nics(self, default_count: int) -> int:
+        """NICs per machine (``default_count``: the cluster-level rule for unset fields)."""
+        if self.nics_per_machine is not None:
+            return self.nics_per_machine
+        if self.nic_gpus is not None:
+            return len(self.nic_gpus)
+        if self.nic_gbps is not None or self.gpus_per_machine == 0:
+            return 1
+        return default_count
+
+    def gpu_nic(self, num_nics: int) -> tuple[int, ...]:
+        """Local NIC index of each local GPU (``nic_gpus``, else evenly in GPU order)."""
+        g = self.gpus_per_machine
+        if self.nic_gpus is not None:
+            out = [0] * g
+            for k, nic in enumerate(self.nic_gpus):
+                for i in nic:
+                    out[i] = k
+            return tuple(out)
+        return tuple(i * num_nics // g for i in range(g)) if g else ()
 
     @field_validator("gpu_type")
     @classmethod
@@ -104,8 +154,40 @@ class ClusterConfig(_Frozen):
     description: str = ""
     groups: tuple[MachineGroup, ...]
     tiers: Tiers = Tiers()
+    # ToR uplink: the rack's NIC capacity / this ratio (per rail switch with rail_optimized).
     rack_uplink_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
-    machine_uplink_gbps: PositiveFloat | None = None  # default: GPUs/machine x rack link
+    # Spine: the summed ToR uplink capacity / this ratio, one link all cross-rack flows share.
+    spine_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
+    # NIC i of every machine in a rack on rail switch i (needs equal NIC counts everywhere).
+    rail_optimized: bool = False
+    # Legacy short form: one NIC of this speed per machine (for groups without NIC fields).
+    machine_uplink_gbps: PositiveFloat | None = None
+    # "hierarchical": ring in the machine, then halving/doubling across machines and racks;
+    # "flat-ring": one ring over all GPUs in which every GPU's flow leaves through its NIC
+    # (ranks that do not share memory, e.g. one container per GPU over TCP sockets).
+    collective: Literal["hierarchical", "flat-ring"] = "hierarchical"
+    # Fraction of a NIC's line rate a collective reaches (transport and protocol overheads).
+    transport_efficiency: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+
+    @model_validator(mode="after")
+    def _check_network(self) -> ClusterConfig:
+        if self.machine_uplink_gbps is not None:
+            for g in self.groups:
+                if g.nic_gbps is not None or g.nics_per_machine is not None or g.nic_gpus:
+                    raise ValueError(
+                        f"machine_uplink_gbps={self.machine_uplink_gbps:g} and the NIC fields "
+                        f"of group {g.name!r} both set the NICs; give one of them"
+                    )
+        if self.rail_optimized:
+            counts = {g.name: g.num_nics(g.gpus_per_machine) for g in self.groups}
+            if self.machine_uplink_gbps is not None:
+                counts = dict.fromkeys(counts, 1)
+            if len(set(counts.values())) > 1:
+                raise ValueError(
+                    "rail_optimized needs the same number of NICs on every machine; got "
+                    + ", ".join(f"{k}: {v}" for k, v in counts.items())
+                )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -259,7 +341,16 @@ class ScenarioConfig(_Frozen):
     round_period_s: PositiveFloat | None = None  # periodic scheduling rounds (None: events only)
     oversize_jobs: Literal["reject", "drop"] = "drop"
     overheads: Overheads = Overheads()
-    contention: bool = False
+    # Link sharing between jobs (max-min fair, ``perf.network``): on unless a scenario turns
+    # it off.
+    contention: bool = True
+    # "model": the network model; "ideal": no communication cost at all (cross-checks against
+    # simulators without a topology).
+    network: Literal["model", "ideal"] = "model"
+    # Where model performance profiles come from (``workload.profiles``): "physics" (gradient
+    # bytes and compute time, no per-model fudge factor), "dally-table1" (Dally Table 1's
+    # per-tier calibration, for the Dally reproduction presets).
+    profile: Literal["physics", "dally-table1"] = "physics"
     max_sim_time_s: PositiveFloat = 100 * 365 * 86400.0  # safety net against runaway policies
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.perf.network import comm_overhead
+from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import get_model
@@ -46,8 +46,7 @@ def run_engine(scenario: ScenarioConfig, jobs: list[Job], policy, seed: int = 0,
 
 def frac(cluster: Cluster, model: str, gpus: list[int]) -> float:
     """Exposed communication of ``model`` on ``gpus`` as a fraction of compute (no contention)."""
-    links = cluster.links_for_group(0)
-    return comm_overhead(get_model(model), cluster.placement_shape(gpus), links)
+    return placement_overhead(cluster, get_model(model), np.asarray(gpus, dtype=np.int64))
 
 
 def starts(res) -> dict[int, tuple[float, list[int], str]]:

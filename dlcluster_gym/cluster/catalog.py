@@ -82,6 +82,7 @@ INTERCONNECTS: dict[str, Interconnect] = {
         ),
         # Other papers' clusters.
         _ic("nvlink", 1200, 1.0, "NVLink 2.0 (V100), 150 GB/s per direction"),
+        _ic("nvlink4", 3600, 1.0, "NVLink 4 / NVSwitch (H100 SXM), 450 GB/s per direction"),
         _ic("pcie", 128, 5.0, "PCIe 3.0 x16, 16 GB/s"),
         _ic("pcie4", 256, 5.0, "PCIe 4.0 x16, 32 GB/s"),
         _ic("ib-50", 50, 20.0, "standard InfiniBand 50 Gb/s, tens of microseconds (Dally 3.3)"),

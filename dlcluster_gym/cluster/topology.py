@@ -76,19 +76,95 @@ class Cluster:
             (g.machine_link or tiers.machine).resolve() for g in self.config.groups
         )
         self.max_gpus_per_machine = int(self.machine_num_gpus.max())
+        self._init_nics(machine_group)
         self._init_cpu_resources(machine_group)
         self._init_gpu_types()
         self.max_gpus_per_rack = int(self.rack_num_gpus.max())
         # Cumulative GPUs of the largest machines first: how few machines can hold n GPUs.
         self.machines_by_size_cumsum = np.cumsum(np.sort(self.machine_num_gpus)[::-1])
 
+    def _init_nics(self, machine_group: list[int]) -> None:
+        """NICs and the links the network model shares (``perf.network``).
+
+        Link ids: NIC ``i`` -> ``i`` (machines in order, their NICs in order); then the rack
+        uplinks, one per rack (ToR to spine) or, with ``rail_optimized``, one per (rack, rail)
+        (rail switch ``k`` of a rack to the spine, ``k`` = the NIC's index in its machine);
+        then, when ``spine_oversubscription > 1``, one spine link every cross-rack flow
+        crosses. Capacities in bytes/s: a NIC its speed x ``transport_efficiency``; an uplink
+        the NIC capacity below it / ``rack_uplink_oversubscription``; the spine the summed
+        uplinks / ``spine_oversubscription``.
+        """
+        cfg = self.config
+        eff = cfg.transport_efficiency
+        rack_bw = self.rack_link.bandwidth_Bps
+        nic_machine: list[int] = []
+        nic_local: list[int] = []
+        nic_bw: list[float] = []
+        gpu_nic: list[int] = []
+        for m, gi in enumerate(machine_group):
+            g = cfg.groups[gi]
+            if cfg.machine_uplink_gbps is not None:
+                count, speed, local = 1, cfg.machine_uplink_gbps * 1e9 / 8.0, None
+            else:
+                count = g.num_nics(max(g.gpus_per_machine, 1))
+                speed = g.nic_gbps * 1e9 / 8.0 if g.nic_gbps is not None else rack_bw
+                local = g.gpu_nic(count)
+            first = len(nic_machine)
+            nic_machine.extend([m] * count)
+            nic_local.extend(range(count))
+            nic_bw.extend([speed] * count)
+            n_gpus = int(self.machine_num_gpus[m])
+            gpu_nic.extend(first + (local[i] if local else 0) for i in range(n_gpus))
+        self.nic_machine = np.asarray(nic_machine, dtype=np.int64)
+        self.nic_local = np.asarray(nic_local, dtype=np.int64)
+        self.nic_Bps = np.asarray(nic_bw, dtype=np.float64) * eff
+        self.gpu_nic = np.asarray(gpu_nic, dtype=np.int64)
+        self.num_nics = int(self.nic_machine.size)
+        self.machine_num_nics = np.bincount(self.nic_machine, minlength=self.num_machines)
+        nic_rack = self.machine_rack[self.nic_machine]
+        rails = int(self.machine_num_nics.max()) if cfg.rail_optimized else 1
+        self.num_rails = rails
+        uplink_of_nic = self.num_nics + nic_rack * rails + (self.nic_local if rails > 1 else 0)
+        n_up = self.num_racks * rails
+        up_cap = np.bincount(
+            uplink_of_nic - self.num_nics, weights=self.nic_Bps, minlength=n_up
+        ) / float(cfg.rack_uplink_oversubscription)
+        caps = [self.nic_Bps, up_cap]
+        self.spine_link = -1
+        if cfg.spine_oversubscription > 1.0:
+            self.spine_link = self.num_nics + n_up
+            caps.append(np.array([up_cap.sum() / cfg.spine_oversubscription]))
+        self.nic_uplink = uplink_of_nic
+        self.gpu_uplink = uplink_of_nic[self.gpu_nic]
+        self.link_capacity_Bps = np.concatenate(caps)
+        self.num_links = int(self.link_capacity_Bps.size)
+        self.machine_nic_total_Bps = np.bincount(
+            self.nic_machine, weights=self.nic_Bps, minlength=self.num_machines
+        )
+        for a in (self.nic_machine, self.nic_local, self.nic_Bps, self.gpu_nic, self.nic_uplink,
+                  self.gpu_uplink, self.link_capacity_Bps, self.machine_num_nics,
+                  self.machine_nic_total_Bps):  # fmt: skip
+            a.setflags(write=False)
+
+    def link_label(self, link: int) -> str:
+        """'machine 3 NIC 1', 'rack 2 ToR uplink', 'rack 2 rail 5 uplink' or 'spine'."""
+        link = int(link)
+        if link < self.num_nics:
+            return f"machine {self.nic_machine[link]} NIC {self.nic_local[link]}"
+        if link == self.spine_link:
+            return "spine"
+        rack, rail = divmod(link - self.num_nics, self.num_rails)
+        return (
+            f"rack {rack} rail {rail} uplink" if self.num_rails > 1 else f"rack {rack} ToR uplink"
+        )
+
     def _init_cpu_resources(self, machine_group: list[int]) -> None:
         """Per-machine CPU-side resources, for parameter-server jobs (``perf.ps``).
 
         ``machine_cores``: physical cores (what the MU bottleneck depends on);
         ``machine_vcpus``: allocatable vCPUs (Kubernetes "allocatable", default all cores);
-        ``machine_memory_gb``; ``machine_nic_Bps``: the NIC (``nic_gbps``, else the machine
-        uplink, else one rack-tier port).
+        ``machine_memory_gb``; ``machine_nic_Bps``: the machine's NIC capacity (all its NICs;
+        one rack-tier port for a machine without GPUs or NIC fields).
         """
         groups = [self.config.groups[g] for g in machine_group]
         self.machine_cores = np.array([g.cpus_per_machine for g in groups], dtype=np.float64)
@@ -97,12 +173,9 @@ class Cluster:
             dtype=np.float64,
         )
         self.machine_memory_gb = np.array([g.memory_gb_per_machine for g in groups])
-        nic = []
-        for m, g in enumerate(groups):
-            if g.nic_gbps is not None:
-                nic.append(g.nic_gbps * 1e9 / 8.0)
-            else:
-                nic.append(self.machine_uplink_Bps(m) or self.rack_link.bandwidth_Bps)
+        nic = [
+            self.machine_uplink_Bps(m) or self.rack_link.bandwidth_Bps for m in range(len(groups))
+        ]
         self.machine_nic_Bps = np.asarray(nic, dtype=np.float64)
         for a in (self.machine_cores, self.machine_vcpus, self.machine_memory_gb):
             a.setflags(write=False)
@@ -221,10 +294,8 @@ class Cluster:
         return g
 
     def machine_uplink_Bps(self, machine: int) -> float:
-        """NIC capacity from a machine to its ToR (default: one rack-tier port per GPU)."""
-        if self.config.machine_uplink_gbps is not None:
-            return self.config.machine_uplink_gbps * 1e9 / 8.0
-        return float(self.machine_num_gpus[machine]) * self.rack_link.bandwidth_Bps
+        """Summed NIC capacity from a machine to its ToR (``_init_nics``)."""
+        return float(self.machine_nic_total_Bps[machine])
 
     def describe(self) -> str:
         """One line for people."""

@@ -16,11 +16,11 @@ from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.perf.network import comm_overhead
+from dlcluster_gym.perf.network import comm_overhead, net_params, placement_nic_shape
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
 from dlcluster_gym.sim.view import ClusterView
-from dlcluster_gym.workload.models import ModelProfile, get_model
+from dlcluster_gym.workload.models import ModelProfile
 
 JOB_FEATURES: tuple[str, ...] = (
     "demand",  # log2(GPUs) / 8
@@ -113,14 +113,14 @@ class PlacementObserver:
         self.engine = view._e
         c: Cluster = view.cluster
         self.cluster = c
-        self._profiles = [get_model(j.model) for j in view.jobs]
+        self._profiles = [self.engine.profile(j.job_id) for j in view.jobs]
         self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
         self._sens: dict[int, tuple[float, float, float]] = {}
         self._shape_args = (
             c.max_gpus_per_machine,
             int(c.rack_num_machines.max()),
             c.num_racks,
-            c.links_for_group(0),
+            net_params(c, 0),
         )
         self._cluster = ClusterFeatures(view)
         self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
@@ -131,12 +131,12 @@ class PlacementObserver:
         e, c = self.engine, self.cluster
         if gpus.size <= 1:
             return int(Tier.MACHINE), 0.0
-        shape = c.placement_shape(gpus)
+        shape = placement_nic_shape(c, gpus)
         tier = Tier.NETWORK if len(shape) > 1 else Tier.RACK if len(shape[0]) > 1 else Tier.MACHINE
-        if e.par is not None and e.par_jobs[job]:
+        if (e.par is not None and e.par_jobs[job]) or (e.links is None and e._ideal):
             return int(tier), e.comm_fraction(job, gpus)
         group = int(c.machine_group[c.gpu_machine[gpus[0]]])
-        return int(tier), comm_overhead(self._profiles[job], shape, c.links_for_group(group))
+        return int(tier), comm_overhead(self._profiles[job], shape, net_params(c, group))
 
     def observe(self, offer: Offer) -> np.ndarray:
         """The observation of ``offer`` (a new array)."""

@@ -1,90 +1,58 @@
-"""Link contention: the shared links a placement crosses, its periodic demand on each, and the
-stretch that fair sharing gives the jobs on an over-subscribed link.
+"""Link sharing between jobs: each job's per-stage demand on the links it crosses, laid on
+Cassini's unified circle, and the stretch that max-min fair sharing gives it.
 
-The engine uses this module when ``scenario.contention`` is on (``sim/engine.py``). Sources:
-the Cassini/MLTCP thesis 4.1-4.3 (``shared/papers/cassini-mltcp-thesis.txt``: Up/Down phases,
-unified circle, multi-phase model-parallel jobs) and HotNets'22 (fair sharing keeps the phases
-of competing jobs aligned; interleaving them removes the slowdown).
+The engine uses this module when ``scenario.contention`` is on (the default; ``sim/engine.py``).
+Sources: the Cassini/MLTCP thesis 4.1-4.3 (``shared/papers/cassini-mltcp-thesis.txt``: Up/Down
+phases, unified circle, multi-phase model-parallel jobs) and HotNets'22 (fair sharing keeps the
+phases of competing jobs aligned; interleaving them removes the slowdown).
 
-**Shared links** (:class:`SharedLinks`). Each machine's NIC uplink to its ToR and each ToR's
-uplink to the spine, with the capacities of ``Cluster.graph``: machine ``m``'s uplink is
-``Cluster.machine_uplink_Bps(m)``, rack ``r``'s ToR uplink is the sum of its machines' uplinks
-divided by ``rack_uplink_oversubscription``. Link ids: machine uplink ``m`` -> ``m``, ToR uplink
-``r`` -> ``num_machines + r``. A placement inside one machine crosses no shared link; one
-spanning machines of one rack crosses their uplinks; one spanning racks also crosses the ToR
-uplinks of those racks. ``SharedLinks.links`` caches the links per set of machines; the engine
-computes a job's links and bytes once per placement (a few numpy operations on its machines;
-the all-reduce stage terms are cached in ``perf.network``) and keeps them until it moves.
+**Shared links** (:class:`SharedLinks`): the cluster's NICs, rack (or rail) uplinks and spine
+link, with the capacities and ids of ``Cluster._init_nics``; a GPU's port inside its machine
+belongs to one job and is never shared.
 
-**Bytes per iteration on a link** (:func:`placement_traffic`), from the hierarchical all-reduce
-of ``perf.network`` (gradient volume ``V = volume_scale * grad_bytes``, calibration factors
-``(s_machine, s_rack, s_network) = tier_scale``). Let the job use ``k_r`` machines in rack ``r``
-and ``R`` racks. Bytes are per direction (links are full duplex and an all-reduce sends as much
-as it receives):
-
-- the machine ring stays on NVSwitch: no shared link;
-- rack stage: the ``g_m`` GPUs of machine ``m`` hold shards ``V / g_m`` and each sends
-  ``2 (k_r - 1) / k_r * V / g_m``, so ``m``'s uplink carries ``2 (k_r - 1) / k_r * V``;
-- network stage: machine ``m`` holds ``V / k_r`` after the rack stage and sends
-  ``2 (R - 1) / R * V / k_r`` through its uplink; a ToR uplink carries the sum over the rack's
-  ``k_r`` machines, ``2 (R - 1) / R * V``.
-
-Each stage's bytes are multiplied by its calibration factor, as its time is in
-``perf.network.comm_time_s``: Dally 4.2.2 calibrates by scaling the workload's volume, so a
-calibrated stage moves ``s_t`` times the physical bytes at the physical rate.
-
-**Demand during Up.** The Up phase of an iteration lasts the communication time ``U`` (the
-engine's exposed communication ``/ (1 - overlap)``, at most the iteration time) and ends the
-iteration (Down = compute first, Cassini 4.1.1). The demand on a link during Up is the link's
-bytes per iteration divided by the model's communication time per iteration
-(``comm_time_s``, calibrated, all stages): the mean rate over the whole Up phase, including the
-machine stage and latencies. The engine applies Dally's trace scaling to the communication time
-(``compute / profile.compute_s``) and keeps this rate, i.e. it scales the bytes with it. With the
-default capacities (one rack-tier port per GPU, no oversubscription) data-parallel jobs can
-never over-subscribe a link: a job's rate on machine ``m`` is at most (its GPUs on ``m``) x the
-rack bandwidth, and on a ToR uplink at most (its GPUs in the rack) x the rack bandwidth.
-Contention appears with ``machine_uplink_gbps`` below that, with ``rack_uplink_oversubscription
-> 1``, or with model-parallel jobs.
+**Demand per stage** (:func:`link_phases`, from ``perf.network.placement_traffic``). The Up
+phase of an iteration lasts the communication time ``U`` (the engine's exposed communication
+``/ (1 - overlap)``, at most the iteration time) and ends the iteration (Down = compute first,
+Cassini 4.1.1). Inside it the hierarchical all-reduce runs its stages in turn: the machine
+reduce-scatter, the rack stage (on the job's NICs), the network stage (NICs, uplinks, spine),
+the machine all-gather. On each link a data-parallel job demands, during each stage that
+crosses it, the rate its flows there reach when the job runs alone (``perf.network``: its own
+flows already share NICs and uplinks max-min), and nothing in the other stages. The engine
+applies Dally's trace scaling to the communication time (``compute / profile.compute_s``) and
+keeps these rates, i.e. it scales the bytes with it.
 
 **Model-parallel jobs** (``parallelism == "model"``: GPT-1/2/3, DLRM of Cassini Table 4.2) get
 six phases per iteration, as Fig. 4.1(d) (hybrid data/pipeline/tensor parallelism, Cassini
 4.3.3): the compute time is cut into three equal Down phases, each followed by an Up phase:
-forward activations over 30% of ``U`` at half the mean rate (Fig. 4.1(b)/(c): pipeline
-activations and tensor-parallel traffic at about half the link), backward activation gradients
-over 30% of ``U`` at the mean rate, and the data-parallel all-reduce over the last 40% of ``U``
-at 1.375x the mean rate (the rest of the bytes: 0.3 x 0.5 + 0.3 x 1 + 0.4 x 1.375 = 1, so bytes
-per iteration are the same as a data-parallel job with the same ``U``). Data-parallel jobs have
-one Down and one Up phase (Cassini 4.2).
+forward activations over 30% of ``U`` at half the link's mean Up rate (Fig. 4.1(b)/(c):
+pipeline activations and tensor-parallel traffic at about half the link), backward activation
+gradients over 30% of ``U`` at the mean rate, and the data-parallel all-reduce over the last
+40% of ``U`` at 1.375x the mean rate (0.3 x 0.5 + 0.3 x 1 + 0.4 x 1.375 = 1: bytes per
+iteration are those of the stage model). Phase demands are capped at the link's capacity.
 
-**Jobs above a link alone.** A phase demand above a link's capacity is capped at the capacity:
-the network model's time already accounts for the link bandwidth (no error here, unlike
-``geometry.compatibility_score``, which scores profiles measured in isolation).
-
-**Stretch** (:func:`stretch_factors`). The jobs on one link are laid on their unified circle
+**Stretch** (:func:`link_stretch`). The jobs on one link are laid on their unified circle
 (perimeter = LCM of the iteration times with ``geometry.unified_circle``'s quantum, cap and
-perimeter fit; :func:`circle_layout` computes that geometry without the demand vectors, with the
-fit vectorised and cached, and is tested equal to ``unified_circle``; the quantum is
-``min(5 ms, shortest iteration / 16)`` so each job spans at least 16 sectors),
-each job's phases scaled onto its quantized iteration and rotated by its time shift (the engine's
-``time_shift[job]``, seconds, delays the job's pattern; modulo the iteration time). With no shifts
-assigned every rotation is 0: the phases are aligned, the fair-sharing outcome of HotNets'22.
-The overlay is exact (piecewise constant between phase boundaries, not sector averages). Where
-the total demand ``D`` exceeds the capacity ``C``, fair sharing gives each job ``C x d_j / D``
-(its share of the capacity in proportion to its demand), so every byte sent there takes ``D / C``
-times longer. A job's stretch on the link is the byte-weighted mean of ``max(1, D / C)`` over its
-Up phases (for a one-level Up phase, the time-weighted mean); its exposed communication grows by
-its worst link's stretch. When the jobs' summed peak demand on a link is at most ``C`` the
-stretch is 1 and the circle is skipped (fast path). The stretch is one-shot: it is computed from
-the jobs' uncontended profiles (as Cassini profiles jobs in isolation), without iterating the
-longer Up phases back into the circle. It is exact for aligned identical jobs (their stretched
-phases still coincide and the link runs at capacity through them) and for fully interleaved
-ones; for partial overlaps it is a slight underestimate (longer phases would overlap a little
-more), which we accept for a stretch that costs one pass. Factors within ``1e-9`` of 1 count
-as 1.
+perimeter fit; :func:`circle_layout`; the quantum is ``min(5 ms, shortest iteration / 16)`` so
+each job spans at least 16 sectors), each job's phases scaled onto its quantised iteration and
+rotated by its time shift (the engine's ``time_shift[job]``). With no shifts every rotation is
+0: the phases are aligned, the fair-sharing outcome of HotNets'22. Between consecutive phase
+boundaries the active flows share the link max-min fairly (:func:`water_level`; every flow
+counts, several flows of one job included): a flow whose demand is above the level moves its
+bytes ``demand / level`` times slower, so a light flow is not slowed at all (unlike a
+proportional split). A job's extra Up time per iteration is the sum of those slow-downs over
+its phases; its exposed communication grows by ``1 + extra / U`` on its worst link. When the
+summed peak demand on a link is at most its capacity the factor is 1 and the circle is skipped
+(fast path). The stretch is one-shot: computed from the uncontended profiles (as Cassini
+profiles jobs in isolation), without iterating the longer phases back into the circle, and per
+link (a flow slowed elsewhere does not free capacity here). It is exact for aligned identical
+jobs and for fully interleaved ones; for partial overlaps it slightly underestimates (longer
+phases would overlap a little more), which we accept for a stretch that costs one pass.
+Factors within ``1e-9`` of 1 count as 1.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,21 +67,24 @@ from dlcluster_gym.perf.geometry import (
     CommProfile,
     fit_perimeter,
 )
-from dlcluster_gym.perf.network import comm_time_s, placement_overhead
+from dlcluster_gym.perf.network import PlacementTraffic, placement_overhead, placement_traffic
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
     "UP_TEMPLATES",
     "CircleLayout",
+    "LinkPhases",
     "PlacementTraffic",
     "SharedLinks",
     "UpTemplate",
     "circle_layout",
     "comm_profile",
     "job_link_profiles",
+    "link_phases",
+    "link_stretch",
     "placement_traffic",
-    "stretch_factors",
     "up_phases",
+    "water_level",
 ]
 
 Parallelism = Literal["data", "model"]
@@ -191,123 +162,92 @@ def comm_profile(
 
 
 class SharedLinks:
-    """Link ids and capacities of a cluster's shared links, and the links placements cross."""
+    """The links jobs share (NICs, rack uplinks, spine) of a cluster, and what placements
+    send over them (``perf.network``)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.num_machines = cluster.num_machines
-        self.num_racks = cluster.num_racks
-        machine_cap = np.array(
-            [cluster.machine_uplink_Bps(m) for m in range(cluster.num_machines)], dtype=np.float64
-        )
-        rack_cap = np.bincount(
-            cluster.machine_rack, weights=machine_cap, minlength=cluster.num_racks
-        ) / float(cluster.config.rack_uplink_oversubscription)
-        self.capacity_Bps = np.concatenate((machine_cap, rack_cap))
-        self.capacity_Bps.setflags(write=False)
-        self.num_links = int(self.capacity_Bps.size)
-        self._links: dict[bytes, np.ndarray] = {}
-
-    def machine_uplink(self, machine: int) -> int:
-        """Link id of a machine's NIC uplink to its ToR."""
-        return int(machine)
-
-    def tor_uplink(self, rack: int) -> int:
-        """Link id of a rack's ToR uplink to the spine."""
-        return self.num_machines + int(rack)
+        self.capacity_Bps = cluster.link_capacity_Bps
+        self.num_links = cluster.num_links
 
     def label(self, link: int) -> str:
-        """'machine 3 uplink' or 'rack 1 ToR uplink'."""
-        if link < self.num_machines:
-            return f"machine {link} uplink"
-        return f"rack {link - self.num_machines} ToR uplink"
-
-    def links_of_machines(self, machines: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Link ids crossed by a job on these machines (sorted ids, cached per machine set)."""
-        ms = np.unique(np.asarray(machines, dtype=np.int64))
-        key = ms.tobytes()
-        links = self._links.get(key)
-        if links is None:
-            links = _links_of(self.cluster, ms)[0]
-            links.setflags(write=False)
-            self._links[key] = links
-        return links
+        """'machine 3 NIC 1', 'rack 1 ToR uplink', 'rack 1 rail 2 uplink' or 'spine'."""
+        return self.cluster.link_label(link)
 
     def links(self, gpus: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Link ids crossed by a placement (GPU ids)."""
-        return self.links_of_machines(self.cluster.gpu_machine[np.asarray(gpus, dtype=np.int64)])
+        """Link ids a placement's collective crosses (sorted): its NICs when it spans
+        machines; also their uplinks and the spine when it spans racks."""
+        c = self.cluster
+        gpus = np.asarray(gpus, dtype=np.int64)
+        nics = np.unique(c.gpu_nic[gpus])
+        if np.unique(c.nic_machine[nics]).size <= 1:
+            return np.zeros(0, dtype=np.int64)
+        if np.unique(c.gpu_rack[gpus]).size <= 1:
+            return nics
+        extra = [c.spine_link] if c.spine_link >= 0 else []
+        return np.unique(np.concatenate((nics, c.nic_uplink[nics], extra))).astype(np.int64)
 
-    def traffic(
-        self, profile: ModelProfile, gpus: np.ndarray, comm_s: float | None = None
-    ) -> PlacementTraffic:
-        """:func:`placement_traffic` on this cluster."""
-        return placement_traffic(self.cluster, profile, gpus, comm_s)
-
-
-def _links_of(cluster: Cluster, machines: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(link ids, job machines in each machine's rack, racks) for sorted unique machines.
-
-    Machines are numbered rack by rack, so their racks are sorted and each rack is one run.
-    """
-    if machines.size <= 1:
-        return np.zeros(0, dtype=np.int64), np.zeros(0), 1
-    racks = cluster.machine_rack[machines]
-    first = np.flatnonzero(np.concatenate(([True], racks[1:] != racks[:-1])))
-    sizes = np.diff(np.append(first, machines.size))
-    k = np.repeat(sizes, sizes).astype(np.float64)
-    n_racks = int(first.size)
-    if n_racks == 1:
-        return machines.copy(), k, 1
-    return np.concatenate((machines, racks[first] + cluster.num_machines)), k, n_racks
+    def traffic(self, profile: ModelProfile, gpus: np.ndarray) -> PlacementTraffic:
+        """:func:`perf.network.placement_traffic` on this cluster."""
+        return placement_traffic(self.cluster, profile, gpus)
 
 
 @dataclass(frozen=True, eq=False)
-class PlacementTraffic:
-    """What one placement of one model sends over shared links per iteration.
+class LinkPhases:
+    """A job's demand on one link in one iteration of length ``T`` with Up time ``U``.
 
-    ``links``: link ids crossed; ``bytes_per_iter``: calibrated bytes per iteration on each
-    (per direction, at the model's own compute time); ``comm_s``: the model's calibrated
-    communication seconds per iteration on this placement (before overlap); ``rate_Bps``: mean
-    demand during the Up phase, ``bytes_per_iter / comm_s``.
+    Phase ``k`` starts at ``down[k] * (T - U) + up[k] * U``, lasts ``length[k] * U``, and the
+    job's ``flows[k]`` flows on the link demand ``rate[k]`` bytes/s together.
     """
 
-    links: np.ndarray
-    bytes_per_iter: np.ndarray
-    comm_s: float
-    rate_Bps: np.ndarray
+    down: np.ndarray
+    up: np.ndarray
+    length: np.ndarray
+    rate: np.ndarray
+    flows: np.ndarray
+
+    @property
+    def peak(self) -> float:
+        return float(self.rate.max()) if self.rate.size else 0.0
+
+    @property
+    def carried(self) -> float:
+        """Bytes per Up second (the rates weighted by phase length)."""
+        return float((self.length * self.rate).sum())
 
 
-def placement_traffic(
-    cluster: Cluster,
-    profile: ModelProfile,
-    gpus: Sequence[int] | np.ndarray,
-    comm_s: float | None = None,
-) -> PlacementTraffic:
-    """Links a placement crosses and the bytes per iteration on each (module docstring).
+def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPhases]:
+    """Per link a placement crosses, the job's phases on it (module docstring).
 
-    ``comm_s`` is the model's calibrated communication time on this placement
-    (``perf.network.comm_time_s``); computed when not given.
+    Data-parallel jobs: one phase per stage that crosses the link, where the stage sits in the
+    Up phase, at the stage's own rate. Model-parallel jobs: the Up template of
+    :data:`UP_TEMPLATES` at the link's mean Up rate (its bytes / the communication time).
     """
-    gpus = np.asarray(gpus, dtype=np.int64)
-    machines = np.unique(cluster.gpu_machine[gpus])
-    links, k, n_racks = _links_of(cluster, machines)
-    if links.size == 0:
-        empty = np.zeros(0)
-        return PlacementTraffic(links, empty, 0.0, empty)
-    volume = profile.comm.volume_scale * profile.grad_bytes
-    _, s_rack, s_net = profile.comm.tier_scale
-    by_link = np.where(k > 1, s_rack * 2.0 * (k - 1.0) / k * volume, 0.0)
-    if n_racks > 1:
-        net = s_net * 2.0 * (n_racks - 1) / n_racks * volume
-        by_link = np.concatenate((by_link + net / k, np.full(n_racks, net)))
-    if comm_s is None:
-        group = int(cluster.machine_group[machines[0]])
-        shape = cluster.placement_shape(gpus)
-        comm_s = comm_time_s(profile, shape, cluster.links_for_group(group))
-    rate = by_link / comm_s if comm_s > 0 else np.zeros_like(by_link)
-    for arr in (links, by_link, rate):
-        arr.setflags(write=False)
-    return PlacementTraffic(links, by_link, float(comm_s), rate)
+    out: dict[int, LinkPhases] = {}
+    if traffic.links.size == 0:
+        return out
+    order = np.argsort(traffic.links, kind="stable")
+    ids = traffic.links[order]
+    cuts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    bounds = np.r_[cuts, ids.size]
+    tpl = UP_TEMPLATES[parallelism]
+    for i, j in itertools.pairwise(bounds.tolist()):
+        rows = order[i:j]
+        link = int(ids[i])
+        flows = traffic.flows[rows]
+        if parallelism == "data":
+            out[link] = LinkPhases(
+                np.ones(rows.size), traffic.start[rows], traffic.length[rows],
+                traffic.rate[rows], flows,
+            )  # fmt: skip
+        else:
+            mean = float(traffic.bytes_per_iter[rows].sum()) / traffic.comm_s
+            k = len(tpl.level)
+            out[link] = LinkPhases(
+                np.asarray(tpl.down), np.asarray(tpl.up), np.asarray(tpl.share),
+                np.asarray(tpl.level) * mean, np.full(k, float(flows.max())),
+            )  # fmt: skip
+    return out
 
 
 def job_link_profiles(
@@ -318,11 +258,10 @@ def job_link_profiles(
 ) -> dict[int, CommProfile]:
     """A job's uncontended demand on each shared link its placement crosses (bytes/s).
 
-    The same quantities the engine uses with contention on: iteration = compute + exposed
-    communication, Up = communication / (1 - overlap), mean Up rate = the placement's bytes on
-    the link / the model's communication time, phases capped at the link's capacity.
-    ``compute_s`` is the job's compute seconds per iteration on ``gpus``. For Cassini-style
-    policies that score candidate placements (``baselines/cassini.py``).
+    The same phases the engine shares (:func:`link_phases`): iteration = compute + exposed
+    communication, Up = communication / (1 - overlap), phase demands capped at the link's
+    capacity. ``compute_s`` is the job's compute seconds per iteration on ``gpus``. For
+    Cassini-style policies that score candidate placements (``baselines/cassini.py``).
     """
     gpus = np.asarray(gpus, dtype=np.int64)
     fraction = placement_overhead(links.cluster, profile, gpus)
@@ -332,15 +271,16 @@ def job_link_profiles(
     comm = fraction * compute_s
     iteration = compute_s + comm
     up = min(comm / (1.0 - overlap), iteration)
-    model_comm = fraction * profile.compute_s / (1.0 - overlap)
-    traffic = links.traffic(profile, gpus, model_comm)
-    caps = links.capacity_Bps[traffic.links]
-    return {
-        int(link): comm_profile(
-            profile.parallelism, iteration, up, float(rate), float(cap), profile.name
-        )
-        for link, rate, cap in zip(traffic.links, traffic.rate_Bps, caps, strict=True)
-    }
+    out = {}
+    for link, ph in link_phases(links.traffic(profile, gpus), profile.parallelism).items():
+        cap = float(links.capacity_Bps[link])
+        starts = ph.down * (iteration - up) + ph.up * up
+        phases = [
+            (float(s), float(d), float(min(v, cap)))
+            for s, d, v in zip(starts, ph.length * up, ph.rate, strict=True)
+        ]
+        out[link] = CommProfile.multi_phase(iteration, phases, profile.name)
+    return out
 
 
 # ----------------------------------------------------------------------------- stretch
@@ -388,74 +328,122 @@ def _precision(iteration_s: np.ndarray) -> float:
     return min(DEFAULT_PRECISION_S, float(iteration_s.min()) / MIN_SECTORS_PER_ITERATION)
 
 
-def stretch_factors(
+def link_stretch(
     iteration_s: Sequence[float] | np.ndarray,
     up_s: Sequence[float] | np.ndarray,
-    parallelism: Sequence[str],
-    rate_Bps: Sequence[float] | np.ndarray,
     shift_s: Sequence[float] | np.ndarray,
+    phases: Sequence[LinkPhases],
     capacity_Bps: float,
     *,
     max_sectors: int = DEFAULT_MAX_SECTORS,
 ) -> np.ndarray:
-    """Per job, the factor by which fair sharing of one link stretches its communication.
+    """Per job, the factor by which sharing one link stretches its communication (Up) time.
 
-    One entry per job on the link: its uncontended iteration time, Up (communication) time,
-    parallelism (``"data"``/``"model"``), mean Up rate on this link and time shift. Returns
-    factors >= 1 (module docstring: fast path, unified circle, byte-weighted ``max(1, D/C)``).
+    One entry per job on the link: its uncontended iteration time, Up time, time shift and
+    phases on the link. The jobs are laid on their unified circle; between consecutive phase
+    boundaries the flows active on the link share it max-min fairly (water-filling: a flow
+    gets its demand or the common level, whichever is lower); a flow above the level moves its
+    bytes ``demand / level`` times slower. A job's factor is ``1 + extra / U``, the extra Up
+    seconds per iteration over ``U``. Returns ones when the summed peak demand fits.
     """
     it = np.asarray(iteration_s, dtype=np.float64)
     up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
-    rate = np.asarray(rate_Bps, dtype=np.float64) / float(capacity_Bps)  # units of capacity
     shift = np.asarray(shift_s, dtype=np.float64)
     n = it.size
     ones = np.ones(n)
     if n < 2:
         return ones
-    tpls = [UP_TEMPLATES[p] for p in parallelism]
-    peaks = np.array([t.peak for t in tpls]) * rate
-    if np.minimum(peaks, 1.0).sum() <= 1.0 + _RTOL:
+    cap = float(capacity_Bps)
+    if sum(min(ph.peak, cap) for ph in phases) <= cap * (1.0 + _RTOL):
         return ones  # fast path: the link is never over-subscribed
     layout = circle_layout(it, _precision(it), max_sectors)
     perimeter = layout.perimeter_sectors * layout.sector_s
-    # one row per (job, phase): start, duration, capped demand on the job's quantised iteration
-    job_k = np.concatenate([np.full(len(t.level), j) for j, t in enumerate(tpls)])
-    down = np.concatenate([t.down for t in tpls])
-    upf = np.concatenate([t.up for t in tpls])
-    share = np.concatenate([t.share for t in tpls])
-    level = np.concatenate([t.level for t in tpls])
+    job_k = np.concatenate([np.full(ph.rate.size, j) for j, ph in enumerate(phases)])
+    down = np.concatenate([ph.down for ph in phases])
+    upf = np.concatenate([ph.up for ph in phases])
+    share = np.concatenate([ph.length for ph in phases])
+    dm = np.minimum(np.concatenate([ph.rate for ph in phases]), cap) / cap
+    fl = np.maximum(np.concatenate([ph.flows for ph in phases]), 1.0)
+    keep = (dm > 0) & (share > 0)
+    job_k, down, upf, share, dm, fl = (a[keep] for a in (job_k, down, upf, share, dm, fl))
     sectors = np.asarray(layout.iteration_sectors, dtype=np.int64)
     length = sectors * layout.sector_s
-    scale = (length / it)[job_k]  # each profile is stretched onto its quantised iteration
+    scale_j = length / it  # each job's pattern is stretched onto its quantised iteration
+    scale = scale_j[job_k]
     t_k, u_k = it[job_k], up[job_k]
     st = (down * (t_k - u_k) + upf * u_k + (shift % it)[job_k]) * scale
     du = share * u_k * scale
-    dm = np.minimum(level * rate[job_k], 1.0)
-    # repeat each row once per iteration of its job around the circle
-    reps = (layout.perimeter_sectors // sectors)[job_k]
+    reps_j = layout.perimeter_sectors // sectors
+    reps = reps_j[job_k]
     row = np.repeat(np.arange(job_k.size), reps)
     nth = np.arange(row.size) - np.repeat(np.cumsum(reps) - reps, reps)
     starts = np.fmod(st[row] + length[job_k][row] * nth, perimeter)
     ends = starts + du[row]
-    dem = dm[row]
-    who = job_k[row]
+    dem, flo, who = dm[row], fl[row], job_k[row]
     wrap = ends > perimeter  # phases that wrap past the perimeter continue at 0
     lo = np.concatenate((starts, np.zeros(int(wrap.sum()))))
     hi = np.concatenate((np.minimum(ends, perimeter), ends[wrap] - perimeter))
     dem = np.concatenate((dem, dem[wrap]))
+    flo = np.concatenate((flo, flo[wrap]))
     who = np.concatenate((who, who[wrap]))
-    # exact overlay: total demand is piecewise constant between phase boundaries
     points = np.unique(np.concatenate((lo, hi, [0.0, perimeter])))
     i_lo = np.searchsorted(points, lo)
     i_hi = np.searchsorted(points, hi)
     m = points.size
-    delta = np.bincount(i_lo, dem, minlength=m) - np.bincount(i_hi, dem, minlength=m)
-    total = np.cumsum(delta)[:-1]  # on [points[i], points[i + 1])
-    ratio = np.where(total > 1.0 + _RTOL, total, 1.0)  # fair sharing: D / C where D > C
-    stretched = np.concatenate(([0.0], np.cumsum(ratio * np.diff(points))))
-    num = np.bincount(who, dem * (stretched[i_hi] - stretched[i_lo]), minlength=n)
-    den = np.bincount(who, dem * (points[i_hi] - points[i_lo]), minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(den > 0, num / den, 1.0)
+    at = np.concatenate((i_lo * n + who, i_hi * n + who))
+    demand = np.bincount(at, np.concatenate((dem, -dem)), m * n).reshape(m, n)
+    flows = np.bincount(at, np.concatenate((flo, -flo)), m * n).reshape(m, n)
+    demand = np.cumsum(demand, axis=0)[:-1]
+    flows = np.rint(np.cumsum(flows, axis=0)[:-1] * 1e6) / 1e6
+    demand[flows <= 0] = 0.0
+    seg = np.diff(points)
+    over = demand.sum(axis=1) > 1.0 + _RTOL
+    if not over.any():
+        return ones
+    d_all, f_all = demand[over], flows[over]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_flow = np.where(f_all > 0, d_all / f_all, np.inf)
+    level = water_level(per_flow, f_all, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slow = np.where(f_all > 0, np.maximum(per_flow / level[:, None] - 1.0, 0.0), 0.0)
+    extra_q = (slow * seg[over][:, None]).sum(axis=0)  # quantised seconds over the circle
+    extra = extra_q / scale_j / reps_j  # seconds per iteration
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(up > 0, 1.0 + extra / up, 1.0)
     out[out < 1.0 + _RTOL] = 1.0
     return out
+
+
+def water_level(per_flow: np.ndarray, flows: np.ndarray, capacity: float) -> np.ndarray:
+    """Max-min fair level per row: flows of demand ``per_flow[i, j]`` (``flows[i, j]`` of
+    them, ``inf`` demand where none) share ``capacity``; each gets ``min(demand, level)``.
+    Rows must be over-subscribed (summed demand above the capacity)."""
+    order = np.argsort(per_flow, axis=1, kind="stable")
+    d = np.take_along_axis(per_flow, order, axis=1)
+    f = np.take_along_axis(flows, order, axis=1)
+    fin = np.where(np.isfinite(d), d, 0.0)
+    before = np.cumsum(fin * f, axis=1) - fin * f  # demand of the flows below position i
+    after = np.cumsum(f[:, ::-1], axis=1)[:, ::-1]  # flows at positions >= i
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = (capacity - before) / after
+    ok = (after > 0) & (lam <= d * (1.0 + 1e-12))
+    first = np.argmax(ok, axis=1)
+    return lam[np.arange(lam.shape[0]), first]
+
+
+def profile_phases(profile: CommProfile) -> tuple[float, float, LinkPhases]:
+    """``(iteration, Up time, phases)`` of an isolated :class:`CommProfile` (for instance a
+    Cassini/HotNets testbed profile), so that :func:`link_stretch` can share it with others."""
+    t = profile.iteration_time
+    ups = sorted((p for p in profile.phases if p.demand > 0), key=lambda p: p.start)
+    up = sum(p.duration for p in ups)
+    down = t - up
+    rows: list[tuple[float, float, float, float]] = []
+    up_before = 0.0
+    for p in ups:
+        down_before = p.start - up_before
+        rows.append((down_before / down if down > 0 else 1.0, up_before / up, p.duration / up,
+                     p.demand))  # fmt: skip
+        up_before += p.duration
+    a = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
+    return t, up, LinkPhases(a[:, 0], a[:, 1], a[:, 2], a[:, 3], np.ones(len(rows)))

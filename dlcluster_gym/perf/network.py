@@ -1,51 +1,67 @@
-"""Network-tier model: exposed all-reduce time of a placement, as a fraction of compute time.
+"""The network model: a job's collective as flows on real links, shared max-min fairly.
 
 This plays the role ASTRA-sim plays in Dally's simulator (ArtISt-sim, Dally 4.2.1): given a
-job's model and the *shape* of its placement (per rack, the GPU count of each machine), it
-returns the exposed communication per iteration as a fraction of compute time. As in Dally
-4.2.1, the engine multiplies that fraction by the job's own compute time per iteration from
-the trace ("the percentage value is applied to the iteration time from the trace").
+job's model and where its GPUs are, it returns the communication per iteration, as a fraction
+of compute time. As in Dally 4.2.1, the engine multiplies that fraction by the job's own compute
+time per iteration from the trace ("the percentage value is applied to the iteration time from
+the trace"). The engine (iteration times), the ``ideal`` bound, the offers and env features,
+Cassini's link profiles and the validation reports all ask this one model.
 
-The collective is a hierarchical all-reduce over the tiers the placement spans (Dally 3.1
-layer-wise data-parallel synchronisation; Dally 4.2.1 per-tier topology files; Dally 5.1.2
-NVSwitch / Quantum InfiniBand / Spectrum Ethernet tiers):
+**Links** (``Cluster._init_nics``): each GPU's port inside its machine (NVLink/NVSwitch/PCIe,
+the machine tier), each NIC (a machine has one or more; several GPUs may share one), each rack
+uplink (ToR to spine, or one per rail switch on a rail-optimized cluster; capacity = the NICs
+below it / ``rack_uplink_oversubscription``) and, with ``spine_oversubscription > 1``, the spine.
 
-1. machine: reduce-scatter among the ``g`` GPUs of each machine as a ring (Dally 4.2.1 "NVSwitch
-   in a ring topology"): ``2(g-1)/g * V`` bytes at the machine bandwidth and ``2(g-1)`` latency
-   steps (reduce-scatter here plus the matching all-gather at the end);
-2. rack: each GPU's shard (``V/g``) is all-reduced across the ``k`` machines of its rack with
-   recursive halving/doubling, our reading of ASTRA-sim's "switch topology" (Dally 4.2.1):
-   ``2(k-1)/k * V/g`` bytes at the rack bandwidth and ``2*ceil(log2 k)`` latency steps;
-3. network: the remaining shard (``V/(g k)``) is all-reduced across the ``R`` racks the same
-   way. A message between racks leaves through the machine's NIC and the ToR (the rack tier)
-   and then crosses the spine, so this stage runs at ``min(rack, network)`` bandwidth and pays
-   ``rack + network`` latency per step.
+**Collective** (cluster ``collective``). ``hierarchical`` (default; Dally 3.1 layer-wise
+data-parallel synchronisation, Dally 4.2.1 per-tier topology files, Dally 5.1.2 NVSwitch /
+Quantum InfiniBand / Spectrum Ethernet tiers), three stages run one after the other:
 
-Choices the paper leaves open, made here:
+1. machine: reduce-scatter among the ``g`` GPUs of each machine as a ring over GPU ports
+   (Dally 4.2.1 "NVSwitch in a ring topology"): ``2(g-1)/g * V`` bytes at the machine-tier
+   bandwidth and ``2(g-1)`` latency steps (reduce-scatter here plus the matching all-gather);
+   a GPU port belongs to one job, so this stage is never shared;
+2. rack: each GPU of machine ``m`` holds a shard ``V/g_m`` and all-reduces it with its peers on
+   the ``k`` machines of its rack (recursive halving/doubling, our reading of ASTRA-sim's
+   "switch topology"): one flow per GPU of ``2(k-1)/k * V/g_m`` bytes through the GPU's NIC,
+   at most the rack tier's port bandwidth (a GPU's own path to the network), ``2*ceil(log2
+   k)`` steps of rack-tier latency;
+3. network: the remaining shard ``V/(g_m k_r)`` is all-reduced across the ``R`` racks the same
+   way: one flow per GPU through its NIC, its rack (rail) uplink and the spine link, capped at
+   the rack and network tiers' port bandwidths, ``2*ceil(log2 R)`` steps of rack + network latency.
 
-- Bandwidths in ``Interconnect`` are per GPU and per direction; every GPU has its own path to
-  each tier (DGX-style one NIC per GPU), so stages of different GPUs run in parallel.
-- Unbalanced placements: a synchronous collective waits for its slowest member, so the machine
-  stage uses the machine with the most GPUs (longest ring), and the upper stages use the
-  machine (rack) with the fewest GPUs, which carries the largest shard. The rack stage takes
-  the slowest rack; the network stage the rack with the fewest shard holders.
+``flat-ring``: one ring over all ``n`` GPUs in which every GPU's flow (``2(n-1)/n * V``) leaves
+through its NIC (and its uplink and the spine when the job spans racks): ranks that do not share
+memory, such as one container per GPU talking over TCP sockets (the Pollux testbed). On one
+machine both collectives are the machine ring.
+
+**Sharing.** Inside a stage the flows of one job are shared max-min fairly on every link they
+cross, several flows of one job included (GPUs sharing a NIC, machines sharing a ToR uplink):
+progressive filling (:func:`maxmin_rates`) gives each flow its rate and the stage lasts until
+its slowest flow is done (``max bytes / rate``; a one-shot answer: flows that finish early do
+not hand their share to the others). Across jobs the engine shares each link max-min fairly per
+phase on Cassini's unified circle (``perf.contention``), from the per-stage demand
+:func:`placement_traffic` gives. With one NIC per GPU and no oversubscription (the Dally
+presets) every flow runs at the NIC (and port) speed, and the stage times are those of the
+per-GPU tier model this module had before NICs existed.
+
+**Choices the papers leave open:**
+
+- A synchronous collective waits for its slowest member: the machine stage uses the machine
+  with the most GPUs (longest ring), the upper stages the flow with the most bytes per rate.
 - Gradient volume ``V = volume_scale * grad_bytes`` (fp32), sent in ``messages`` collective
   calls per iteration (25 MB DDP gradient buckets); each call pays every stage's latency steps.
 - Stage time of tier ``t``: ``T_t = V * per_byte_t + messages * per_call_t`` (from
-  :func:`allreduce_tier_terms`); exposed communication per iteration =
-  ``(1 - overlap) * sum_t tier_scale_t * T_t``. It is linear in the stage times, so it is
-  positive for every multi-GPU placement and grows with the GPU count and span.
-- Latencies (catalog): NVSwitch 1 us, Quantum InfiniBand 2.5 us, Spectrum Ethernet 10 us per
-  step.
-- Calibration (Dally 4.2.2 scales each model's ASTRA-sim workload file so that the simulated
-  overhead matches a measurement): we do not have Dally's measurements, so each Table 1
-  model gets one scale factor per tier (``CommParams.tier_scale``). Each reference placement of
-  Table 1 exercises exactly one stage (8 GPUs in one machine: the machine ring only; 8 machines
-  x 1 GPU: the rack stage only; 8 racks x 1 GPU: the network stage only), so the three factors
-  follow in closed form and reproduce the 18 cells exactly (:func:`calibrate`). Away from the
-  reference placements the physical stage structure (participants per stage, shard sizes,
-  latency steps) decides how the overhead scales. Other models are uncalibrated (factors 1,
-  physics defaults from ``workload.models.physics_comm``).
+  :func:`allreduce_tier_terms`); communication per iteration =
+  ``(1 - overlap) * sum_t tier_scale_t * T_t`` exposed.
+- Latencies (catalog): NVSwitch 1 us, Quantum InfiniBand 2.5 us, Spectrum Ethernet 10 us.
+- Model profiles come by source (``workload.profiles``): ``physics`` (``tier_scale`` 1) by
+  default; ``dally-table1`` for the Dally reproduction: Dally 4.2.2 scales each model's
+  ASTRA-sim workload file so that the simulated overhead matches a measurement; we do not have
+  Dally's measurements, so each Table 1 model gets one scale factor per tier
+  (``CommParams.tier_scale``). Each reference placement of Table 1 exercises exactly one stage
+  (8 GPUs in one machine; 8 machines x 1 GPU; 8 racks x 1 GPU), so the three factors follow in
+  closed form and reproduce the 18 cells exactly (:func:`calibrate`). A calibrated stage moves
+  ``tier_scale_t`` times the physical bytes at the physical rate.
 - Model-parallel zoo entries (GPT, DLRM) are costed as data-parallel all-reduce of their
   gradients, a first-order stand-in for their hybrid parallelism.
 """
@@ -54,6 +70,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -61,9 +78,10 @@ import numpy as np
 from dlcluster_gym.cluster.catalog import Interconnect, interconnect
 from dlcluster_gym.cluster.topology import Cluster, Shape, Tier
 from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
+from dlcluster_gym.workload.profiles import model_profile
 
-Links = tuple[Interconnect, Interconnect, Interconnect]
-"""(machine, rack, network) links seen by a job."""
+NicShape = tuple[tuple[tuple[int, ...], ...], ...]
+"""Per rack, per machine, the job's GPUs on each NIC of the machine (canonical order)."""
 
 # Dally Table 1: communication overhead as % of compute time (8 GPUs; ASTRA-sim, Dally 3.2).
 DALLY_TABLE1: dict[str, dict[str, float]] = {
@@ -75,15 +93,136 @@ DALLY_TABLE1: dict[str, dict[str, float]] = {
     "bert-large": {"machine": 8.0, "rack": 23.0, "network": 715.0},
 }
 
-# Dally 3.3 / 5.1.2 hardware: NVSwitch in a machine, Quantum InfiniBand in a rack, Spectrum
-# Ethernet between racks.
-DALLY_LINKS: Links = (
-    interconnect("nvswitch"),
-    interconnect("ib-quantum"),
-    interconnect("spectrum-eth"),
+_TIERS = ("machine", "rack", "network")
+
+
+@dataclass(frozen=True)
+class NetParams:
+    """What the network model needs to know of one machine group's network (hashable, so
+    results are cached per (model, shape, params)).
+
+    ``nic_Bps``: one NIC's capacity (transport efficiency applied); ``gpu_nic``: local NIC of
+    each local GPU; ``uplink_Bps``: one rack uplink (per rail when ``rails``); ``spine_Bps``:
+    the spine link (inf when not modelled).
+    """
+
+    machine: Interconnect
+    rack: Interconnect
+    network: Interconnect
+    gpus_per_machine: int
+    nic_Bps: float
+    gpu_nic: tuple[int, ...]
+    num_nics: int
+    uplink_Bps: float
+    spine_Bps: float = math.inf
+    rails: bool = False
+    collective: str = "hierarchical"
+
+    @classmethod
+    def simple(
+        cls,
+        machine: Interconnect,
+        rack: Interconnect,
+        network: Interconnect,
+        gpus_per_machine: int = 8,
+        machines_per_rack: int = 8,
+        nics_per_machine: int | None = None,
+        nic_gbps: float | None = None,
+        tor_oversubscription: float = 1.0,
+        collective: str = "hierarchical",
+    ) -> NetParams:
+        """A homogeneous layout (default: one rack-tier NIC per GPU, no oversubscription)."""
+        nics = nics_per_machine or gpus_per_machine
+        nic = nic_gbps * 1e9 / 8.0 if nic_gbps else rack.bandwidth_Bps
+        return cls(
+            machine=machine,
+            rack=rack,
+            network=network,
+            gpus_per_machine=gpus_per_machine,
+            nic_Bps=nic,
+            gpu_nic=tuple(i * nics // gpus_per_machine for i in range(gpus_per_machine)),
+            num_nics=nics,
+            uplink_Bps=nic * nics * machines_per_rack / tor_oversubscription,
+            collective=collective,
+        )
+
+    def nic_shape(self, shape: Shape) -> NicShape:
+        """A machine-level shape with each machine's GPUs on its first GPU ids."""
+        out = []
+        for rack in shape:
+            machines = []
+            for g in rack:
+                counts = [0] * self.num_nics
+                for i in range(min(g, len(self.gpu_nic))):
+                    counts[self.gpu_nic[i]] += 1
+                machines.append(_canonical_nics(counts, self.rails))
+            out.append(tuple(sorted(machines, key=lambda m: (sum(m), m), reverse=True)))
+        out.sort(key=lambda r: (sum(sum(m) for m in r), r), reverse=True)
+        return tuple(out)
+
+
+def _canonical_nics(counts: Iterable[int], rails: bool) -> tuple[int, ...]:
+    """Per-NIC counts of one machine: by NIC index with rails (rails differ), else sorted."""
+    c = tuple(int(x) for x in counts)
+    return c if rails else tuple(sorted((x for x in c if x), reverse=True))
+
+
+# Dally 3.3 / 5.1.2 hardware: NVSwitch in a machine, Quantum InfiniBand in a rack (one 400 Gb/s
+# port per GPU), Spectrum Ethernet between racks; 8 x 8 GPUs per rack, no oversubscription.
+DALLY_NET = NetParams.simple(
+    interconnect("nvswitch"), interconnect("ib-quantum"), interconnect("spectrum-eth")
 )
 
-_TIERS = ("machine", "rack", "network")
+
+def net_params(cluster: Cluster, group: int = 0) -> NetParams:
+    """The :class:`NetParams` of a machine group of ``cluster`` (cached on the cluster)."""
+    cache: dict[int, NetParams] = cluster.__dict__.setdefault("_net_params", {})
+    got = cache.get(group)
+    if got is None:
+        machines = np.flatnonzero(cluster.machine_group == group)
+        m = int(machines[0])
+        rack = int(cluster.machine_rack[m])
+        nics = np.flatnonzero(cluster.nic_machine == m)
+        first = int(cluster.machine_first_gpu[m])
+        gpus = cluster.gpu_nic[first : first + int(cluster.machine_num_gpus[m])]
+        uplink = int(cluster.nic_uplink[nics[0]])
+        spine = cluster.spine_link
+        got = NetParams(
+            machine=cluster.group_machine_link[group],
+            rack=cluster.rack_link,
+            network=cluster.network_link,
+            gpus_per_machine=int(cluster.machine_num_gpus[m]),
+            nic_Bps=float(cluster.nic_Bps[nics[0]]),
+            gpu_nic=tuple(int(x) for x in gpus - nics[0]),
+            num_nics=int(nics.size),
+            uplink_Bps=float(cluster.link_capacity_Bps[uplink]),
+            spine_Bps=float(cluster.link_capacity_Bps[spine]) if spine >= 0 else math.inf,
+            rails=cluster.num_rails > 1,
+            collective=cluster.config.collective,
+        )
+        del rack
+        cache[group] = got
+    return got
+
+
+def placement_nic_shape(cluster: Cluster, gpus: np.ndarray) -> NicShape:
+    """Canonical :data:`NicShape` of a placement (GPU ids) on ``cluster``."""
+    gpus = np.asarray(gpus, dtype=np.int64)
+    nics, counts = np.unique(cluster.gpu_nic[gpus], return_counts=True)
+    machines = cluster.nic_machine[nics]
+    rails = cluster.num_rails > 1
+    per_machine: dict[int, list[int]] = {}
+    local = cluster.nic_local[nics]
+    for m, k, c in zip(machines.tolist(), local.tolist(), counts.tolist(), strict=True):
+        row = per_machine.setdefault(m, [0] * int(cluster.machine_num_nics[m]))
+        row[k] = c
+    per_rack: dict[int, list[tuple[int, ...]]] = {}
+    racks = cluster.machine_rack
+    for m, row in per_machine.items():
+        per_rack.setdefault(int(racks[m]), []).append(_canonical_nics(row, rails))
+    shape = [tuple(sorted(v, key=lambda x: (sum(x), x), reverse=True)) for v in per_rack.values()]
+    shape.sort(key=lambda r: (sum(sum(m) for m in r), r), reverse=True)
+    return tuple(shape)
 
 
 def reference_shape(tier: Tier, n: int = 8) -> Shape:
@@ -117,112 +256,386 @@ def _steps(p: int) -> int:
     return 2 * math.ceil(math.log2(p)) if p > 1 else 0
 
 
+# ----------------------------------------------------------------------------- max-min
+
+
+def maxmin_rates(
+    flow_links: list[np.ndarray] | tuple[np.ndarray, np.ndarray],
+    capacity: np.ndarray,
+    flow_cap: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
+) -> np.ndarray:
+    """Max-min fair rates by progressive filling.
+
+    ``flow_links``: the links each flow crosses, as a list of link-id arrays or as
+    ``(flow_index, link_id)`` incidence arrays; ``capacity`` per link; ``flow_cap`` an optional
+    per-flow ceiling (its own demand or port); ``weight`` an optional multiplicity per flow (a
+    flow of weight ``w`` stands for ``w`` identical flows and gets ``w`` times the rate of one).
+    Returns the rate of one flow of each entry (bytes/s). Every flow's rate is raised together
+    until a link saturates or a flow reaches its ceiling; those freeze, and the rest go on.
+    """
+    if isinstance(flow_links, tuple):
+        fi, li = (np.asarray(a, dtype=np.int64) for a in flow_links)
+        n_flows = int(fi.max()) + 1 if fi.size else 0
+    else:
+        n_flows = len(flow_links)
+        fi = np.repeat(np.arange(n_flows), [len(x) for x in flow_links])
+        li = np.concatenate(flow_links).astype(np.int64) if n_flows else np.zeros(0, np.int64)
+    cap = np.asarray(capacity, dtype=np.float64)
+    w = np.ones(n_flows) if weight is None else np.asarray(weight, dtype=np.float64)
+    ceil = np.full(n_flows, math.inf) if flow_cap is None else np.asarray(flow_cap, float)
+    rates = np.zeros(n_flows)
+    active = np.ones(n_flows, dtype=bool)
+    left = cap.copy()
+    tol = 1e-12
+    while active.any():
+        on = active[fi]
+        load = np.bincount(li[on], weights=w[fi[on]], minlength=cap.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(load > 0, left / load, math.inf)
+        step = min(float(share.min()), float((ceil - rates)[active].min()))
+        if not math.isfinite(step):
+            raise ValueError("maxmin_rates: a flow crosses no link and has no ceiling")
+        rates[active] += step
+        left -= step * load
+        full = (load > 0) & (left <= tol * np.maximum(cap, 1.0))
+        stop = np.zeros(n_flows, dtype=bool)
+        stop[fi[full[li]]] = True
+        stop |= rates >= ceil * (1.0 - tol)
+        active &= ~stop
+    return rates
+
+
+# ----------------------------------------------------------------------------- flows
+
+
+@dataclass(frozen=True)
+class StageFlows:
+    """The flows of one stage of one placement: one entry per NIC the job uses.
+
+    ``count``: the job's GPUs on that NIC (each one flow); ``coef``: bytes per flow per byte of
+    gradient volume; ``links``: link ids each flow crosses (NIC, then uplink and spine for the
+    network stage); ``cap``: a per-flow ceiling (port bandwidth); ``rate``: the max-min rate
+    of one flow (bytes/s) on the job's own; ``latency_s``: latency per collective call.
+    """
+
+    count: np.ndarray
+    coef: np.ndarray
+    links: list[np.ndarray]
+    cap: np.ndarray
+    rate: np.ndarray
+    latency_s: float
+
+    @property
+    def per_byte(self) -> float:
+        """Seconds per byte of gradient volume (slowest flow)."""
+        return float((self.coef / self.rate).max()) if self.coef.size else 0.0
+
+
+def _stages(
+    nic: np.ndarray,
+    uplink: np.ndarray,
+    count: np.ndarray,
+    machine: np.ndarray,
+    rack: np.ndarray,
+    capacity: np.ndarray,
+    spine: int,
+    net: NetParams,
+) -> tuple[tuple[float, float], StageFlows | None, StageFlows | None]:
+    """Machine-stage terms and the rack / network stage flows of a placement.
+
+    One row per NIC the job uses: its link id, uplink id, the job's GPUs on it, its machine
+    and rack (any ids, equal for equal machines / racks). ``capacity`` indexes link ids.
+    """
+    g_m = np.bincount(machine, weights=count)[machine]
+    n_gpus = int(count.sum())
+    m_ids = np.unique(machine)
+    r_ids, r_inv = np.unique(rack, return_inverse=True)
+    n_racks = int(r_ids.size)
+    k_of_rack = np.bincount(r_inv[np.unique(machine, return_index=True)[1]], minlength=n_racks)
+    k = k_of_rack[r_inv].astype(np.float64)
+    g_max = int(np.bincount(machine, weights=count).max())
+    m_terms = (0.0, 0.0)
+    if g_max > 1 and (m_ids.size == 1 or net.collective == "hierarchical"):
+        m_terms = (
+            2.0 * (g_max - 1) / g_max / net.machine.bandwidth_Bps,
+            2.0 * (g_max - 1) * net.machine.latency_s,
+        )
+    if m_ids.size <= 1:
+        return m_terms, None, None
+    port = net.rack.bandwidth_Bps  # a GPU's own path to the network (its NIC port)
+    wide_port = min(port, net.network.bandwidth_Bps)  # and across racks, the spine port
+
+    def stage(coef: np.ndarray, links: list[np.ndarray], cap: np.ndarray, lat: float):
+        rate = maxmin_rates(links, capacity, cap, count)
+        return StageFlows(count, coef, links, cap, rate, lat)
+
+    nic_only = [np.array([x]) for x in nic.tolist()]
+    if n_racks > 1:
+        tail = [spine] if spine >= 0 else []
+        wide = [np.array([a, b, *tail]) for a, b in zip(nic.tolist(), uplink.tolist(), strict=True)]
+    if net.collective == "flat-ring":
+        coef = np.full(count.size, 2.0 * (n_gpus - 1) / n_gpus)
+        if n_racks == 1:
+            return m_terms, stage(coef, nic_only, np.full(count.size, port),
+                                  2 * (n_gpus - 1) * net.rack.latency_s), None  # fmt: skip
+        lat = 2 * (n_gpus - 1) * (net.rack.latency_s + net.network.latency_s)
+        return m_terms, None, stage(coef, wide, np.full(count.size, wide_port), lat)
+    rack_stage = None
+    if (k > 1).any():
+        coef = np.where(k > 1, 2.0 * (k - 1.0) / k / g_m, 0.0)
+        steps = max(_steps(int(x)) for x in k_of_rack)
+        rack_stage = stage(coef, nic_only, np.full(count.size, port), steps * net.rack.latency_s)
+    net_stage = None
+    if n_racks > 1:
+        coef = 2.0 * (n_racks - 1) / n_racks / (g_m * k)
+        lat = _steps(n_racks) * (net.rack.latency_s + net.network.latency_s)
+        net_stage = stage(coef, wide, np.full(count.size, wide_port), lat)
+    return m_terms, rack_stage, net_stage
+
+
 @lru_cache(maxsize=65536)
-def allreduce_tier_terms(shape: Shape, links: Links) -> tuple[tuple[float, float], ...]:
+def _abstract_stages(shape: NicShape, net: NetParams):
+    """:func:`_stages` of a canonical shape, with one uplink per rack (rail) in the shape."""
+    nic, up, count, machine, rack = [], [], [], [], []
+    n_nic = 0
+    n_m = 0
+    rails = net.num_nics if net.rails else 1
+    racks = len(shape)
+    for r, machines in enumerate(shape):
+        for counts in machines:
+            for i, c in enumerate(counts):
+                if c:
+                    nic.append(n_nic + i)
+                    up.append(r * rails + (i if net.rails else 0))
+                    count.append(c)
+                    machine.append(n_m)
+                    rack.append(r)
+            n_nic += len(counts)
+            n_m += 1
+    n_up = racks * rails
+    caps = [np.full(n_nic, net.nic_Bps), np.full(n_up, net.uplink_Bps)]
+    spine = -1
+    if math.isfinite(net.spine_Bps):
+        spine = n_nic + n_up
+        caps.append(np.array([net.spine_Bps]))
+    return _stages(
+        np.asarray(nic, dtype=np.int64),
+        np.asarray(up, dtype=np.int64) + n_nic,
+        np.asarray(count, dtype=np.float64),
+        np.asarray(machine, dtype=np.int64),
+        np.asarray(rack, dtype=np.int64),
+        np.concatenate(caps),
+        spine,
+        net,
+    )
+
+
+def _as_nic_shape(shape: Shape | NicShape, net: NetParams) -> NicShape:
+    if shape and shape[0] and isinstance(shape[0][0], tuple):
+        return shape  # type: ignore[return-value]
+    return net.nic_shape(shape)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=65536)
+def allreduce_tier_terms(
+    shape: Shape | NicShape, net: NetParams
+) -> tuple[tuple[float, float], ...]:
     """Per stage (machine, rack, network): (seconds per gradient byte, seconds per call).
 
-    The stage time of one all-reduce call is ``bytes * first + second``.
+    ``shape`` is a machine-level :data:`Shape` (GPUs on each machine's first GPU ids) or a
+    :data:`NicShape`. The stage time of one all-reduce call is ``bytes * first + second``.
     """
-    machine, rack, network = links
-    counts = [c for r in shape for c in r]
-    if sum(counts) <= 1:
+    nshape = _as_nic_shape(shape, net)
+    if sum(c for r in nshape for m in r for c in m) <= 1:
         return ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
-    g_max = max(counts)
-    m_terms = (0.0, 0.0)
-    if g_max > 1:  # stage 1: ring inside the machine with the most GPUs
-        m_terms = (
-            2.0 * (g_max - 1) / g_max / machine.bandwidth_Bps,
-            2.0 * (g_max - 1) * machine.latency_s,
-        )
-    # stage 2: halving/doubling across the machines of each rack; the slowest rack counts
-    rack_byte = 0.0
-    rack_steps = 0
-    for r in shape:
-        k = len(r)
-        if k > 1:
-            rack_byte = max(rack_byte, 2.0 * (k - 1) / k / min(r))
-            rack_steps = max(rack_steps, _steps(k))
-    r_terms = (rack_byte / rack.bandwidth_Bps, rack_steps * rack.latency_s)
-    # stage 3: across racks, through NIC + ToR + spine
-    n_terms = (0.0, 0.0)
-    n_racks = len(shape)
-    if n_racks > 1:
-        holders = min(len(r) * min(r) for r in shape)
-        bw = min(rack.bandwidth_Bps, network.bandwidth_Bps)
-        n_terms = (
-            2.0 * (n_racks - 1) / n_racks / holders / bw,
-            _steps(n_racks) * (rack.latency_s + network.latency_s),
-        )
-    return (m_terms, r_terms, n_terms)
+    m_terms, rack, netw = _abstract_stages(nshape, net)
+    out = [m_terms]
+    for st in (rack, netw):
+        out.append((0.0, 0.0) if st is None else (st.per_byte, st.latency_s))
+    return tuple(out)
 
 
-def allreduce_terms(shape: Shape, links: Links) -> tuple[float, float]:
+def allreduce_terms(shape: Shape | NicShape, net: NetParams) -> tuple[float, float]:
     """Uncalibrated totals over the stages: (seconds per gradient byte, seconds per call)."""
-    terms = allreduce_tier_terms(shape, links)
+    terms = allreduce_tier_terms(shape, net)
     return sum(b for b, _ in terms), sum(c for _, c in terms)
 
 
-def stage_times_s(profile: ModelProfile, shape: Shape, links: Links) -> tuple[float, ...]:
+def _volume(profile: ModelProfile) -> float:
+    return profile.comm.volume_scale * profile.grad_bytes
+
+
+def stage_times_s(
+    profile: ModelProfile, shape: Shape | NicShape, net: NetParams
+) -> tuple[float, ...]:
     """Physical (uncalibrated, not overlapped) seconds per iteration of each stage."""
-    c = profile.comm
-    volume = c.volume_scale * profile.grad_bytes
-    return tuple(volume * b + c.messages * t for b, t in allreduce_tier_terms(shape, links))
+    volume, calls = _volume(profile), profile.comm.messages
+    return tuple(volume * b + calls * t for b, t in allreduce_tier_terms(shape, net))
 
 
-def comm_time_s(profile: ModelProfile, shape: Shape, links: Links) -> float:
+def comm_time_s(profile: ModelProfile, shape: Shape | NicShape, net: NetParams) -> float:
     """Calibrated communication seconds per iteration, before overlap with compute."""
     scale = profile.comm.tier_scale
-    return sum(k * t for k, t in zip(scale, stage_times_s(profile, shape, links), strict=True))
+    return sum(k * t for k, t in zip(scale, stage_times_s(profile, shape, net), strict=True))
 
 
 @lru_cache(maxsize=65536)
-def comm_overhead(profile: ModelProfile, shape: Shape, links: Links) -> float:
+def comm_overhead(profile: ModelProfile, shape: Shape | NicShape, net: NetParams) -> float:
     """Exposed communication per iteration as a fraction of ``profile.compute_s``.
 
-    ``(1 - overlap) * comm / compute``; 0 for a single GPU. Cached per (model, shape, links).
+    ``(1 - overlap) * comm / compute``; 0 for a single GPU. Cached per (model, shape, net).
     """
     if profile.compute_s <= 0:
         return 0.0
-    return (1.0 - profile.comm.overlap) * comm_time_s(profile, shape, links) / profile.compute_s
+    return (1.0 - profile.comm.overlap) * comm_time_s(profile, shape, net) / profile.compute_s
+
+
+def placement_net(cluster: Cluster, gpus: np.ndarray) -> NetParams:
+    """The :class:`NetParams` of the machine group of a placement's first GPU."""
+    return net_params(cluster, int(cluster.machine_group[cluster.gpu_machine[gpus[0]]]))
 
 
 def placement_overhead(cluster: Cluster, profile: ModelProfile, gpus: np.ndarray) -> float:
     """``comm_overhead`` of ``profile`` on concrete GPU ids of ``cluster`` (0 for one GPU).
 
-    The links are those of the machine group of the job's first GPU.
+    The network parameters are those of the machine group of the job's first GPU.
     """
     if gpus.size <= 1:
         return 0.0
-    group = int(cluster.machine_group[cluster.gpu_machine[gpus[0]]])
-    return comm_overhead(profile, cluster.placement_shape(gpus), cluster.links_for_group(group))
+    net = placement_net(cluster, gpus)
+    return comm_overhead(profile, placement_nic_shape(cluster, gpus), net)
 
 
-def exposed_comm_s(profile: ModelProfile, shape: Shape, links: Links, compute_s: float) -> float:
+def exposed_comm_s(
+    profile: ModelProfile, shape: Shape | NicShape, net: NetParams, compute_s: float
+) -> float:
     """Exposed communication seconds for a job whose compute time per iteration is
     ``compute_s`` (Dally 4.2.1: the fraction is applied to the trace's iteration time)."""
-    return comm_overhead(profile, shape, links) * compute_s
+    return comm_overhead(profile, shape, net) * compute_s
 
 
-def table1_overheads(links: Links = DALLY_LINKS) -> dict[str, dict[str, float]]:
-    """Our Dally Table 1: ``{model: {"machine": %, "rack": %, "network": %}}`` at 8 GPUs."""
+# ----------------------------------------------------------------------------- traffic
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementTraffic:
+    """A placement's demand on the shared links (NICs, uplinks, spine), per stage.
+
+    One row per (link, stage that crosses it): ``links`` (link id), ``start``/``length``
+    (where the stage sits inside the communication phase, as fractions of it: the machine
+    reduce-scatter, the rack stage, the network stage, the machine all-gather), ``rate``
+    (bytes/s the job's flows on that link move during the stage when alone: bytes over the
+    stage's time, latency included) and ``flows`` (how many of the job's flows share the link).
+    ``bytes_per_iter`` per row; ``comm_s`` the calibrated communication seconds per iteration.
+    """
+
+    links: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    rate: np.ndarray
+    flows: np.ndarray
+    bytes_per_iter: np.ndarray
+    comm_s: float
+
+    @property
+    def link_ids(self) -> np.ndarray:
+        """Distinct link ids crossed (sorted)."""
+        return np.unique(self.links)
+
+
+_NO_TRAFFIC_ARRAY = np.zeros(0)
+
+
+def placement_traffic(
+    cluster: Cluster, profile: ModelProfile, gpus: np.ndarray | list[int]
+) -> PlacementTraffic:
+    """The per-stage demand of ``profile`` on ``gpus`` on each shared link it crosses.
+
+    The flows and their max-min rates are those :func:`allreduce_tier_terms` computes for the
+    placement's shape, on the placement's own link ids. A calibrated stage (``tier_scale``)
+    moves scaled bytes at the physical rate, so it lasts longer at the same rate.
+    """
+    gpus = np.asarray(gpus, dtype=np.int64)
+    empty = PlacementTraffic(*(np.zeros(0) for _ in range(6)), comm_s=0.0)  # type: ignore[misc]
+    if gpus.size <= 1:
+        return empty
+    net = placement_net(cluster, gpus)
+    nics, counts = np.unique(cluster.gpu_nic[gpus], return_counts=True)
+    machine = cluster.nic_machine[nics]
+    if np.unique(machine).size <= 1:
+        return empty
+    m_terms, rack, netw = _stages(
+        nics,
+        cluster.nic_uplink[nics],
+        counts.astype(np.float64),
+        machine,
+        cluster.machine_rack[machine],
+        cluster.link_capacity_Bps,
+        cluster.spine_link,
+        net,
+    )
+    volume, calls = _volume(profile), profile.comm.messages
+    scale = profile.comm.tier_scale
+    times = [scale[0] * (volume * m_terms[0] + calls * m_terms[1])]
+    for k, st in enumerate((rack, netw), start=1):
+        times.append(
+            0.0 if st is None else scale[k] * (volume * st.per_byte + calls * st.latency_s)
+        )
+    total = sum(times)
+    if total <= 0:
+        return empty
+    begin = {1: times[0] / 2.0, 2: times[0] / 2.0 + times[1]}
+    cols: list[list] = [[], [], [], [], [], []]
+    for k, st in ((1, rack), (2, netw)):
+        if st is None or times[k] <= 0:
+            continue
+        byts = scale[k] * volume * st.coef * st.count  # per NIC row, all its flows
+        agg: dict[int, list[float]] = {}
+        for row, ids in enumerate(st.links):
+            for link in ids.tolist():
+                a = agg.setdefault(link, [0.0, 0.0])
+                a[0] += byts[row]
+                a[1] += st.count[row]
+        for link, (b, f) in agg.items():
+            if b <= 0:
+                continue
+            cols[0].append(link)
+            cols[1].append(begin[k] / total)
+            cols[2].append(times[k] / total)
+            cols[3].append(b / times[k])
+            cols[4].append(f)
+            cols[5].append(b)
+    arrays = [np.asarray(c, dtype=np.float64) for c in cols]
+    arrays[0] = arrays[0].astype(np.int64)
+    for a in arrays:
+        a.setflags(write=False)
+    return PlacementTraffic(*arrays, comm_s=float(total))
+
+
+# ----------------------------------------------------------------------------- Dally Table 1
+
+
+def table1_overheads(net: NetParams = DALLY_NET) -> dict[str, dict[str, float]]:
+    """Our Dally Table 1: ``{model: {"machine": %, "rack": %, "network": %}}`` at 8 GPUs,
+    with the ``dally-table1`` model profiles."""
     out: dict[str, dict[str, float]] = {}
     for name in DALLY_MODELS:
-        profile = get_model(name)
+        profile = model_profile(name, "dally-table1")
         out[name] = {
-            tier.label: 100.0 * comm_overhead(profile, reference_shape(tier), links)
-            for tier in Tier
+            tier.label: 100.0 * comm_overhead(profile, reference_shape(tier), net) for tier in Tier
         }
     return out
 
 
 def calibrate(
-    links: Links = DALLY_LINKS, models: Iterable[str] = DALLY_MODELS
+    net: NetParams = DALLY_NET, models: Iterable[str] = DALLY_MODELS
 ) -> dict[str, tuple[float, float, float]]:
     """Per-tier scale factors that make each model reproduce its Dally Table 1 row exactly.
 
     Each reference placement exercises one stage only, so
     ``tier_scale_t = pct_t / 100 * compute / ((1 - overlap) * T_t(reference_t))``.
-    The zoo stores the result as literals (rounded to 6 significant digits).
+    ``configs/profiles/dally-table1.yaml`` stores the result (6 significant digits).
     """
     out: dict[str, tuple[float, float, float]] = {}
     for name in models:
@@ -230,7 +643,7 @@ def calibrate(
         paper = DALLY_TABLE1[name]
         factors = []
         for tier in Tier:
-            stage = stage_times_s(profile, reference_shape(tier), links)[int(tier)]
+            stage = stage_times_s(profile, reference_shape(tier), net)[int(tier)]
             target = paper[tier.label] / 100.0 * profile.compute_s
             factors.append(target / ((1.0 - profile.comm.overlap) * stage))
         out[name] = (factors[0], factors[1], factors[2])

@@ -18,18 +18,25 @@ from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.results import Results, _version, overhead_ratio, summarize, tiers_label
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import get_model
+from dlcluster_gym.workload.profiles import model_profile
 
 
-def isolated_run(cluster: Cluster, job: Job) -> tuple[float, float, int]:
-    """(run seconds, exposed comm seconds, tier) of ``job`` alone on an empty cluster."""
+def isolated_run(
+    cluster: Cluster, job: Job, profile: str = "physics", network: str = "model"
+) -> tuple[float, float, int]:
+    """(run seconds, exposed comm seconds, tier) of ``job`` alone on an empty cluster, with
+    the scenario's model profile source and network (``ideal``: no communication)."""
     free = np.ones(cluster.num_gpus, dtype=bool)
     gpus = placement.consolidated(
         cluster, free, cluster.machine_num_gpus.copy(), cluster.rack_num_gpus.copy(), job.num_gpus
     )
     if gpus is None:
         raise ValueError(f"job {job.job_id} ({job.num_gpus} GPUs) does not fit on {cluster.name}")
-    frac = placement_overhead(cluster, get_model(job.model), gpus)
+    frac = (
+        0.0
+        if network == "ideal"
+        else placement_overhead(cluster, model_profile(job.model, profile), gpus)
+    )
     compute = job.iterations * job.compute_s
     return compute * (1.0 + frac), compute * frac, int(cluster.placement_tier(gpus))
 
@@ -38,7 +45,7 @@ def ideal_results(scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job
     """Results of the ``ideal`` bound (labelled as a bound)."""
     fits = [j for j in jobs if j.num_gpus <= cluster.num_gpus]
     dropped = len(jobs) - len(fits)
-    runs = [isolated_run(cluster, j) for j in fits]
+    runs = [isolated_run(cluster, j, scenario.profile, scenario.network) for j in fits]
     arrival = np.array([j.arrival_s for j in fits], dtype=np.float64)
     run = np.array([r[0] for r in runs])
     comm = np.array([r[1] for r in runs])

@@ -8,10 +8,12 @@ running job progresses at ``1 / iteration_time``, with iteration time = compute 
 carries the job's version; any change to its speed bumps the version, so stale completions
 are skipped (lazy invalidation).
 
-Link contention (scenario ``contention``, off by default): jobs that share a NIC or ToR uplink
-stretch each other's communication under fair sharing unless their phases interleave
-(``perf.contention``); iteration time = compute + exposed communication x the job's contention
-factor (its worst link's stretch). The engine keeps link -> jobs membership; a start, finish,
+Link sharing (scenario ``contention``, on by default): jobs that share a NIC, a rack uplink or
+the spine stretch each other's communication under max-min fair sharing unless their phases
+interleave (``perf.contention``); iteration time = compute + exposed communication x the job's
+contention factor (its worst link's stretch). With ``network: ideal`` no job pays any
+communication and no link is modelled. Model profiles come from ``scenario.profile``
+(``workload.profiles``). The engine keeps link -> jobs membership; a start, finish,
 preemption, migration, resize or time shift recomputes the stretch of the links it touches
 only, and the jobs on them whose factor changed are brought up to now and rescheduled. With
 contention off none of this runs and the engine is unchanged.
@@ -43,7 +45,7 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.errors import ConfigError, InvalidActionError, NotApplicableError
-from dlcluster_gym.perf.contention import UP_TEMPLATES, SharedLinks, stretch_factors
+from dlcluster_gym.perf.contention import LinkPhases, SharedLinks, link_phases, link_stretch
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
 from dlcluster_gym.sim.actions import (
@@ -60,7 +62,8 @@ from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
 from dlcluster_gym.sim.view import ClusterView, Trigger
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import get_model
+from dlcluster_gym.workload.models import ModelProfile
+from dlcluster_gym.workload.profiles import model_profile
 
 # Event kinds, in the order they are applied at one instant.
 FINISH, ARRIVAL, WAKEUP, ROUND = 0, 1, 2, 3
@@ -141,8 +144,10 @@ class Engine:
         self.alloc_n = np.zeros(n)  # GPUs held by each job (0 when not running)
         self.waiting: dict[int, None] = {}
         self.running: dict[int, None] = {}
-        self._profiles = {name: get_model(name) for name in {j.model for j in self.jobs
-                                                             if not j.is_ps}}  # fmt: skip
+        self._ideal = scenario.network == "ideal"
+        source = scenario.profile
+        names = {j.model for j in self.jobs if not j.is_ps}
+        self._profiles = {name: model_profile(name, source) for name in names}
         # Events.
         self._heap: list[tuple[float, int, int, int, int, int]] = []
         self._seq = itertools.count()
@@ -159,7 +164,8 @@ class Engine:
         self.n_done = 0
         self.dropped: list[int] = []
         # Link contention (perf.contention); None when the scenario turns it off.
-        self.links: SharedLinks | None = SharedLinks(cluster) if scenario.contention else None
+        share = scenario.contention and not self._ideal
+        self.links: SharedLinks | None = SharedLinks(cluster) if share else None
         self.contention_s = np.zeros(n)  # extra exposed-comm seconds due to link sharing
         if self.links is not None:
             self._init_contention(n)
@@ -207,8 +213,14 @@ class Engine:
             self.event_log.append(rec)
 
     # ------------------------------------------------------------------ speed model
+    def profile(self, job: int) -> ModelProfile:
+        """The performance profile of a GPU job's model (from the scenario's profile source)."""
+        return self._profiles[self.jobs[job].model]
+
     def comm_fraction(self, job: int, gpus: np.ndarray) -> float:
         """Exposed communication per iteration as a fraction of compute, for a placement."""
+        if self._ideal:
+            return 0.0
         if self.par is not None and self.par_jobs[job]:
             compute, comm = self._par_speed(job, gpus)
             return comm / compute
@@ -310,15 +322,19 @@ class Engine:
         self.contention = np.ones(n)  # factor on exposed comm (worst link's stretch)
         self._finish_at = np.full(n, math.inf)  # time of each job's valid FINISH event
         self._up_s = np.zeros(n)  # communication (Up) seconds per iteration, uncontended
-        self._model_comm_s = np.zeros(n)  # the model's comm seconds on the job's placement
         self._job_links: dict[int, np.ndarray] = {}  # running job -> link ids it crosses
+        self._job_phases: dict[int, dict[int, LinkPhases]] = {}  # its phases on each link
         self._job_peak: dict[int, np.ndarray] = {}  # its capped peak demand on each link
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
-        self._parallelism = [self._profiles[j.model].parallelism for j in self.jobs]
-        self._overlap = np.array([self._profiles[j.model].comm.overlap for j in self.jobs])
+        self._parallelism = [
+            "data" if j.is_ps else self._profiles[j.model].parallelism for j in self.jobs
+        ]
+        self._overlap = np.array(
+            [0.0 if j.is_ps else self._profiles[j.model].comm.overlap for j in self.jobs]
+        )
         n_links = links.num_links
-        self._link_jobs: list[dict[int, float]] = [{} for _ in range(n_links)]  # job -> rate
+        self._link_jobs: list[dict[int, None]] = [{} for _ in range(n_links)]
         self._link_stretch: dict[int, dict[int, float]] = {}  # only over-subscribed links
         self._link_count = np.zeros(n_links, dtype=np.int64)
         self._link_peak = np.zeros(n_links)  # summed capped peak demand (bytes/s)
@@ -338,13 +354,10 @@ class Engine:
         if self.par is not None and self.par_jobs[job]:  # adaptive parallelism (Crius)
             compute = self._par_speed(job, gpus)[0]
         self.compute_per_iter[job] = compute
-        fraction = self.comm_fraction(job, gpus)
-        comm = fraction * compute
+        comm = self.comm_fraction(job, gpus) * compute
         self.comm_base[job] = comm
         up = comm / (1.0 - self._overlap[job])
         self._up_s[job] = min(up, compute + comm)
-        profile = self._profiles[spec.model]
-        self._model_comm_s[job] = fraction * profile.compute_s / (1.0 - self._overlap[job])
 
     def _respeed(self, job: int) -> None:
         """Iteration time from the base speed and the contention factor; new FINISH event."""
@@ -367,39 +380,46 @@ class Engine:
             self._job_load[job] = load
             self._links_changed = True
 
+    def _traffic_phases(self, job: int, gpus: np.ndarray) -> dict[int, LinkPhases]:
+        """Per shared link, the phases of ``job`` on ``gpus`` (``perf.contention``)."""
+        links = self.links
+        assert links is not None
+        if gpus.size <= 1 or (self.par is not None and self.par_jobs[job]):
+            return {}
+        profile = self._profiles[self.jobs[job].model]
+        return link_phases(links.traffic(profile, gpus), self._parallelism[job])
+
     def _net_join(self, job: int, tier: Tier) -> np.ndarray:
         """Put a just-placed job on the links its placement crosses; returns them."""
         links = self.links
         assert links is not None
-        if tier == Tier.MACHINE:
+        phases = {} if tier == Tier.MACHINE else self._traffic_phases(job, self.job_gpus[job])
+        if not phases:
             self._job_links[job] = _NO_LINKS
             return _NO_LINKS
-        profile = self._profiles[self.jobs[job].model]
-        traffic = links.traffic(profile, self.job_gpus[job], float(self._model_comm_s[job]))
-        ids = traffic.links
+        ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
         self._job_links[job] = ids
-        if ids.size:
-            tpl = UP_TEMPLATES[self._parallelism[job]]
-            caps = links.capacity_Bps[ids]
-            rates = traffic.rate_Bps
-            # carried rate per Up second, phase demands capped at the capacity
-            self._job_carry[job] = sum(
-                s * np.minimum(v * rates, caps) for s, v in zip(tpl.share, tpl.level, strict=True)
-            )
-            self._job_peak[job] = np.minimum(rates * tpl.peak, caps)
-            self._link_peak[ids] += self._job_peak[job]
-            self._link_count[ids] += 1
-            for link, rate in zip(ids.tolist(), rates.tolist(), strict=True):
-                self._link_jobs[link][job] = rate
+        self._job_phases[job] = phases
+        caps = links.capacity_Bps[ids]
+        self._job_carry[job] = np.array(
+            [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
+             zip(phases.values(), caps.tolist(), strict=True)]
+        )  # fmt: skip
+        self._job_peak[job] = np.minimum([ph.peak for ph in phases.values()], caps)
+        self._link_peak[ids] += self._job_peak[job]
+        self._link_count[ids] += 1
+        for link in ids.tolist():
+            self._link_jobs[link][job] = None
         return ids
 
     def _net_leave(self, job: int) -> np.ndarray:
         """Take a job off its links (it finished, was preempted or moves); returns them."""
-        ids = self._job_links.pop(job)
+        ids = self._job_links.pop(job, _NO_LINKS)  # PS jobs hold no GPU links
         if ids.size:
             self._link_peak[ids] -= self._job_peak.pop(job)
             self._link_load[ids] -= self._job_load.pop(job, 0.0)
             del self._job_carry[job]
+            del self._job_phases[job]
             self._link_count[ids] -= 1
             empty = ids[self._link_count[ids] == 0]
             self._link_peak[empty] = 0.0
@@ -431,12 +451,11 @@ class Engine:
                 continue
             jobs = list(members)
             arr = np.asarray(jobs, dtype=np.int64)
-            stretch = stretch_factors(
+            stretch = link_stretch(
                 self.compute_per_iter[arr] + self.comm_base[arr],
                 self._up_s[arr],
-                [self._parallelism[j] for j in jobs],
-                list(members.values()),
                 self.time_shift[arr],
+                [self._job_phases[j][link] for j in jobs],
                 float(cap[link]),
             )
             if (stretch > 1.0).any():
@@ -460,8 +479,8 @@ class Engine:
     def link_utilization(self) -> np.ndarray:
         """Per shared link, time-averaged carried demand / capacity now (0 when idle, <= 1).
 
-        A job carries its bytes per iteration on the link (Up rate x Up time, phase demands
-        capped at the capacity) once per current, stretched, iteration.
+        A job carries its bytes per iteration on the link (its phase rates x lengths, capped
+        at the capacity) once per current, stretched, iteration.
         """
         links = self.links
         if links is None:
@@ -474,15 +493,12 @@ class Engine:
         links = self.links
         if links is None or gpus.size <= 1:
             return 0.0
-        profile = self._profiles[self.jobs[job].model]
-        fraction = self.comm_fraction(job, gpus)
-        comm_s = fraction * profile.compute_s / (1.0 - self._overlap[job])
-        traffic = links.traffic(profile, gpus, comm_s)
-        ids = traffic.links
-        if ids.size == 0:
+        phases = self._traffic_phases(job, gpus)
+        if not phases:
             return 0.0
+        ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
         caps = links.capacity_Bps[ids]
-        peak = np.minimum(traffic.rate_Bps * UP_TEMPLATES[self._parallelism[job]].peak, caps)
+        peak = np.minimum([ph.peak for ph in phases.values()], caps)
         return float(((self._link_peak[ids] + peak) / caps).max())
 
     # ------------------------------------------------------------------ allocation

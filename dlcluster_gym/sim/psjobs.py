@@ -47,11 +47,6 @@ class PSRuntime:
         self.models: dict[int, PSModel] = {j.job_id: get_ps_model(j.model) for j in engine.jobs
                                            if j.is_ps}  # fmt: skip
         self.budget = np.array([j.vcpu_budget or 0.0 for j in engine.jobs], dtype=np.float64)
-        if engine.scenario.contention:
-            raise ConfigError(
-                f"scenario {engine.scenario.name}: link contention (contention: true) is for GPU "
-                "jobs; parameter-server jobs model their NIC bottleneck in perf.ps"
-            )
         min_mem = min(min(m.ps_mem_gb, m.wk_mem_gb) for m in self.models.values())
         for m in range(cl.num_machines):
             v, mem = float(cl.machine_vcpus[m]), float(cl.machine_memory_gb[m])

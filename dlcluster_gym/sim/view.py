@@ -13,6 +13,7 @@ from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, Start, WakeUp
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.workload.job import Job
+from dlcluster_gym.workload.models import ModelProfile
 
 if TYPE_CHECKING:
     from dlcluster_gym.sim.engine import Engine
@@ -112,6 +113,10 @@ class ClusterView:
         """Consolidation tier of a running job's placement."""
         g = self._e.job_gpus.get(job)
         return None if g is None else self.cluster.placement_tier(g)
+
+    def model_profile(self, job: int) -> ModelProfile:
+        """Performance profile of a GPU job's model (the scenario's profile source)."""
+        return self._e.profile(job)
 
     def comm_overhead_for(self, job: int, gpus: np.ndarray | tuple[int, ...]) -> float:
         """Predicted exposed-communication fraction of ``job`` on ``gpus`` (no contention)."""

@@ -19,7 +19,8 @@ from dlcluster_gym.config import (
 from dlcluster_gym.errors import ConfigError, TraceError, UnknownNameError
 from dlcluster_gym.workload.generators import dally_jobs, iteration_time_s, synthetic_jobs
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
+from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile
+from dlcluster_gym.workload.profiles import model_profile
 from dlcluster_gym.workload.traces import (
     limit_gpus,
     load_trace,
@@ -43,15 +44,18 @@ def build_workload(
     """
     wl = scenario.workload
     if isinstance(wl, DallyWorkload):
-        jobs = dally_jobs(wl.num_jobs, cluster, rng, wl.arrival, wl.load, wl.rate_per_hour)
+        jobs = dally_jobs(
+            wl.num_jobs, cluster, rng, wl.arrival, wl.load, wl.rate_per_hour, scenario.profile
+        )
     elif isinstance(wl, SyntheticWorkload):
         jobs = synthetic_jobs(
             wl.num_jobs, cluster, rng, models=wl.models, gpu_demands=wl.gpu_demands,
             gpu_demand_weights=wl.gpu_demand_weights, iterations=wl.iterations,
             arrival=wl.arrival, load=wl.load, rate_per_hour=wl.rate_per_hour,
+            profile=scenario.profile,
         )  # fmt: skip
     elif isinstance(wl, TraceWorkload):
-        jobs = _trace_jobs(wl, cluster, rng, traces_dir)
+        jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile)
     elif isinstance(wl, CriusWorkload):
         from dlcluster_gym.workload.crius import crius_jobs
 
@@ -78,7 +82,11 @@ def _renumber(job: Job, job_id: int) -> Job:
 
 
 def _trace_jobs(
-    wl: TraceWorkload, cluster: Cluster, rng: np.random.Generator, traces_dir: str | Path | None
+    wl: TraceWorkload,
+    cluster: Cluster,
+    rng: np.random.Generator,
+    traces_dir: str | Path | None,
+    profile: str = "physics",
 ) -> list[Job]:
     options: dict = {}
     if wl.columns is not None:
@@ -95,7 +103,7 @@ def _trace_jobs(
     if wl.target_load is not None:
         trace = rescale_arrivals(trace, cluster.num_gpus, wl.target_load)
     names = pollux_models(trace, rng) if wl.models == "pollux" else trace.model_names
-    profiles = _trace_models(wl, names, trace.path, trace.lines, rng, n)
+    profiles = _trace_models(wl, names, trace.path, trace.lines, rng, n, profile)
     arrivals = trace.arrival_s - trace.arrival_s[0]
     use_trace_iters = wl.iterations_from == "trace" and trace.iterations is not None
     cache: dict[tuple[str, int], float] = {}
@@ -123,6 +131,7 @@ def _trace_models(
     lines: np.ndarray,
     rng: np.random.Generator,
     n: int,
+    profile: str = "physics",
 ) -> list[ModelProfile]:
     if wl.models in ("trace", "pollux"):
         if names is None:
@@ -135,7 +144,7 @@ def _trace_models(
         for i, name in enumerate(names):
             if name not in known:
                 try:
-                    known[name] = get_model(name)
+                    known[name] = model_profile(name, profile)
                 except UnknownNameError as exc:
                     raise TraceError(
                         f"{path}: line {int(lines[i])}, column 'model_name': unknown model "
@@ -147,7 +156,7 @@ def _trace_models(
     if not pool_names:
         raise ConfigError("trace workload: models must not be an empty list")
     try:
-        pool = [get_model(m) for m in pool_names]
+        pool = [model_profile(m, profile) for m in pool_names]
     except UnknownNameError as exc:
         raise ConfigError(f"trace workload models: {exc}") from None
     idx = rng.integers(len(pool), size=n)

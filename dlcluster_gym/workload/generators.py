@@ -20,7 +20,8 @@ from dlcluster_gym.cluster.topology import Cluster, Shape
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf import network
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
+from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile
+from dlcluster_gym.workload.profiles import model_profile
 
 # --------------------------------------------------------------------------- fitted constants
 #
@@ -142,7 +143,7 @@ def _spread_shape(num_gpus: int, tier: str, gpus_per_machine: int, machines_per_
 
 def _comm_fraction(profile: ModelProfile, shape: Shape, cluster: Cluster) -> float:
     """The only call into the network model: exposed comm / compute for a shape."""
-    return float(network.comm_overhead(profile, shape, cluster.links_for_group(0)))
+    return float(network.comm_overhead(profile, shape, network.net_params(cluster, 0)))
 
 
 def iteration_time_s(
@@ -246,6 +247,7 @@ def dally_jobs(
     arrival: str = "batch",
     load: float | None = 0.9,
     rate_per_hour: float | None = None,
+    profile: str = "physics",
 ) -> list[Job]:
     """Dally-style jobs: model uniform over ``DALLY_MODELS``, fitted demand and run time.
 
@@ -265,7 +267,7 @@ def dally_jobs(
         load=load,
         rate_per_hour=rate_per_hour,
     )
-    profiles = [get_model(m) for m in DALLY_MODELS]
+    profiles = [model_profile(m, profile) for m in DALLY_MODELS]
     iter_cache: dict[tuple[int, int], float] = {}
     jobs = []
     for i in range(n):
@@ -297,6 +299,7 @@ def synthetic_jobs(
     arrival: str = "poisson",
     load: float | None = 0.9,
     rate_per_hour: float | None = None,
+    profile: str = "physics",
 ) -> list[Job]:
     """Jobs with a model uniform over ``models``, a demand from ``gpu_demands`` (weighted),
     and iterations uniform over the integers in ``iterations`` = [lo, hi]."""
@@ -318,7 +321,7 @@ def synthetic_jobs(
             )
         p = np.asarray(gpu_demand_weights, dtype=np.float64)
         p = p / p.sum()
-    profiles = [get_model(m) for m in models]
+    profiles = [model_profile(m, profile) for m in models]
     it_time = np.array([[iteration_time_s(pr, int(g), cluster) for g in gpu_demands]
                         for pr in profiles])  # fmt: skip
     # E[g x run time] = E[iters] x sum_m sum_g P(m) P(g) g t(m, g)

@@ -11,17 +11,17 @@ Every figure carries a source note (``ModelProfile.source``). Conventions:
   ``throughputs_A100``: 1 / iterations-per-second on one GPU; Pollux ``placements.csv``: the
   ``step_time`` of placement "1", one T4). Otherwise the time is scaled from a measured
   relative by forward FLOPs (CNNs) or parameter count (transformers) and says so.
-- ``comm`` (:class:`CommParams`): for the six Dally models fitted to Dally Table 1 by
-  ``dlcluster_gym.perf.network.calibrate`` (see there); for the others derived from physics by
-  :func:`physics_comm`: the gradient volume unscaled, one all-reduce per PyTorch DDP bucket
-  (25 MB), and no overlap (Pollux placements.csv: the step-time increase over one GPU is about
-  the measured sync time).
+- ``comm`` (:class:`CommParams`): derived from physics by :func:`physics_comm`: the gradient
+  volume unscaled, one all-reduce per PyTorch DDP bucket (25 MB), and no overlap (Pollux
+  placements.csv: the step-time increase over one GPU is about the measured sync time). This is
+  the ``physics`` profile; other sources (Dally Table 1's per-tier calibration) are applied on
+  top by ``workload.profiles.model_profile``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
@@ -139,25 +139,6 @@ _GF_RESNET50 = 4.09
 _GF_VGG16 = 15.47
 _GF_INCEPTION3 = 5.71
 
-# Dally Table 1 models: physics CommParams (fp32 gradients, 25 MB DDP buckets, no overlap)
-# plus per-tier calibration factors from dlcluster_gym.perf.network.calibrate() (closed form,
-# one factor per tier so that the three reference placements give Dally Table 1 exactly).
-# The factors are large where ASTRA-sim's Table 1 is far above what NVSwitch / Quantum IB /
-# Spectrum bandwidth and latency give for these models (MobileNetV3: 19592% across racks).
-_DALLY_TIER_SCALE: dict[str, tuple[float, float, float]] = {
-    "vgg11": (0.113717, 0.308801, 0.337769),
-    "alexnet": (0.128715, 0.378891, 2.72659),
-    "mobilenetv3": (9.30042, 94.4636, 1828.6),
-    "resnet18": (6.02611, 45.2616, 1000.58),
-    "resnet50": (10.6513, 4.81976, 14.3181),
-    "bert-large": (1.87106, 2.43381, 71.0141),
-}
-
-
-def _dally_comm(name: str, params_m: float) -> CommParams:
-    return replace(physics_comm(params_m), tier_scale=_DALLY_TIER_SCALE[name])
-
-
 _DALLY = (
     _p(
         "vgg11",
@@ -170,7 +151,6 @@ _DALLY = (
         "torchvision vgg11: 132.9M params; largest tensor fc6 25088x4096 = 102.8M; compute: "
         "ElasticFlow throughputs_A100 vgg16 1-GPU bs64 scaled by forward GFLOPs 7.61/15.47",
         skew="high",
-        comm=_dally_comm("vgg11", 132.86),
     ),
     _p(
         "alexnet",
@@ -183,7 +163,6 @@ _DALLY = (
         "torchvision alexnet: 61.1M params; largest tensor fc6 9216x4096 = 37.7M; compute: "
         "ElasticFlow throughputs_A100 resnet50 1-GPU bs64 scaled by forward GFLOPs 0.71/4.09",
         skew="high",
-        comm=_dally_comm("alexnet", 61.10),
     ),
     _p(
         "mobilenetv3",
@@ -197,7 +176,6 @@ _DALLY = (
         "1.28M (skew 0.23; Dally Table 1 class 'High'); compute: ElasticFlow throughputs_A100 "
         "resnet50 1-GPU bs64 scaled by forward GFLOPs 0.22/4.09",
         skew="high",
-        comm=_dally_comm("mobilenetv3", 5.48),
     ),
     _p(
         "resnet18",
@@ -210,7 +188,6 @@ _DALLY = (
         "torchvision resnet18: 11.7M params; largest tensor layer4 3x3 conv 512x512 = 2.36M; "
         "compute: ElasticFlow throughputs_A100 resnet50 1-GPU bs64 scaled by GFLOPs 1.82/4.09",
         skew="low",
-        comm=_dally_comm("resnet18", 11.69),
     ),
     _p(
         "resnet50",
@@ -223,7 +200,6 @@ _DALLY = (
         "torchvision resnet50: 25.6M params; largest tensor layer4 3x3 conv 512x512 = 2.36M "
         "(fc 2048x1000 = 2.05M); compute: ElasticFlow throughputs_A100 resnet50 1-GPU bs64",
         skew="low",
-        comm=_dally_comm("resnet50", 25.56),
     ),
     _p(
         "bert-large",
@@ -237,7 +213,6 @@ _DALLY = (
         "30522x1024 = 31.3M; compute: ElasticFlow throughputs_A100 bert (BERT-base, 110M) "
         "1-GPU bs64 scaled by parameter count 335/110",
         skew="low",
-        comm=_dally_comm("bert-large", 335.1),
     ),
 )
 
@@ -393,16 +368,17 @@ _OTHERS = (
     ),
     _p(
         "ncf",
-        21.2,
-        8.86,
+        1.6027,
+        0.7731,
         0.0073059,
         32,
         "T4",
         "recommendation",
-        "Pollux ncf = NeuMF on MovieLens-20M (138,493 users x 26,744 items; GMF and MLP "
-        "embedding dim 64 each, assumed): ~21.2M params; largest tensor user embedding "
-        "138493x64 = 8.86M; compute: Pollux placements.csv step_time at placement 1, local "
-        "bsz 32 on T4",
+        "Pollux ncf = NeuMF-end on MovieLens-1M (adaptdl benchmark/models/ncf: config.py "
+        "dataset ml-1m, model NeuMF-end; main.py factor_num 32, num_layers 3), 6,040 users x "
+        "3,706 items: GMF embeddings 9,746x32, MLP embeddings 9,746x128, MLP 256-128-64-32, "
+        "predict 64-1 = 1,602,657 params; largest tensor user MLP embedding 6040x128 = "
+        "0.773M; compute: Pollux placements.csv step_time at placement 1, local bsz 32 on T4",
     ),
     _p(
         "yolov3",
