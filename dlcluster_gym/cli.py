@@ -14,6 +14,7 @@ import click
 
 from dlcluster_gym.errors import DLClusterError
 from dlcluster_gym.sim.results import SUMMARY_KEYS
+from dlcluster_gym.workload.profiles import PROFILE_SOURCES
 
 SUMMARY_ORDER = (*SUMMARY_KEYS, "wall_s")
 
@@ -211,11 +212,21 @@ def list_cmd(what: str) -> None:
     help="Communication overhead (% of compute) at Dally's reference placements.",
 )
 @click.option(
+    "--profile",
+    "source",
+    type=click.Choice(sorted(PROFILE_SOURCES)),
+    default=None,
+    help="Model profile source (default: physics; dally-table1 with --overheads).",
+)
+@click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def models(overheads: bool, fmt: str) -> None:
-    """The model zoo; with --overheads, Dally Table 1 as our network model computes it."""
-    from dlcluster_gym.perf.network import DALLY_TABLE1, table1_overheads
+def models(overheads: bool, source: str | None, fmt: str) -> None:
+    """The model zoo; with --overheads, the communication overhead of every model at Dally's
+    three reference placements (8 GPUs in a machine / a rack / across racks on the Dally
+    cluster) under a profile source; dally-table1 is Dally Table 1."""
+    from dlcluster_gym.perf.network import DALLY_TABLE1, overhead_table
+    from dlcluster_gym.workload.profiles import model_profile
 
     if not overheads:
         from dlcluster_gym.workload.models import MODEL_ZOO
@@ -226,6 +237,7 @@ def models(overheads: bool, fmt: str) -> None:
                 "skew": p.skew,
                 "parallelism": p.parallelism,
                 "compute_s": p.compute_s,
+                "tier_scale": list(model_profile(n, source or "physics").comm.tier_scale),
                 "source": p.source,
             }
             for n, p in sorted(MODEL_ZOO.items())
@@ -239,20 +251,28 @@ def models(overheads: bool, fmt: str) -> None:
                     f"{d['compute_s'] * 1e3:8.1f} ms  {d['source']}"
                 )
         return
-    table = table1_overheads()
+    source = source or "dally-table1"
+    table = overhead_table(source)
     if fmt == "json":
         click.echo(json.dumps(table))
         return
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="Communication overhead, % of compute (ours / Dally Table 1)")
+    paper = source == "dally-table1"
+    title = f"Communication overhead, % of compute, profile {source}" + (
+        " (ours / Dally Table 1)" if paper else ""
+    )
+    t = Table(title=title)
     t.add_column("model")
     for tier in ("machine", "rack", "network"):
         t.add_column(tier, justify="right")
     for model, row in table.items():
-        paper = DALLY_TABLE1[model]
-        t.add_row(model, *(f"{row[k]:.1f} / {paper[k]:g}" for k in ("machine", "rack", "network")))
+        cells = []
+        for k in ("machine", "rack", "network"):
+            ref = DALLY_TABLE1.get(model, {}).get(k) if paper else None
+            cells.append(f"{row[k]:.1f}" + (f" / {ref:g}" if ref is not None else ""))
+        t.add_row(model, *cells)
     Console().print(t)
 
 

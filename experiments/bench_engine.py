@@ -5,11 +5,13 @@ Targets (issue #2, one core of the 2-core reference machine):
   fcfs on dally-batch-8rack                                   <= 1 s
 Targets (issue #4): dally on dally-batch-8rack <= 2 s, on philly-1024gpu <= 60 s.
 
-Link contention (issue #3): every cell also runs with ``contention: true`` (target: within 2x
-of contention off). On the preset clusters (one NIC port per GPU, no oversubscription) no link
-is ever over-subscribed by these data-parallel workloads, so that measures the bookkeeping and
-fast path; ``--oversubscription X`` adds rows with ToR uplinks over-subscribed X:1, where the
-unified-circle stretch runs (default 4 for the synthetic cells; 0 turns those rows off).
+Link sharing (issues #3, #15): every cell runs with sharing off and on (target: within 2x of
+off). On the Dally presets (one NIC per GPU, no oversubscription) no link is ever
+over-subscribed, so that measures the bookkeeping and fast path; ``--oversubscription X`` adds
+rows with ToR uplinks over-subscribed X:1 (default 4 for the synthetic cells; 0: none). A cell
+``SCENARIO:POLICY@a`` runs the scenario on preset (a)'s network (``a100-4nic-tor3``: four
+200 Gb/s NICs per 8-GPU machine, 3:1 ToR uplinks) with the scenario's own machine count
+(issue #15 target: ``philly-1024gpu`` fcfs and dally at most 2x the sharing-off time).
 
 Usage: python experiments/bench_engine.py [--repeat N] [--cells SCENARIO:POLICY ...]
        [--oversubscription X] [--json]
@@ -38,6 +40,8 @@ DEFAULT_CELLS = (
     "dally-batch-8rack:dally",
     "dally-batch-8rack:tiresias",
     "philly-1024gpu:dally",
+    "philly-1024gpu:fcfs@a",
+    "philly-1024gpu:dally@a",
 )
 TARGETS = {
     "philly-1024gpu:fcfs": 30.0,
@@ -48,9 +52,24 @@ TARGETS = {
 CONTENDED_CELLS = ("dally-batch-8rack:fcfs", "dally-poisson-8rack:fcfs")
 
 
-def _with_contention(scenario: str, oversubscription: float | None) -> dict:
+LAYOUT_A = {  # preset (a), a100-4nic-tor3: the network only (machine counts stay)
+    "nics_per_machine": 4,
+    "nic_gbps": 200,
+    "rack_uplink_oversubscription": 3.0,
+    "tiers": {"machine": "nvswitch", "rack": "ib-200", "network": "ib-200"},
+}
+
+
+def _spec(scenario: str, contention: bool, oversubscription: float | None, layout: bool) -> dict:
     data = load_scenario(scenario).model_dump()
-    data["contention"] = True
+    data["contention"] = contention
+    if layout:
+        groups = data["cluster"]["groups"]
+        for g in groups:
+            g.update(nics_per_machine=4, nic_gbps=200)
+        data["cluster"].update(
+            {k: v for k, v in LAYOUT_A.items() if k not in ("nics_per_machine", "nic_gbps")}
+        )
     if oversubscription:
         data["cluster"]["rack_uplink_oversubscription"] = oversubscription
     return data
@@ -59,9 +78,10 @@ def _with_contention(scenario: str, oversubscription: float | None) -> dict:
 def bench(
     cell: str, repeat: int, contention: bool = False, oversubscription: float | None = None
 ) -> dict:
-    scenario, policy = cell.split(":", 1)
+    name, _, layout = cell.partition("@")
+    scenario, policy = name.split(":", 1)
     t0 = time.perf_counter()
-    spec = _with_contention(scenario, oversubscription) if contention else scenario
+    spec = _spec(scenario, contention, oversubscription, layout == "a")
     cfg, cluster, jobs, _ = prepare(spec)
     load_s = time.perf_counter() - t0
     best = None
@@ -76,7 +96,7 @@ def bench(
     n = res.summary["jobs_completed"]
     label = cell
     if contention:
-        label += f" +cont{f' os{oversubscription:g}' if oversubscription else ''}"
+        label += f" +share{f' os{oversubscription:g}' if oversubscription else ''}"
     return {
         "cell": label,
         "contention": contention,
@@ -91,7 +111,7 @@ def bench(
         "target_s": TARGETS.get(cell) if not contention else None,
         "jobs_completed": n,
         "avg_jct_s": res.summary["avg_jct_s"],
-        "avg_contention_slowdown": res.summary["avg_contention_slowdown"],
+        "avg_contention_slowdown": res.summary.get("avg_contention_slowdown", 1.0),
     }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -168,12 +167,9 @@ def test_unknown_format(tmp_path):
 
 @needs_traces
 @pytest.mark.traces
-def test_real_philly_loads_fast():
-    t = time.perf_counter()
-    jobs = tr.load_philly()
-    elapsed = time.perf_counter() - t
+def test_real_philly_loads():
+    jobs = tr.load_philly()  # load speed is benchmarked, not asserted (experiments/bench_*)
     assert len(jobs) == 82247
-    assert elapsed < 2.0
     assert jobs.arrival_s[0] == 0 and np.all(np.diff(jobs.arrival_s) >= 0)
     assert jobs.num_gpus.min() >= 1 and jobs.duration_s.min() > 0
 

@@ -165,10 +165,14 @@ class SharedLinks:
     """The links jobs share (NICs, rack uplinks, spine) of a cluster, and what placements
     send over them (``perf.network``)."""
 
+    _CACHE = 8192  # placements remembered per instance (policies re-score the same ones)
+
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.capacity_Bps = cluster.link_capacity_Bps
         self.num_links = cluster.num_links
+        self._traffic: dict[tuple, PlacementTraffic] = {}
+        self._phases: dict[tuple, dict[int, LinkPhases]] = {}
 
     def label(self, link: int) -> str:
         """'machine 3 NIC 1', 'rack 1 ToR uplink', 'rack 1 rail 2 uplink' or 'spine'."""
@@ -188,8 +192,26 @@ class SharedLinks:
         return np.unique(np.concatenate((nics, c.nic_uplink[nics], extra))).astype(np.int64)
 
     def traffic(self, profile: ModelProfile, gpus: np.ndarray) -> PlacementTraffic:
-        """:func:`perf.network.placement_traffic` on this cluster."""
-        return placement_traffic(self.cluster, profile, gpus)
+        """:func:`perf.network.placement_traffic` on this cluster (cached per placement)."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        key = (profile, np.sort(gpus).tobytes())
+        got = self._traffic.get(key)
+        if got is None:
+            if len(self._traffic) >= self._CACHE:
+                self._traffic.clear()
+            got = self._traffic[key] = placement_traffic(self.cluster, profile, gpus)
+        return got
+
+    def phases(self, profile: ModelProfile, gpus: np.ndarray) -> dict[int, LinkPhases]:
+        """:func:`link_phases` of ``profile`` on ``gpus`` (cached per placement)."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        key = (profile, np.sort(gpus).tobytes())
+        got = self._phases.get(key)
+        if got is None:
+            if len(self._phases) >= self._CACHE:
+                self._phases.clear()
+            got = self._phases[key] = link_phases(self.traffic(profile, gpus), profile.parallelism)
+        return got
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,7 +294,7 @@ def job_link_profiles(
     iteration = compute_s + comm
     up = min(comm / (1.0 - overlap), iteration)
     out = {}
-    for link, ph in link_phases(links.traffic(profile, gpus), profile.parallelism).items():
+    for link, ph in links.phases(profile, gpus).items():
         cap = float(links.capacity_Bps[link])
         starts = ph.down * (iteration - up) + ph.up * up
         phases = [

@@ -77,7 +77,7 @@ import numpy as np
 
 from dlcluster_gym.cluster.catalog import Interconnect, interconnect
 from dlcluster_gym.cluster.topology import Cluster, Shape, Tier
-from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile, get_model
+from dlcluster_gym.workload.models import DALLY_MODELS, MODEL_ZOO, ModelProfile, get_model
 from dlcluster_gym.workload.profiles import model_profile
 
 NicShape = tuple[tuple[tuple[int, ...], ...], ...]
@@ -616,16 +616,27 @@ def placement_traffic(
 # ----------------------------------------------------------------------------- Dally Table 1
 
 
+def overhead_table(
+    source: str = "dally-table1", net: NetParams = DALLY_NET, models: Iterable[str] | None = None
+) -> dict[str, dict[str, float]]:
+    """``{model: {"machine": %, "rack": %, "network": %}}``: exposed communication as % of
+    compute at Dally's three 8-GPU reference placements, with profile ``source``. Default
+    models: the six Dally models for ``dally-table1``, the whole zoo otherwise."""
+    names = models or (DALLY_MODELS if source == "dally-table1" else sorted(MODEL_ZOO))
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        profile = model_profile(name, source)
+        out[name] = {
+            tier.label: 100.0 * comm_overhead(profile, reference_shape(tier), net)
+            for tier in Tier
+        }
+    return out
+
+
 def table1_overheads(net: NetParams = DALLY_NET) -> dict[str, dict[str, float]]:
     """Our Dally Table 1: ``{model: {"machine": %, "rack": %, "network": %}}`` at 8 GPUs,
     with the ``dally-table1`` model profiles."""
-    out: dict[str, dict[str, float]] = {}
-    for name in DALLY_MODELS:
-        profile = model_profile(name, "dally-table1")
-        out[name] = {
-            tier.label: 100.0 * comm_overhead(profile, reference_shape(tier), net) for tier in Tier
-        }
-    return out
+    return overhead_table("dally-table1", net)
 
 
 def calibrate(

@@ -45,7 +45,7 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.errors import ConfigError, InvalidActionError, NotApplicableError
-from dlcluster_gym.perf.contention import LinkPhases, SharedLinks, link_phases, link_stretch
+from dlcluster_gym.perf.contention import LinkPhases, SharedLinks, link_stretch
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
 from dlcluster_gym.sim.actions import (
@@ -327,9 +327,6 @@ class Engine:
         self._job_peak: dict[int, np.ndarray] = {}  # its capped peak demand on each link
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
-        self._parallelism = [
-            "data" if j.is_ps else self._profiles[j.model].parallelism for j in self.jobs
-        ]
         self._overlap = np.array(
             [0.0 if j.is_ps else self._profiles[j.model].comm.overlap for j in self.jobs]
         )
@@ -387,7 +384,7 @@ class Engine:
         if gpus.size <= 1 or (self.par is not None and self.par_jobs[job]):
             return {}
         profile = self._profiles[self.jobs[job].model]
-        return link_phases(links.traffic(profile, gpus), self._parallelism[job])
+        return links.phases(profile, gpus)
 
     def _net_join(self, job: int, tier: Tier) -> np.ndarray:
         """Put a just-placed job on the links its placement crosses; returns them."""
