@@ -627,8 +627,7 @@ def overhead_table(
     for name in names:
         profile = model_profile(name, source)
         out[name] = {
-            tier.label: 100.0 * comm_overhead(profile, reference_shape(tier), net)
-            for tier in Tier
+            tier.label: 100.0 * comm_overhead(profile, reference_shape(tier), net) for tier in Tier
         }
     return out
 
