@@ -211,3 +211,27 @@ def test_server_too_small_for_any_node() -> None:
     )  # fmt: skip
     with pytest.raises(ConfigError, match=r"server 0 has 0\.25 allocatable vCPUs"):
         simulate(sc, "nearchus")
+
+
+def test_ps_jobs_on_one_server_share_its_nic() -> None:
+    """Issue 15: two jobs whose PS nodes sit on one 3 Gb/s server split its NIC max-min."""
+    from dlcluster_gym.perf.ps import share_nics
+
+    cores, nic = np.full(5, 64.0), _nic(5, 3)
+    a = _cfg([4], [30, 30], [0], [1, 2])
+    b = _cfg([4], [30, 30], [0], [3, 4])
+    alone = steady_state(RESNET, a, cores, nic)
+    demand = {0: alone.nic_Bps_used, 1: steady_state(RESNET, b, cores, nic).nic_Bps_used}
+    shares = share_nics(demand, nic)
+    goodput = 0.96 * nic[0]
+    assert alone.bottleneck == "none" and demand[0][0] + demand[1][0] > goodput
+    assert shares[0][0] == pytest.approx(0.5) and shares[1][0] == pytest.approx(0.5)
+    assert (shares[0][1:] == 1.0).all()  # worker servers carry one job each
+    both = steady_state(RESNET, a, cores, nic, nic_share=shares[0])
+    assert both.speed < alone.speed and both.bottleneck == "psn"
+    assert both.nic_Bps_used[0] == pytest.approx(goodput / 2)
+    # a light job keeps its demand; the heavy one gets the rest
+    light = {0: np.array([0.1 * goodput]), 1: np.array([2.0 * goodput])}
+    got = share_nics(light, nic[:1])
+    assert got[0][0] == 1.0  # not limited: keeps its demand
+    assert got[1][0] * goodput == pytest.approx(0.9 * goodput)

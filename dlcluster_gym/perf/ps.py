@@ -35,8 +35,11 @@ zero, so a stabilized window is an unbiased estimate of the steady state. Networ
 fractions of the NIC line rate. Noise is keyed by (run key, job, start epoch, sample index),
 so a sample has the same value however and whenever a scheduler asks for it.
 
-Cross-job effects are not modeled: each job sees its servers' full NICs and cores up to its
-vCPU assignment (containers isolate CPU; NIC sharing between jobs is a documented limitation).
+Cross-job effects: containers isolate CPU (each job sees its servers' cores up to its vCPU
+assignment), but jobs on one server share its NIC (:func:`share_nics`): each job's NIC traffic
+at its own steady-state speed is its demand on that server, and the server's NIC goodput is
+shared max-min fairly among the jobs there (``perf.network``'s rule for GPU jobs); a job whose
+share is below its demand slows to what its tightest server allows. One-shot, per server.
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ class PSPerf:
     ps_net: np.ndarray  # per PS node: its server's NIC load / line rate (each direction)
     bottleneck: str  # "none" | "mu" | "psc" | "psn"
     limits: dict[str, float] = field(default_factory=dict)
+    nic_Bps_used: np.ndarray | None = None  # bytes/s on each server's NIC (each direction)
 
     @property
     def used(self) -> float:
@@ -171,11 +175,13 @@ def steady_state(
     nic_Bps: np.ndarray,
     *,
     nic_efficiency: float = NIC_EFFICIENCY,
+    nic_share: np.ndarray | None = None,
 ) -> PSPerf:
     """Speed and per-node utilization of ``model`` on ``cfg`` (see the module docstring).
 
     ``cores`` and ``nic_Bps`` are per server of the cluster (``Cluster.machine_cores``,
-    ``Cluster.machine_nic_Bps``)."""
+    ``Cluster.machine_nic_Bps``); ``nic_share`` the fraction of each server's NIC this job may
+    use (:func:`share_nics`; default all of it)."""
     a = cfg.vcpus()
     srv = cfg.servers()
     n_ps = cfg.n_ps
@@ -195,7 +201,8 @@ def steady_state(
     s_m = np.bincount(srv[:n_ps], weights=share, minlength=cores.size)
     per_step = model.bytes_per_step * (s_m * (1.0 - w_m) + w_m * (1.0 - s_m))
     used = per_step > 0
-    psn = float(np.min(nic_efficiency * nic_Bps[used] / per_step[used])) if used.any() else math.inf
+    nic = nic_Bps if nic_share is None else nic_Bps * nic_share
+    psn = float(np.min(nic_efficiency * nic[used] / per_step[used])) if used.any() else math.inf
     speed = min(demand, psc, psn)
     if speed >= demand * (1 - 1e-12):
         mu_hit = bool((wk_cap < a[n_ps:] - 1e-9).any())
@@ -208,6 +215,7 @@ def steady_state(
     util[:n_ps] = speed * model.ps_cpu_s * share
     ps_net = (speed * per_step / nic_Bps)[srv[:n_ps]]
     return PSPerf(
+        nic_Bps_used=speed * per_step,
         speed=speed,
         demand=demand,
         node_util=util,
@@ -215,6 +223,37 @@ def steady_state(
         bottleneck=bottleneck,
         limits={"workers": demand, "psc": psc, "psn": psn},
     )
+
+
+def share_nics(
+    demand_Bps: dict[int, np.ndarray], nic_Bps: np.ndarray, nic_efficiency: float = NIC_EFFICIENCY
+) -> dict[int, np.ndarray]:
+    """Per job, the fraction of each server's NIC goodput it may use when the jobs' NIC demands
+    (bytes/s per server, at their own steady-state speeds) share it max-min fairly; 1.0 where
+    the job gets all it asks for (its speed is then its own steady state)."""
+    jobs = list(demand_Bps)
+    if not jobs:
+        return {}
+    d = np.stack([demand_Bps[j] for j in jobs])  # jobs x servers
+    cap = nic_efficiency * nic_Bps
+    alloc = d.copy()
+    over = np.flatnonzero(d.sum(axis=0) > cap * (1 + 1e-12))
+    for s in over.tolist():
+        col = d[:, s]
+        on = np.flatnonzero(col > 0)
+        left, rest = float(cap[s]), on[np.argsort(col[on], kind="stable")].tolist()
+        while rest:
+            share = left / len(rest)
+            j = rest[0]
+            if col[j] <= share:
+                left -= col[j]
+                rest.pop(0)
+            else:
+                alloc[rest, s] = share
+                break
+    limited = alloc < d * (1.0 - 1e-12)  # only where a job gets less than its demand
+    frac = np.where(limited, alloc / np.where(cap > 0, cap, 1.0), 1.0)
+    return {j: frac[k] for k, j in enumerate(jobs)}
 
 
 def spread_place(

@@ -659,6 +659,8 @@ class Engine:
         self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
         if self.links is not None:
             self._net_flush(self._net_leave(job))
+        if self.ps is not None:
+            self._share_ps_nics()
         self._log("preempt", job)
 
     def _move(self, job: int, gpus: np.ndarray, resize: bool) -> None:
@@ -701,8 +703,18 @@ class Engine:
         self.tiers_used[job] |= 1 << int(Tier.MACHINE if len(set(cfg.servers().tolist())) == 1
                                          else Tier.RACK)  # fmt: skip
         self.ps.allocate(job, cfg, float(self.resume_at[job]))
+        self._share_ps_nics(job)
         self._set_speed_ps(job)
         self._log("start" if start else "reconfigure", job, config=cfg.label())
+
+    def _share_ps_nics(self, placed: int = -1) -> None:
+        """PS jobs on one server share its NIC (``perf.ps.share_nics``): re-speed the running
+        jobs whose share changed (``placed`` is re-speeded by the caller)."""
+        assert self.ps is not None
+        for other in self.ps.share_nics():
+            if other != placed and self.status[other] == RUNNING:
+                self._advance(other)
+                self._set_speed_ps(other)
 
     def _set_speed_ps(self, job: int) -> None:
         """A PS job progresses at its DT-config's steady-state speed (``perf.ps``)."""
@@ -726,6 +738,8 @@ class Engine:
         self.finish[job] = self.now
         if self.links is not None:
             self._net_flush(self._net_leave(job))
+        if self.ps is not None:
+            self._share_ps_nics()
         self._log("finish", job)
 
     def _record(self) -> None:

@@ -26,6 +26,7 @@ from dlcluster_gym.perf.ps import (
     Samples,
     SampleStream,
     make_samples,
+    share_nics,
     spread_place,
     steady_state,
 )
@@ -59,7 +60,8 @@ class PSRuntime:
         self.free_vcpus = cl.machine_vcpus.astype(np.float64).copy()
         self.free_mem = cl.machine_memory_gb.astype(np.float64).copy()
         self.configs: dict[int, DTConfig] = {}
-        self.perf: dict[int, PSPerf] = {}
+        self.perf: dict[int, PSPerf] = {}  # steady state with the server NICs shared
+        self.alone: dict[int, PSPerf] = {}  # steady state with the whole NICs
         n = len(engine.jobs)
         self.epoch = np.zeros(n, dtype=np.int64)  # starts and restarts so far
         self.epoch_t0 = np.zeros(n)  # when the current epoch's training resumed
@@ -116,10 +118,31 @@ class PSRuntime:
         np.subtract.at(self.free_mem, cfg.servers(), cfg.memory(model))
         self.configs[job] = cfg
         perf = steady_state(model, cfg, self.cluster.machine_cores, self.cluster.machine_nic_Bps)
+        self.alone[job] = perf
         self.perf[job] = perf
         self.epoch[job] += 1
         self.epoch_t0[job] = resume_at
         return perf
+
+    def share_nics(self) -> list[int]:
+        """Share each server's NIC among the running PS jobs on it (``perf.ps.share_nics``);
+        returns the jobs whose speed changed."""
+        cl = self.cluster
+        demand = {j: p.nic_Bps_used for j, p in self.alone.items() if p.nic_Bps_used is not None}
+        shares = share_nics(demand, cl.machine_nic_Bps)
+        changed = []
+        for job, frac in shares.items():
+            if (frac >= 1.0).all():
+                perf = self.alone[job]
+            else:
+                perf = steady_state(
+                    self.models[job], self.configs[job], cl.machine_cores, cl.machine_nic_Bps,
+                    nic_share=frac,
+                )  # fmt: skip
+            if perf.speed != self.perf[job].speed:
+                changed.append(job)
+            self.perf[job] = perf
+        return changed
 
     def release(self, job: int) -> None:
         cfg = self.configs.pop(job, None)
@@ -128,6 +151,7 @@ class PSRuntime:
         np.add.at(self.free_vcpus, cfg.servers(), cfg.vcpus())
         np.add.at(self.free_mem, cfg.servers(), cfg.memory(self.models[job]))
         del self.perf[job]
+        del self.alone[job]
 
     # ------------------------------------------------------------------ metrics
     def samples(self, job: int, interval_s: float, last: int | None = None) -> Samples:
