@@ -354,3 +354,17 @@ def test_rails_give_each_rail_its_own_uplink() -> None:
     assert lone_comm(cl, job) == pytest.approx(
         lone_comm(cluster(rack_uplink_oversubscription=2), job)
     )
+
+
+@pytest.mark.parametrize(
+    "fields", [{}, {"nic_gbps": 100}, {"nics_per_machine": 4}, {"rail_optimized": True}]
+)
+def test_nic_shape_fast_paths_equal_the_general_rule(fields) -> None:
+    cl = cluster(**fields)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        gpus = rng.choice(cl.num_gpus, size=int(rng.integers(1, 40)), replace=False)
+        fast = nw.placement_nic_shape(cl, gpus)
+        cl.__dict__["_nic_layout"] = "other"  # force the general rule
+        assert nw.placement_nic_shape(cl, gpus) == fast
+        del cl.__dict__["_nic_layout"]

@@ -208,6 +208,11 @@ def net_params(cluster: Cluster, group: int = 0) -> NetParams:
 def placement_nic_shape(cluster: Cluster, gpus: np.ndarray) -> NicShape:
     """Canonical :data:`NicShape` of a placement (GPU ids) on ``cluster``."""
     gpus = np.asarray(gpus, dtype=np.int64)
+    layout = _nic_layout(cluster)
+    if layout == "per-gpu":  # one NIC per GPU: each machine's count c is c NICs of 1 GPU
+        return tuple(tuple((1,) * c for c in rack) for rack in cluster.placement_shape(gpus))
+    if layout == "per-machine":  # one NIC per machine: the machine's count on its NIC
+        return tuple(tuple((c,) for c in rack) for rack in cluster.placement_shape(gpus))
     nics, counts = np.unique(cluster.gpu_nic[gpus], return_counts=True)
     machines = cluster.nic_machine[nics]
     rails = cluster.num_rails > 1
@@ -223,6 +228,28 @@ def placement_nic_shape(cluster: Cluster, gpus: np.ndarray) -> NicShape:
     shape = [tuple(sorted(v, key=lambda x: (sum(x), x), reverse=True)) for v in per_rack.values()]
     shape.sort(key=lambda r: (sum(sum(m) for m in r), r), reverse=True)
     return tuple(shape)
+
+
+def _nic_layout(cluster: Cluster) -> str:
+    """'per-gpu', 'per-machine' or 'other' (cached on the cluster): the fast shape paths."""
+    got = cluster.__dict__.get("_nic_layout")
+    if got is None:
+        rails = cluster.num_rails > 1
+        if (
+            not rails
+            and cluster.num_nics == cluster.num_gpus
+            and (cluster.gpu_nic == np.arange(cluster.num_gpus)).all()
+        ):
+            got = "per-gpu"
+        elif (
+            cluster.num_nics == cluster.num_machines
+            and (cluster.nic_machine == np.arange(cluster.num_machines)).all()
+        ):
+            got = "per-machine"
+        else:
+            got = "other"
+        cluster.__dict__["_nic_layout"] = got
+    return got
 
 
 def reference_shape(tier: Tier, n: int = 8) -> Shape:
