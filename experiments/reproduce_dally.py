@@ -695,7 +695,7 @@ def write_report(
         "goes back to the wait queue and is offered resources again in increasing Nw_sens); "
         "`Dally (relocate)` and `Dally-manual (relocate)` are our relocation variant "
         "(`preemption=relocate`: the suffering job is moved at once to its tightest tier). "
-        "Tiresias uses its workload-scaled queue thresholds (`thresholds=workload`).",
+        "Tiresias uses its workload-scaled queue thresholds (`thresholds=scaled`).",
         "",
         "## Section 5 claims: paper vs ours",
         "",
