@@ -413,6 +413,8 @@ def main() -> None:
         w.writerows(runs)
     plot(args.out, runs)
     command = "python experiments/reproduce_crius.py" + (" --philly" if args.philly else "")
+    if args.philly and args.philly_policies != ["crius", "fcfs"]:
+        command += " --philly-policies " + " ".join(args.philly_policies)
     if args.estimate_noise != NOISE_SIGMA or args.noise_seed:
         command += f" --estimate-noise {args.estimate_noise} --noise-seed {args.noise_seed}"
     text = write_report(
