@@ -37,15 +37,31 @@ Choices the paper leaves open (all are parameters):
 - **History limit default and cluster size**: 4.3.3 advises a smaller limit for larger
   clusters (more jobs are placed per unit time). Default: 48 h x 512 / (GPUs in the cluster),
   i.e. 48 h on the 8-rack cluster of 5.1.2, 192 h on 2 racks, 24 h on 16 racks.
-- **Network-sensitive preemption and its victims** (4.3.1, 5.2.3): "jobs suffering from
-  sub-optimal placements" get the more consolidated offers. A running job whose placement is
-  wider than the tightest tier it could have is offered resources in the same Nw_sens order as
-  the waiting jobs; when the offer contains its best tier (one machine, or one rack for jobs
-  larger than a machine) it is preempted, returns to the wait queue and accepts that offer at
-  the same instant, paying checkpoint + restore. So the victim of a preemption is always the
-  suffering job itself, never a well-placed job; it only happens when the predicted saving over
-  the job's remaining iterations exceeds the overhead (``baselines.consolidation.worth_moving``),
-  and relocations are not recorded in the auto-tuner's lists (nobody waited for them).
+- **Network-sensitive preemption** (4.3, 4.3.1, 5.2.3). The paper: "Upon preemption, the job
+  is reintroduced into the wait queue and remains there until it accepts another resource
+  offer", offers go in increasing Nw_sens, and the preemption "prioritizes providing
+  better-consolidated placements to jobs suffering from sub-optimal placements". It does not
+  say when a job is preempted. ``preemption`` chooses how:
+
+  - ``"requeue"`` (default, the paper's mechanism): at a scheduling instant, every running job
+    placed wider than the tightest tier it could have ("suffering") for which the free GPUs
+    of that instant hold a placement at that tightest tier (one machine, or one rack for jobs
+    larger than a machine) and for which the move pays its checkpoint + restore
+    (``baselines.consolidation.worth_moving``) is preempted. Each job is judged on its own
+    against the same free GPUs (the global scheduler does not pair victims with offers). The
+    victims go back to the wait queue (starvation clock restarted at the preemption), and
+    the free GPUs, theirs included, are offered to the whole wait queue in increasing
+    Nw_sens. A victim has Nw_sens < 1 so it is offered before every job that has not run;
+    when two victims want the same machine, the lower Nw_sens gets it and the other waits
+    in the queue (Algorithm 1 with its restarted starvation: it rejects wider offers until
+    its timers expire) and is offered the next free GPUs before newer jobs. Acceptances of
+    victims update the auto-tuner's lists like any acceptance (Algorithm 1 lines 7, 15).
+  - ``"relocate"`` (our extension, the policy before issue 16): the same suffering jobs are
+    offered their tightest tier in the same Nw_sens order as the waiting jobs, and one that
+    gets it is preempted and restarted there at the same instant (a move paying checkpoint +
+    restore); it never waits, so every waiting job has Nw_sens = 1 and the order is FIFO.
+    Relocations are not recorded in the auto-tuner's lists (nobody waited for them).
+  - ``"none"``: no preemption. ``True``/``False`` are accepted as ``"requeue"``/``"none"``.
 - Within a tier, placements are best fit: the machine (rack) with the fewest free GPUs that
   holds the job; network placements pack onto as few racks and machines as possible.
 """
@@ -75,6 +91,22 @@ MANUAL_RACK_TIMER_S = 24 * HOUR  # 4.3.2: another 12 h after the machine timer
 HISTORY_REF_S = 48 * HOUR  # default history limit on the reference cluster ...
 HISTORY_REF_GPUS = 512  # ... of 8 racks x 8 machines x 8 GPUs (5.1.2)
 MACHINE, RACK, NETWORK = int(Tier.MACHINE), int(Tier.RACK), int(Tier.NETWORK)
+
+
+PREEMPTION_MODES = ("requeue", "relocate", "none")
+
+
+def preemption_mode(value: str | bool) -> str:
+    """Normalize the ``preemption`` parameter: a mode name, or True/False (requeue/none)."""
+    if value is True:
+        return "requeue"
+    if value is False:
+        return "none"
+    if isinstance(value, str) and value in PREEMPTION_MODES:
+        return value
+    raise ConfigError(
+        f"preemption must be one of {', '.join(PREEMPTION_MODES)} (or true/false), got {value!r}"
+    )
 
 
 def _check_time(name: str, value: float | None, allow_none: bool = False) -> None:
@@ -152,13 +184,14 @@ class Dally(BaseScheduler):
         history_mode: str = "window",
         default_machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
         default_rack_timer_s: float = MANUAL_RACK_TIMER_S,
-        preemption: bool = True,
+        preemption: str | bool = "requeue",
     ) -> None:
         _check_time("history_limit_s", history_limit_s, allow_none=True)
         _check_time("default_machine_timer_s", default_machine_timer_s)
         _check_time("default_rack_timer_s", default_rack_timer_s)
         if history_mode not in ("window", "value"):
             raise ConfigError(f"history_mode must be 'window' or 'value', got {history_mode!r}")
+        preemption = preemption_mode(preemption)
         super().__init__(
             history_limit_s=history_limit_s,
             history_mode=history_mode,
@@ -170,7 +203,7 @@ class Dally(BaseScheduler):
         self.history_mode = history_mode
         self.default_machine_timer_s = float(default_machine_timer_s)
         self.default_rack_timer_s = float(default_rack_timer_s)
-        self.preemption = bool(preemption)
+        self.preemption = preemption
         self.history = WaitHistory(history_limit_s or HISTORY_REF_S, history_mode)
         self.timer_override: Callable[[int], tuple[float, float]] | None = None
 
@@ -190,6 +223,7 @@ class Dally(BaseScheduler):
         self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
         self._next_wake = math.inf
         self.relocations = 0
+        self.requeues = 0
 
     # ---------------------------------------------------------------- timers
     def timers(self, demand: int, now: float) -> tuple[float, float]:
@@ -255,19 +289,27 @@ class Dally(BaseScheduler):
         return WAIT
 
     def offers(self, view: ClusterView) -> OfferGen:
-        """Offer the free GPUs to waiting jobs in increasing Nw_sens (4.3.1); relocate
-        suffering running jobs in the same order. Every start or relocation changes the free
-        GPUs, so the jobs that declined are offered again (from the front of the order)."""
+        """Offer the free GPUs to waiting jobs in increasing Nw_sens (4.3.1). With
+        ``preemption="requeue"`` the suffering running jobs whose tightest tier is free are
+        first preempted into the wait queue (4.3); with ``"relocate"`` they are offered
+        their tightest tier in the same order and moved at once. Every start or relocation
+        changes the free GPUs, so the jobs that declined are offered again (from the front
+        of the order)."""
         plan = view.plan()
         if plan.num_free == 0:
             return ()  # nothing to offer; the next completion calls us again
         now = view.now
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         movers = np.empty(0, dtype=np.int64)
-        if self.preemption:
+        requeued = np.empty(0, dtype=np.int64)
+        if self.preemption != "none":
             running = np.asarray(view.running(), dtype=np.int64)
             if running.size:
                 movers = running[self._tier[running] > self._best[running]]
+        if self.preemption == "requeue" and movers.size:
+            requeued = self._requeue(view, plan, movers)
+            waiting = np.concatenate((waiting, requeued))
+            movers = np.empty(0, dtype=np.int64)
         ids = np.concatenate((waiting, movers))
         if ids.size == 0:
             return ()
@@ -275,6 +317,8 @@ class Dally(BaseScheduler):
         is_run[waiting.size :] = True
         nws = self.nw_sens(view, ids)
         since = np.asarray(view.wait_since)[ids]
+        if requeued.size:
+            since[np.isin(ids, requeued)] = now  # back in the wait queue from now (4.3)
         order = np.lexsort((ids, since, nws))
         ids, is_run, since = ids[order], is_run[order], since[order]
         demand = self._demand[ids]
@@ -329,6 +373,26 @@ class Dally(BaseScheduler):
         self._wake_at_next_timer(plan, now, starv, t_mc, t_rk, since, open_ & ~is_run)
         return plan.actions
 
+    def _requeue(self, view: ClusterView, plan, movers: np.ndarray) -> np.ndarray:
+        """Preempt the suffering running jobs (``movers``) whose tightest tier the free GPUs
+        of this instant hold and for which the move pays (4.3, 4.3.1, 5.2.3); each is judged
+        alone against the same free GPUs. Returns the victims, now in the wait queue."""
+        demand, best = self._demand[movers], self._best[movers]
+        fm = int(plan.free_per_machine.max())
+        fr = int(plan.free_per_rack.max())
+        fits = ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
+        victims = []
+        cand = zip(movers[fits].tolist(), demand[fits].tolist(), best[fits].tolist(), strict=True)
+        for job, n, b in cand:
+            gpus = plan.find(n, tier=Tier(b))
+            if gpus is not None and worth_moving(view, job, gpus):
+                victims.append(job)
+        for job in victims:
+            plan.preempt(job)
+            self._tier[job] = -1
+        self.requeues += len(victims)
+        return np.asarray(victims, dtype=np.int64)
+
     def _wake_at_next_timer(
         self,
         plan,
@@ -357,7 +421,7 @@ class DallyManual(Dally):
         *,
         machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
         rack_timer_s: float = MANUAL_RACK_TIMER_S,
-        preemption: bool = True,
+        preemption: str | bool = "requeue",
     ) -> None:
         _check_time("machine_timer_s", machine_timer_s)
         _check_time("rack_timer_s", rack_timer_s)
@@ -369,7 +433,7 @@ class DallyManual(Dally):
         self.params = {
             "machine_timer_s": machine_timer_s,
             "rack_timer_s": rack_timer_s,
-            "preemption": preemption,
+            "preemption": self.preemption,
         }
 
     def record(self, level: int, demand: int, now: float, starvation_s: float) -> None:

@@ -3,8 +3,15 @@
 - **Profiling** (Nearchus III-C, V): before a job starts, 20 (n_ps, n_wk) configurations at
   ``node_vcpus`` (5) vCPUs per node are measured (the model's steady state on a spread placement
   over the empty cluster, with 2% multiplicative noise from the policy's generator; profiling
-  time is not charged, as in the paper's JCT comparison). We profile the 20 smallest
-  configurations, n_ps = 1..4 x n_wk = 1..5 (profiling runs cost cluster time, so small ones).
+  time is not charged, as in the paper's JCT comparison). V: "We run profiling ... on both
+  Cluster A and B using a maximum of 20 and 60 training nodes respectively ... we use 20
+  configurations". Which 20 the paper does not say; ``profile="range"`` (default, our
+  choice) spans the job's whole node range N = budget / node_vcpus (20 nodes on cluster A's
+  100 vCPUs, 60 on cluster B's 300): a 4 x 5 grid, n_ps at 4 evenly spaced values in
+  [1, N // 3] and n_wk at 5 evenly spaced values in [1, N - N // 3] (rounded, duplicates
+  merged when N is small), so the largest configuration uses all N nodes and the PS share
+  goes up to a third. ``profile="smallest"`` keeps the earlier 20 smallest configurations
+  (n_ps = 1..4 x n_wk = 1..5, at most 9 nodes).
 - **Resource-speed model**: Optimus's asynchronous-training model
   ``f(p, w) = w / (t0 + t1 w/p + t2 w + t3 p)``, fitted by non-negative least squares on
   ``w / f``.
@@ -38,7 +45,23 @@ from dlcluster_gym.sim.view import ClusterView
 
 PROFILE_CONFIGS: tuple[tuple[int, int], ...] = tuple(
     (p, w) for p in range(1, 5) for w in range(1, 6)
-)
+)  # profile="smallest"
+PROFILE_MODES = ("range", "smallest")
+
+
+def profile_configs(max_nodes: int, mode: str = "range") -> list[tuple[int, int]]:
+    """The (n_ps, n_wk) configurations profiled for a job of ``max_nodes`` nodes (Nearchus V):
+    ``"range"`` a 4 x 5 grid over the whole range (see the module docstring), ``"smallest"``
+    the 20 smallest configurations; both keep only n_ps + n_wk <= ``max_nodes``."""
+    if mode == "smallest":
+        grid = PROFILE_CONFIGS
+    else:
+        p_max = max(max_nodes // 3, 1)
+        w_max = max(max_nodes - p_max, 1)
+        ps = sorted(set(np.rint(np.linspace(1, p_max, 4)).astype(int).tolist()))
+        wk = sorted(set(np.rint(np.linspace(1, w_max, 5)).astype(int).tolist()))
+        grid = tuple((p, w) for p in ps for w in wk)
+    return [(p, w) for p, w in grid if p + w <= max_nodes]
 
 
 def _features(p: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -81,20 +104,33 @@ class Optimus(BaseScheduler):
     supports_ps_jobs = True
 
     def __init__(
-        self, node_vcpus: float = 5.0, interval_s: float = 600.0, profile_noise: float = 0.02
+        self,
+        node_vcpus: float = 5.0,
+        interval_s: float = 600.0,
+        profile_noise: float = 0.02,
+        profile: str = "range",
     ) -> None:
-        super().__init__(node_vcpus=node_vcpus, interval_s=interval_s, profile_noise=profile_noise)
+        if profile not in PROFILE_MODES:
+            raise ConfigError(f"profile must be one of {', '.join(PROFILE_MODES)}, got {profile!r}")
+        super().__init__(
+            node_vcpus=node_vcpus,
+            interval_s=interval_s,
+            profile_noise=profile_noise,
+            profile=profile,
+        )
+        self.profile_mode = profile
         self.node_vcpus = check_positive("node_vcpus", node_vcpus)
         self.interval = check_positive("interval_s", interval_s)
         self.noise = float(profile_noise)
         self.models: dict[int, SpeedModel] = {}
         self.next_add: dict[int, float] = {}
+        self.profiled: dict[int, list[tuple[int, int]]] = {}  # job -> configurations profiled
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         ps = require_ps(view, self.name)
         check_node_fits(ps, view, self.node_vcpus, self.name)
-        self.models, self.next_add = {}, {}
+        self.models, self.next_add, self.profiled = {}, {}, {}
         for job in range(len(view.jobs)):
             if ps.is_ps(job) and ps.budget(job) < 3 * self.node_vcpus:
                 raise ConfigError(
@@ -111,9 +147,8 @@ class Optimus(BaseScheduler):
         v = self.node_vcpus
         n_max = int(ps.budget(job) // v + 1e-9)
         rows = []
-        for p, w in PROFILE_CONFIGS:
-            if p + w > n_max:
-                continue
+        self.profiled[job] = profile_configs(n_max, self.profile_mode)
+        for p, w in self.profiled[job]:
             cfg = fit(empty, model, [v] * p, [v] * w)
             if cfg is not None:
                 speed = ps.predict(job, cfg).speed * (1 + self.noise * self.rng.standard_normal())

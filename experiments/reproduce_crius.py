@@ -1,8 +1,12 @@
 """Reproduce the Crius evaluation (Crius 8.2-8.4) on the simulator.
 
-1. Cells (8.2): agile estimation accuracy vs the exhaustive best plan, Cell-guided tuning
-   accuracy, and the plans explored with and without Cell pruning, over every Table 2 model,
-   GPU type of crius-sim-1280gpu and GPU count 1-32.
+1. Cells (8.2), over every Table 2 model, GPU type of crius-sim-1280gpu and GPU count 1-32:
+   the paper's *estimation accuracy* (estimate vs direct profiling of the same plan; 100 % by
+   construction here, the estimator being the engine's own model, unless an estimator-noise
+   model is set: ``--estimate-noise``), the paper's *tuning accuracy* (Cell-guided tuning vs
+   the full-space optimum), two quantities the paper does not report (the best Cell's
+   estimate vs the exhaustive optimum: how good the best data-only/tensor-only assembly is;
+   and vs the best plan of the same Cell), and the plans explored with and without pruning.
 2. Testbed (8.3): crius-testbed-64gpu, Crius and the four baselines, seeds 1-3 (``--seeds``):
    average JCT, queueing, completed jobs, average and peak cluster throughput, restarts per
    job; the issue's acceptance check (Crius's average JCT below fcfs, gavel, elasticflow-ls
@@ -18,6 +22,7 @@ Writes --out (default experiments/results/crius/): runs.csv, cells.csv, report.m
 testbed.png (avg JCT and throughput over time, seed 1).
 
 Usage: python experiments/reproduce_crius.py [--seeds 1 2 3] [--philly] [--out DIR]
+          [--estimate-noise 0.083] [--noise-seed 0]
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from baselines.crius import estimate_noise_rng
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.perf import parallelism as par
@@ -41,7 +47,8 @@ from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.large_models import LARGE_MODELS
 
-POLICIES = ("crius", "fcfs", "gandiva", "gavel", "elasticflow-ls")
+POLICIES = ("crius", "crius-noisy", "fcfs", "gandiva", "gavel", "elasticflow-ls")
+NOISE_SIGMA = 0.083  # mean |error| = sigma x sqrt(2/pi) = 6.6 %: the paper's 93.4 % accuracy
 ACCEPT_AGAINST = ("fcfs", "gavel", "elasticflow-ls")
 COUNTS = (1, 2, 4, 8, 16, 32)
 OUT = Path(__file__).resolve().parent / "results" / "crius"
@@ -50,11 +57,15 @@ OUT = Path(__file__).resolve().parent / "results" / "crius"
 # --------------------------------------------------------------------------- Cells (8.2)
 
 
-def cells_study() -> list[dict]:
+def cells_study(sigma: float = 0.0, noise_seed: int = 0) -> list[dict]:
     """Per (model, GPU type, count) with a feasible plan: exhaustive optimum, Crius's best
-    Cell estimate, the tuned plan in that Cell, and the plan-space sizes."""
+    Cell estimate, the tuned plan in that Cell, and the plan-space sizes. With ``sigma`` > 0
+    also the noisy estimates (``baselines.crius`` noise model, one generator per point
+    seeded by (noise_seed, point index)): the Cell chosen on them, its noisy estimate and
+    true (directly profiled) time, and the plan tuned in it."""
     hw_all = par.cluster_hardware(Cluster("crius-sim-1280gpu"))
     rows = []
+    nan = math.nan
     for model in LARGE_MODELS:
         for hw in hw_all:
             for n in COUNTS:
@@ -65,14 +76,24 @@ def cells_study() -> list[dict]:
                 ests = {s: e for s, e in ests.items() if e is not None}
                 if not ests:
                     rows.append(dict(model=model, gpu=hw.name, n=n, opt_s=opt.iter_time_s,
-                                     est_s=math.nan, cell_opt_s=math.nan, tuned_s=math.nan,
+                                     est_s=nan, cell_opt_s=nan, tuned_s=nan,
                                      stages=0, full_space=par.plan_space_size(model, hw, n),
-                                     cell_space=0, pruned_space=0, sampled=0))  # fmt: skip
+                                     cell_space=0, pruned_space=0, sampled=0,
+                                     noisy_est_s=nan, noisy_true_s=nan, noisy_stages=0,
+                                     noisy_tuned_s=nan))  # fmt: skip
                     continue
                 s = min(ests, key=lambda k: ests[k].iter_time_s)
                 est = ests[s]
                 cell_opt = par.best_in_stages(model, hw, n, s)
                 tuned = par.cell_tune(model, hw, n, s)
+                noisy = {k: e.iter_time_s for k, e in ests.items()}
+                if sigma > 0:
+                    rng = estimate_noise_rng(noise_seed, len(rows))
+                    noisy = {
+                        k: t * math.exp(sigma * rng.standard_normal()) for k, t in noisy.items()
+                    }
+                sn = min(noisy, key=lambda k: noisy[k])
+                tuned_n = tuned if sn == s else par.cell_tune(model, hw, n, sn)
                 rows.append(dict(
                     model=model, gpu=hw.name, n=n, opt_s=opt.iter_time_s,
                     est_s=est.iter_time_s, cell_opt_s=cell_opt.iter_time_s,
@@ -81,19 +102,31 @@ def cells_study() -> list[dict]:
                     cell_space=par.plan_space_size(model, hw, n, s),
                     pruned_space=par.plan_space_size(model, hw, n, s, pruned_by=est),
                     sampled=sum(2 ** k if n // k > 1 else 1 for k in ests),
+                    noisy_est_s=noisy[sn], noisy_true_s=ests[sn].iter_time_s,
+                    noisy_stages=sn, noisy_tuned_s=tuned_n.iter_time_s,
                 ))  # fmt: skip
     return rows
 
 
 def accuracy(t: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """Crius 8.2: 1 - (T_e - T_d) / T_d."""
-    return 1.0 - (t - ref) / ref
+    """Crius 8.2: 1 - (T_e - T_d) / T_d, with the error's absolute value (an underestimate
+    counts as an error too; the paper's definition is for T_e >= T_d)."""
+    return 1.0 - np.abs(t - ref) / ref
 
 
 # --------------------------------------------------------------------------- runs
 
 
-def run(scenario: str, policy: str, seed: int) -> dict:
+def make(policy: str, sigma: float, noise_seed: int):
+    """``crius-noisy`` is Crius with the estimator-noise model (``estimate_noise=sigma``)."""
+    if policy == "crius-noisy":
+        return make_policy("crius", estimate_noise=sigma, noise_seed=noise_seed)
+    return make_policy(policy)
+
+
+def run(
+    scenario: str, policy: str, seed: int, sigma: float = NOISE_SIGMA, noise_seed: int = 0
+) -> dict:
     """One run, with the cluster-throughput series sampled after every decision."""
     cfg, cluster, jobs, rng = prepare(scenario, seed)
     hw = par.cluster_hardware(cluster)
@@ -101,7 +134,7 @@ def run(scenario: str, policy: str, seed: int) -> dict:
         par.best_plan(j.model, hw[cluster.gpu_types.index(j.gpu_type)], j.num_gpus).iter_time_s
         for j in jobs
     ])  # fmt: skip
-    pol = make_policy(policy)
+    pol = make(policy, sigma, noise_seed)
     eng = Engine(cfg, cluster, jobs, pol, rng)
     ts_t: list[float] = []
     ts_thr: list[float] = []
@@ -152,24 +185,40 @@ def _fmt(x: float, d: int = 0) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{d}f}"
 
 
-def write_report(out: Path, cells: list[dict], runs: list[dict], seeds: list[int]) -> str:
-    opt = np.array([r["opt_s"] for r in cells])
-    est = np.array([r["est_s"] for r in cells])
-    cell_opt = np.array([r["cell_opt_s"] for r in cells])
-    tuned = np.array([r["tuned_s"] for r in cells])
+def write_report(
+    out: Path,
+    cells: list[dict],
+    runs: list[dict],
+    seeds: list[int],
+    sigma: float = NOISE_SIGMA,
+    noise_seed: int = 0,
+    command: str = "python experiments/reproduce_crius.py",
+) -> str:
+    col = {
+        k: np.array([r[k] for r in cells], dtype=float)
+        for k in cells[0]
+        if k not in ("model", "gpu")
+    }
+    opt, est, cell_opt, tuned = col["opt_s"], col["est_s"], col["cell_opt_s"], col["tuned_s"]
     ok = np.isfinite(est)
+    acc_est = accuracy(est[ok], est[ok])  # T_d of the estimated plan = the same model
+    acc_est_n = accuracy(col["noisy_est_s"][ok], col["noisy_true_s"][ok])
+    acc_tune = accuracy(tuned[ok], opt[ok])
+    acc_tune_n = accuracy(col["noisy_tuned_s"][ok], opt[ok])
     acc_opt = accuracy(est[ok], opt[ok])
     acc_cell = accuracy(est[ok], cell_opt[ok])
-    acc_tune = accuracy(tuned[ok], opt[ok])
-    full = np.array([r["full_space"] for r in cells], dtype=float)[ok]
-    cell_space = np.array([r["cell_space"] for r in cells], dtype=float)[ok]
-    pruned = np.array([r["pruned_space"] for r in cells], dtype=float)[ok]
+    moved = float(np.mean(col["noisy_stages"][ok] != col["stages"][ok]))
+    full = col["full_space"][ok]
+    cell_space = col["cell_space"][ok]
+    pruned = col["pruned_space"][ok]
+
+    def mw(a: np.ndarray) -> str:
+        return f"{100 * a.mean():.1f}% / {100 * a.min():.1f}%"
+
     lines = [
         "# Crius reproduction (Crius 8.2-8.4)",
         "",
-        "Generated by `python experiments/reproduce_crius.py"
-        + (" --philly" if any(r["scenario"] == "crius-philly-1280gpu" for r in runs) else "")
-        + "`. Every number comes from the simulator's parallelism model "
+        f"Generated by `{command}`. Every number comes from the simulator's parallelism model "
         "(`dlcluster_gym/perf/parallelism.py`), not from GPUs; see docs/crius.md.",
         "",
         "## Cells (8.2)",
@@ -179,14 +228,31 @@ def write_report(out: Path, cells: list[dict], runs: list[dict], seeds: list[int
         "estimate (every data-only/tensor-only assembly is out of memory although a hybrid "
         "plan fits).",
         "",
-        "| metric | paper | ours (mean) | ours (worst) |",
+        "The paper's *estimation accuracy* compares a Cell's estimated iteration time with a "
+        "direct measurement of the same plan. Here the estimator and the engine's ground "
+        "truth are one analytical model, so with the exact estimator it is 100 % by "
+        "construction and says nothing about Crius; the optional estimator-noise model "
+        f"(`crius --policy-arg estimate_noise={sigma}`: every Cell estimate times "
+        "exp(sigma z), seeded) lets one study estimation error; sigma = 0.083 gives the "
+        "paper's 93.4 % mean. The 39 % worst case printed by earlier versions of this "
+        'report under the name "estimation accuracy" is another quantity: how far the best '
+        "Cell's data-only/tensor-only assembly is from the exhaustive (hybrid) optimum.",
+        "",
+        f"| metric | paper (mean / worst) | ours, exact estimator (mean / worst) | "
+        f"ours, estimate_noise={sigma}, noise_seed={noise_seed} (mean / worst) |",
         "|---|---:|---:|---:|",
-        f"| estimation accuracy, best Cell estimate vs exhaustive optimum | 93.4% | "
-        f"{100 * acc_opt.mean():.1f}% | {100 * acc_opt.min():.1f}% |",
-        f"| estimation accuracy, Cell estimate vs the Cell's own optimum | (90.5% worst) | "
-        f"{100 * acc_cell.mean():.1f}% | {100 * acc_cell.min():.1f}% |",
-        f"| tuning accuracy, Cell-guided tuning vs exhaustive optimum | 96.2% | "
-        f"{100 * acc_tune.mean():.1f}% | {100 * acc_tune.min():.1f}% |",
+        "| **estimation accuracy** (8.2): 1 - abs(T_e - T_d) / T_d, estimate vs direct "
+        f"profiling of the same plan | 93.4% / 90.5% | {mw(acc_est)} (by construction) | "
+        f"{mw(acc_est_n)} |",
+        "| **tuning accuracy** (8.2): Cell-guided tuning vs full-space optimum | 96.2% / - | "
+        f"{mw(acc_tune)} | {mw(acc_tune_n)} |",
+        "| best Cell's estimate vs exhaustive optimum (not in the paper: quality of the "
+        f"data-only/tensor-only assembly) | - | {mw(acc_opt)} | - |",
+        "| best Cell's estimate vs the best plan of the same Cell (not in the paper) | - | "
+        f"{mw(acc_cell)} | - |",
+        "",
+        f"With the noisy estimator Crius picks another stage count (Cell) on {moved:.0%} of "
+        "the points.",
         "",
         "Plans explored (geometric mean over the points; a plan = stage count + every stage's "
         "data x tensor split):",
@@ -311,10 +377,17 @@ def main() -> None:
     ap.add_argument("--philly", action="store_true", help="also run crius-philly-1280gpu")
     ap.add_argument("--philly-policies", nargs="+", default=["crius", "fcfs"])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--estimate-noise",
+        type=float,
+        default=NOISE_SIGMA,
+        help="sigma of the estimator-noise model for the noisy columns and crius-noisy",
+    )
+    ap.add_argument("--noise-seed", type=int, default=0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    cells = cells_study()
+    cells = cells_study(args.estimate_noise, args.noise_seed)
     with (args.out / "cells.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(cells[0]))
         w.writeheader()
@@ -323,7 +396,7 @@ def main() -> None:
     runs = []
     for seed in args.seeds:
         for p in args.policies:
-            r = run("crius-testbed-64gpu", p, seed)
+            r = run("crius-testbed-64gpu", p, seed, args.estimate_noise, args.noise_seed)
             runs.append(r)
             print(f"testbed {p} seed {seed}: avg JCT {r['avg_jct_s']:.0f}s "
                   f"({r['wall_s']:.1f}s)", flush=True)  # fmt: skip
@@ -339,7 +412,15 @@ def main() -> None:
         w.writeheader()
         w.writerows(runs)
     plot(args.out, runs)
-    print(write_report(args.out, cells, runs, args.seeds))
+    command = "python experiments/reproduce_crius.py" + (" --philly" if args.philly else "")
+    if args.philly and args.philly_policies != ["crius", "fcfs"]:
+        command += " --philly-policies " + " ".join(args.philly_policies)
+    if args.estimate_noise != NOISE_SIGMA or args.noise_seed:
+        command += f" --estimate-noise {args.estimate_noise} --noise-seed {args.noise_seed}"
+    text = write_report(
+        args.out, cells, runs, args.seeds, args.estimate_noise, args.noise_seed, command
+    )
+    print(text)
 
 
 if __name__ == "__main__":

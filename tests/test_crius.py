@@ -167,6 +167,48 @@ def test_policies_are_deterministic_on_a_small_workload():
         assert a.summary["jobs_completed"] == 5
 
 
+def test_crius_estimate_noise_is_seeded_and_deterministic():
+    """Estimation error (Crius 8.2, optional): the same noise_seed gives identical Cells and
+    runs; another seed other Cells; sigma 0 is the exact estimator; the engine's true plan
+    times are untouched."""
+    from baselines.crius import estimate_noise_rng
+
+    jobs = [_job(i, m, n, 60.0 * i, 500.0, t=t) for i, (m, n, t) in enumerate(
+        [("bert-0.76b", 2, "A40"), ("moe-0.69b", 2, "A10"), ("wresnet-0.5b", 1, "A10"),
+         ("bert-1.3b", 2, "A40"), ("moe-1.3b", 4, "A40")])]  # fmt: skip
+
+    def cells_and_finish(**kw):
+        pol = make_policy("crius", **kw)
+        res = _engine(jobs, pol, round_period_s=300.0).run()
+        return pol.cells, res.jobs["finish_s"]
+
+    exact, _ = cells_and_finish()
+    c1, f1 = cells_and_finish(estimate_noise=0.2, noise_seed=7)
+    c2, f2 = cells_and_finish(estimate_noise=0.2, noise_seed=7)
+    c3, _ = cells_and_finish(estimate_noise=0.2, noise_seed=8)
+    assert c1 == c2 and np.array_equal(f1, f2)
+    assert c1 != exact and c1 != c3
+    z, _ = cells_and_finish(estimate_noise=0.0, noise_seed=7)
+    assert z == exact
+    # The generator depends only on (noise_seed, key), not on call order.
+    a = estimate_noise_rng(7, 3).standard_normal(4)
+    estimate_noise_rng(7, 1).standard_normal(10)
+    assert np.array_equal(a, estimate_noise_rng(7, 3).standard_normal(4))
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"estimate_noise": -0.1}, "estimate_noise must be a relative std between 0 and 1"),
+        ({"estimate_noise": "high"}, "estimate_noise must be a relative std"),
+        ({"noise_seed": -1}, "noise_seed must be an integer >= 0, got -1"),
+    ],
+)
+def test_crius_bad_noise_parameters(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        make_policy("crius", **kw)
+
+
 # --------------------------------------------------------------------------- workloads
 
 

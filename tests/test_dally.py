@@ -1,4 +1,4 @@
-"""Dally: Algorithm 1 decisions and timings, the auto-tuner's lists, relocation preemption."""
+"""Dally: Algorithm 1 decisions and timings, the auto-tuner's lists, preemption modes."""
 
 from __future__ import annotations
 
@@ -185,7 +185,7 @@ def test_dally_manual_timers_do_not_learn():
     policy = make_policy("dally-manual", machine_timer_s=5.0, rack_timer_s=7.0)
     run_engine(sc, fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)]), policy)
     assert policy.timers(3, now=1e6) == (5.0, 7.0)
-    assert policy.params == {"machine_timer_s": 5.0, "rack_timer_s": 7.0, "preemption": True}
+    assert policy.params == {"machine_timer_s": 5.0, "rack_timer_s": 7.0, "preemption": "requeue"}
 
 
 def test_a_job_that_can_never_be_placed_is_reported_not_retried():
@@ -195,3 +195,58 @@ def test_a_job_that_can_never_be_placed_is_reported_not_retried():
         engine, res = run_engine(sc, jobs, make_policy("dally"))
     assert res.summary["jobs_dropped"] == 1 and res.summary["jobs_completed"] == 1
     assert engine.sim_events < 10  # the run ended instead of waking up forever
+
+
+def two_victims(preemption: str) -> tuple[list[Job], object]:
+    """1 rack x 5 machines x 4 GPUs. Jobs 0 and 1 share machine 0 (job 0 ends first, job 1
+    a little later); four long 3-GPU jobs leave one free GPU on machines 1-4. Jobs 6 (ResNet18,
+    the more network-sensitive) and 7 (ResNet50) take rack placements after the 50 s machine
+    timer; job 8 arrives 10 s before job 0 ends and waits for a machine."""
+    sc = small_scenario(racks=1, machines=5, gpus=4)
+    t_free = 100 * (1 + frac(Cluster(sc.cluster), "resnet50", [0, 1]))
+    jobs = [Job(0, "resnet50", 2, 100, 1.0, 0.0), Job(1, "resnet50", 2, 120, 1.0, 0.0)]
+    jobs += [Job(i, "resnet50", 3, LONG, 1.0, 0.0) for i in range(2, 6)]
+    jobs += [Job(6, "resnet18", 2, LONG, 1.0, 1.0), Job(7, "resnet50", 2, LONG, 1.0, 1.0)]
+    jobs += [Job(8, "resnet50", 2, LONG, 1.0, t_free - 10.0)]
+    policy = make_policy(
+        "dally-manual", machine_timer_s=50.0, rack_timer_s=1000.0, preemption=preemption
+    )
+    return run_engine(sc, jobs, policy)[1], t_free
+
+
+def test_requeue_preempted_job_waits_and_is_offered_again_in_nw_sens_order():
+    res, t_free = two_victims("requeue")
+    ev = [(e["t"], e["event"], e["job"]) for e in res.events if e["event"] != "arrival"]
+    t_job1 = next(t for t, kind, j in ev if kind == "finish" and j == 1)
+    # Machine 0 frees 2 GPUs: both rack-placed jobs are preempted back to the wait queue (4.3).
+    at_free = [(kind, j) for t, kind, j in ev if t == pytest.approx(t_free)]
+    assert at_free == [("finish", 0), ("preempt", 6), ("preempt", 7), ("start", 6)]
+    st = starts(res)
+    # Job 6 (lower Nw_sens: ResNet18 suffers more on a rack) is offered first and takes it.
+    assert st[6][0] == pytest.approx(t_free) and st[6][2] == "machine"
+    # Job 7 waits in the queue (its machine timer restarted at the preemption) and gets the
+    # next machine before job 8, which has waited longer but has Nw_sens 1 (never ran).
+    assert st[7][0] == pytest.approx(t_job1) and st[7][2] == "machine"
+    assert t_job1 < t_free + 50.0
+    first8 = next(e for e in res.events if e["event"] == "start" and e["job"] == 8)
+    assert (first8["t"], first8["tier"]) == (pytest.approx(t_free - 10.0 + 50.0), "rack")
+    assert res.jobs["queue_s"][7] == pytest.approx(50.0 + (t_job1 - t_free))
+
+
+def test_relocate_variant_moves_each_suffering_job_at_once():
+    res, t_free = two_victims("relocate")
+    ev = [(e["t"], e["event"], e["job"]) for e in res.events if e["event"] != "arrival"]
+    t_job1 = next(t for t, kind, j in ev if kind == "finish" and j == 1)
+    at_free = [(kind, j) for t, kind, j in ev if t == pytest.approx(t_free)]
+    assert at_free == [("finish", 0), ("preempt", 6), ("start", 6)]  # job 7 keeps running
+    at_job1 = [(kind, j) for t, kind, j in ev if t == pytest.approx(t_job1)]
+    assert at_job1 == [("finish", 1), ("preempt", 7), ("start", 7)]
+
+
+def test_no_preemption_mode_and_bad_mode():
+    res, _ = two_victims("none")
+    assert res.jobs["preemptions"].sum() == 0
+    assert make_policy("dally", preemption=True).preemption == "requeue"
+    assert make_policy("dally", preemption=False).preemption == "none"
+    with pytest.raises(ConfigError, match="preemption must be one of requeue, relocate, none"):
+        make_policy("dally-manual", preemption="sometimes")

@@ -64,7 +64,35 @@ def test_single_job_speed_and_jct_on_cluster_a() -> None:
         jct[p] = res.summary["avg_jct_s"]
         peak[p] = res.timeseries["used_vcpus"].max()
     assert jct["fa-bf"] < jct["nearchus"] < jct["optimus"]  # Fig. 7b ordering
-    assert peak["nearchus"] > 1.2 * peak["optimus"]  # Fig. 7a: faster than Optimus
+    # Profiled over the paper's range (up to 20 nodes on cluster A, V) Optimus's model sees
+    # the whole budget and ramps to the same allocation as Nearchus (Fig. 7a's 71 % speed gap
+    # is not reproduced, see experiments/results/nearchus/report.md); profiled on the 20
+    # smallest configurations (at most 9 nodes) it stops at about half of it.
+    assert peak["optimus"] == pytest.approx(peak["nearchus"], rel=0.05)
+    small = simulate(single(), make_policy("optimus", profile="smallest"), seed=1)
+    assert peak["nearchus"] > 1.5 * small.timeseries["used_vcpus"].max()
+
+
+@pytest.mark.parametrize(
+    ("cluster", "budget", "nodes"), [("nearchus-eval-a", 100.0, 20), ("nearchus-eval-b", 300.0, 60)]
+)
+def test_optimus_profiles_20_configurations_over_the_papers_node_range(cluster, budget, nodes):
+    """Nearchus V: profiling up to 20 (cluster A) and 60 (cluster B) training nodes, 20
+    configurations."""
+    pol = make_policy("optimus")
+    simulate(single(cluster=cluster, budget=budget, epochs=1.0), pol, seed=1)
+    cfgs = pol.profiled[0]
+    assert len(set(cfgs)) == 20
+    assert max(p + w for p, w in cfgs) == nodes and min(p + w for p, w in cfgs) == 2
+    assert max(p for p, _ in cfgs) == nodes // 3
+    old = make_policy("optimus", profile="smallest")
+    simulate(single(cluster=cluster, budget=budget, epochs=1.0), old, seed=1)
+    assert max(p + w for p, w in old.profiled[0]) == 9
+
+
+def test_optimus_bad_profile_mode() -> None:
+    with pytest.raises(ConfigError, match="profile must be one of range, smallest, got 'all'"):
+        make_policy("optimus", profile="all")
 
 
 def test_deterministic() -> None:

@@ -28,6 +28,52 @@ def test_themis_auction_at_lease_expiry_preempts_the_fairest_job():
 def test_themis_rejects_bad_lease():
     with pytest.raises(ConfigError, match="lease_s must be a finite number of seconds > 0"):
         make_policy("themis", lease_s=0)
+    with pytest.raises(ConfigError, match="auction must be one of reauction, renew"):
+        make_policy("themis", auction="sometimes")
+    with pytest.raises(ConfigError, match="placement must be one of penalty, consolidated"):
+        make_policy("themis", placement="best")
+    with pytest.raises(ConfigError, match="cross_rack_slowdown must be a finite number >= 1"):
+        make_policy("themis", cross_rack_slowdown=0.5)
+
+
+def test_themis_leases_are_per_job_and_a_lone_winner_renews_without_restart():
+    """4.5.1: a lease runs lease_s from the job's start; at expiry its servers are
+    re-auctioned; the only bidder wins them back and keeps running (no preemption)."""
+    sc = small_scenario(racks=1, machines=2, gpus=4)
+    jobs = [Job(0, "resnet50", 3, 2_000, 1.0, 0.0), Job(1, "resnet50", 2, 2_000, 1.0, 100.0)]
+    policy = make_policy("themis", lease_s=600.0)
+    _, res = run_engine(sc, jobs, policy)
+    assert res.summary["preemptions"] == 0
+    assert policy.renewals >= 4  # both jobs renewed at least twice
+    # Leases are not synchronized: auctions at 600 (job 0) and 700 (job 1), 1200, 1300, ...
+    assert policy.auction_times[:4] == pytest.approx([600.0, 700.0, 1200.0, 1300.0])
+    # Themis sees racks, not machines: job 1 gets the lowest-numbered free GPUs of the rack
+    # (GPU 3 on machine 0 and GPU 4 on machine 1), not a machine of its own.
+    assert starts(res)[1][1] == [3, 4]
+    consolidated = make_policy("themis", placement="consolidated")
+    _, res_c = run_engine(sc, jobs, consolidated)
+    assert starts(res_c)[1][1] == [4, 5]
+
+
+def test_themis_reauction_moves_a_cross_rack_job_into_a_freed_rack():
+    """At lease expiry a job placed across racks (penalty 1.5) re-bids and the arbiter gives
+    it the freed rack; with auction=renew it keeps its cross-rack GPUs."""
+    sc = small_scenario(racks=2, machines=1, gpus=4)
+    jobs = [
+        Job(0, "resnet50", 3, 100, 1.0, 0.0),  # rack 0, ends before the first lease expires
+        Job(1, "resnet50", 3, 100_000, 1.0, 0.0),  # rack 1
+        Job(2, "resnet50", 2, 100_000, 1.0, 1.0),  # one free GPU per rack: across racks
+    ]
+    _, res = run_engine(sc, jobs, make_policy("themis", lease_s=600.0))
+    first2 = next(e for e in res.events if e["event"] == "start" and e["job"] == 2)
+    assert (first2["t"], first2["gpus"], first2["tier"]) == (1.0, [3, 7], "network")
+    assert res.jobs["finish_s"][0] < 600.0
+    ev = [(e["event"], e["job"]) for e in res.events if e.get("t") == pytest.approx(601.0)]
+    assert ("preempt", 2) in ev and ("start", 2) in ev
+    t, gpus, tier = starts(res)[2]
+    assert (t, gpus, tier) == (pytest.approx(601.0), [0, 1], "machine")
+    _, old = run_engine(sc, jobs, make_policy("themis", auction="renew"))
+    assert old.jobs["preemptions"][2] == 0 and starts(old)[2][2] == "network"
 
 
 class PinnedBase(BaseScheduler):

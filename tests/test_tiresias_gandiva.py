@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from conftest import frac, overhead_scenario, run_engine, small_scenario, starts
+from conftest import frac, needs_traces, overhead_scenario, run_engine, small_scenario, starts
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.errors import ConfigError
@@ -17,7 +18,7 @@ def test_tiresias_demotion_lets_a_new_job_preempt_and_progress_is_kept():
     sc = small_scenario(racks=1, machines=1, gpus=4)
     cl = Cluster(sc.cluster)
     jobs = [Job(0, "resnet50", 4, 2000, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
-    _, res = run_engine(sc, jobs, make_policy("tiresias", promote_knob=0))
+    _, res = run_engine(sc, jobs, make_policy("tiresias", promote_knob=0, thresholds="fixed"))
     it = 1 + frac(cl, "resnet50", [0, 1, 2, 3])
     t_demote = 3250.0 / 4  # job 0 crosses the first threshold (GPU-seconds) here
     trace = [(e["event"], e.get("job"), round(e["t"], 6)) for e in res.events]
@@ -34,7 +35,7 @@ def test_tiresias_demotion_lets_a_new_job_preempt_and_progress_is_kept():
 def test_tiresias_jobs_of_one_queue_do_not_preempt_each_other():
     sc = small_scenario(racks=1, machines=1, gpus=4)
     jobs = [Job(0, "resnet50", 4, 100, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
-    _, res = run_engine(sc, jobs, make_policy("tiresias"))
+    _, res = run_engine(sc, jobs, make_policy("tiresias", thresholds="fixed"))
     assert res.summary["preemptions"] == 0
     assert starts(res)[1][0] == pytest.approx(res.jobs["finish_s"][0])
 
@@ -88,13 +89,52 @@ def test_tiresias_packs_low_skew_jobs_onto_fewest_machines():
     ("kwargs", "match"),
     [
         ({"thresholds": [100.0, 50.0]}, "positive and increasing"),
-        ({"thresholds": "3250"}, "list of finite GPU-second values"),
+        ({"thresholds": "3250"}, "thresholds must be one of scaled, quantiles, fixed or a list"),
+        ({"thresholds": [1.0, "x"]}, "list of finite GPU-second values"),
+        ({"num_queues": 1}, "num_queues must be an integer >= 2, got 1"),
         ({"promote_knob": -1}, "promote_knob must be a finite number >= 0"),
     ],
 )
 def test_tiresias_bad_parameters(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         make_policy("tiresias", **kwargs)
+
+
+def test_tiresias_threshold_rules():
+    """Default "scaled": the simulator's 3250/7200 GPU-s times the workload's median ideal
+    service (GPUs x iterations x compute per iteration) over the 60-job trace's (245 GPU-s);
+    "quantiles": the i/K quantiles of that service; "fixed": the simulator's values."""
+    sc = small_scenario(racks=1, machines=2, gpus=4)
+    # Ideal service 100, 400, 900, 1600, 2500, 3600 GPU-seconds (median 1250).
+    jobs = [Job(i, "resnet50", 1, 100.0 * (i + 1) ** 2, 1.0, 0.0) for i in range(6)]
+    service = np.array([100.0 * (i + 1) ** 2 for i in range(6)])
+    policy = make_policy("tiresias")
+    run_engine(sc, jobs, policy)
+    assert policy.thresholds.tolist() == pytest.approx([3250 * 1250 / 245, 7200 * 1250 / 245])
+    policy = make_policy("tiresias", thresholds="quantiles")
+    run_engine(sc, jobs, policy)
+    assert policy.thresholds.tolist() == pytest.approx(np.quantile(service, [1 / 3, 2 / 3]))
+    policy = make_policy("tiresias", thresholds="quantiles", num_queues=4)
+    run_engine(sc, jobs, policy)
+    assert policy.thresholds.tolist() == pytest.approx(np.quantile(service, [0.25, 0.5, 0.75]))
+    policy = make_policy("tiresias", thresholds="fixed")
+    run_engine(sc, jobs, policy)
+    assert policy.thresholds.tolist() == [3250.0, 7200.0]
+    # Identical jobs: the quantiles coincide and merge into one threshold (two queues).
+    same = [Job(i, "resnet50", 2, 50, 1.0, 0.0) for i in range(4)]
+    policy = make_policy("tiresias", thresholds="quantiles")
+    run_engine(sc, same, policy)
+    assert policy.thresholds.tolist() == [100.0]
+
+
+@needs_traces
+def test_tiresias_scaled_thresholds_are_the_fixed_ones_on_the_60_job_trace():
+    from baselines.tiresias import REFERENCE_MEDIAN_GPU_S
+    from dlcluster_gym.api import prepare
+
+    _, _, jobs, _ = prepare("tiresias-60job", seed=1)
+    service = [j.num_gpus * j.iterations * j.compute_s for j in jobs]
+    assert np.median(service) == pytest.approx(REFERENCE_MEDIAN_GPU_S, rel=1e-3)
 
 
 def test_gandiva_first_fit_then_migrates_to_a_freed_machine():
