@@ -311,6 +311,10 @@ def maxmin_rates(
     cap = np.asarray(capacity, dtype=np.float64)
     w = np.ones(n_flows) if weight is None else np.asarray(weight, dtype=np.float64)
     ceil = np.full(n_flows, math.inf) if flow_cap is None else np.asarray(flow_cap, float)
+    if np.isfinite(ceil).all():  # fast path: every flow at its ceiling fits every link
+        at_ceil = np.bincount(li, weights=(w * ceil)[fi], minlength=cap.size)
+        if (at_ceil <= cap * (1.0 + 1e-12)).all():
+            return ceil.astype(np.float64, copy=True)
     rates = np.zeros(n_flows)
     active = np.ones(n_flows, dtype=bool)
     left = cap.copy()
@@ -613,27 +617,25 @@ def placement_traffic(
     if total <= 0:
         return empty
     begin = {1: times[0] / 2.0, 2: times[0] / 2.0 + times[1]}
-    cols: list[list] = [[], [], [], [], [], []]
+    cols: list[list[np.ndarray]] = [[], [], [], [], [], []]
     for k, st in ((1, rack), (2, netw)):
         if st is None or times[k] <= 0:
             continue
         byts = scale[k] * volume * st.coef * st.count  # per NIC row, all its flows
-        agg: dict[int, list[float]] = {}
-        for row, ids in enumerate(st.links):
-            for link in ids.tolist():
-                a = agg.setdefault(link, [0.0, 0.0])
-                a[0] += byts[row]
-                a[1] += st.count[row]
-        for link, (b, f) in agg.items():
-            if b <= 0:
-                continue
-            cols[0].append(link)
-            cols[1].append(begin[k] / total)
-            cols[2].append(times[k] / total)
-            cols[3].append(b / times[k])
-            cols[4].append(f)
-            cols[5].append(b)
-    arrays = [np.asarray(c, dtype=np.float64) for c in cols]
+        width = np.fromiter((x.size for x in st.links), dtype=np.int64, count=len(st.links))
+        ids = np.concatenate(st.links)
+        link, inv = np.unique(ids, return_inverse=True)
+        b = np.bincount(inv, weights=np.repeat(byts, width), minlength=link.size)
+        f = np.bincount(inv, weights=np.repeat(st.count, width), minlength=link.size)
+        keep = b > 0
+        n = int(keep.sum())
+        cols[0].append(link[keep])
+        cols[1].append(np.full(n, begin[k] / total))
+        cols[2].append(np.full(n, times[k] / total))
+        cols[3].append(b[keep] / times[k])
+        cols[4].append(f[keep])
+        cols[5].append(b[keep])
+    arrays = [np.concatenate(c) if c else np.zeros(0) for c in cols]
     arrays[0] = arrays[0].astype(np.int64)
     for a in arrays:
         a.setflags(write=False)
