@@ -212,12 +212,16 @@ def claims_before_after(single: pd.DataFrame, multi: pd.DataFrame) -> list[str]:
          lambda d: multi_gain(d[1], "B")),
     ]  # fmt: skip
     lines = [
-        "## Claims against Optimus: paper, before issue 16, now",
+        "## Claims against Optimus: paper, before issues 15-16, now",
         "",
-        "Before: Optimus profiled on the 20 smallest configurations (at most 9 nodes) and "
-        "30-epoch single jobs on both clusters (the committed `*_before_issue16.csv`). Now: "
-        "the paper's profiling range and converged single jobs on B. Ranges over the five "
-        "CNNs (single job) or seed means (multi-job).",
+        "Before: Optimus profiled on the 20 smallest configurations (at most 9 nodes), "
+        "30-epoch single jobs on both clusters, and every job with its servers' whole NICs "
+        "(the committed `*_before_issue16.csv`). Now: the paper's profiling range, converged "
+        "single jobs on B (issue 16), and PS jobs on one server sharing its NIC max-min "
+        "(issue 15, `perf.ps.share_nics`: it slows co-located Optimus and FA-BF jobs more than "
+        "Nearchus's, e.g. cluster A seed 1: Optimus 8.93 -> 9.45 h, FA-BF 7.42 -> 7.86 h, "
+        "Nearchus 5.79 -> 5.77 h). Ranges over the five CNNs (single job) or seed means "
+        "(multi-job).",
         "",
         "| claim | paper | before | now |",
         "|---|---|---|---|",
