@@ -220,7 +220,8 @@ def claims_before_after(single: pd.DataFrame, multi: pd.DataFrame) -> list[str]:
         "single jobs on B (issue 16), and PS jobs on one server sharing its NIC max-min "
         "(issue 15, `perf.ps.share_nics`: it slows co-located Optimus and FA-BF jobs more than "
         "Nearchus's, e.g. cluster A seed 1: Optimus 8.93 -> 9.45 h, FA-BF 7.42 -> 7.86 h, "
-        "Nearchus 5.79 -> 5.77 h, measured before the issue-16 profiling change). Ranges over the five CNNs (single job) or seed means "
+        "Nearchus 5.79 -> 5.77 h, measured before the issue-16 profiling change). Ranges "
+        "over the five CNNs (single job) or seed means "
         "(multi-job).",
         "",
         "| claim | paper | before | now |",
