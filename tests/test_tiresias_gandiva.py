@@ -102,7 +102,7 @@ def test_tiresias_bad_parameters(kwargs, match):
 
 def test_tiresias_threshold_rules():
     """Default "scaled": the simulator's 3250/7200 GPU-s times the workload's median ideal
-    service (GPUs x iterations x compute per iteration) over the 60-job trace's (245 GPU-s);
+    service (GPUs x iterations x compute per iteration) over the 60-job trace's (243 GPU-s);
     "quantiles": the i/K quantiles of that service; "fixed": the simulator's values."""
     sc = small_scenario(racks=1, machines=2, gpus=4)
     # Ideal service 100, 400, 900, 1600, 2500, 3600 GPU-seconds (median 1250).
@@ -110,7 +110,7 @@ def test_tiresias_threshold_rules():
     service = np.array([100.0 * (i + 1) ** 2 for i in range(6)])
     policy = make_policy("tiresias")
     run_engine(sc, jobs, policy)
-    assert policy.thresholds.tolist() == pytest.approx([3250 * 1250 / 245, 7200 * 1250 / 245])
+    assert policy.thresholds.tolist() == pytest.approx([3250 * 1250 / 243, 7200 * 1250 / 243])
     policy = make_policy("tiresias", thresholds="quantiles")
     run_engine(sc, jobs, policy)
     assert policy.thresholds.tolist() == pytest.approx(np.quantile(service, [1 / 3, 2 / 3]))
