@@ -1,8 +1,10 @@
 """Results tables: per-scenario means with 95% confidence intervals, and normalized scores.
 
 Score of an entrant on one metric = geometric mean, over the scenarios where both it and the
-reference entrant (``fcfs`` by default) ran, of (entrant's mean over seeds) / (reference's mean
-over seeds). Lower is better for every default metric (times). The overall score is the
+reference entrant (``fcfs`` by default) ran with every job finished, of (entrant's mean over
+seeds) / (reference's mean over seeds). Only entrants scored on every scenario the reference
+completed are ranked; the others are listed apart with the number of scenarios they cover.
+Lower is better for every default metric (times). The overall score is the
 geometric mean of the per-metric scores. Ratios that are not finite and positive (a reference
 mean of 0, say) are left out of the mean.
 """
@@ -73,14 +75,28 @@ def scenario_table(df: pd.DataFrame, scenario: str, entrants: list[str]) -> pd.D
     return pd.DataFrame(out)
 
 
+def _scorable(df: pd.DataFrame) -> pd.DataFrame:
+    """The cells a score may use: status ok and every job finished (the JCTs of a run that
+    left jobs unfinished cover the finished ones only, which flatters it)."""
+    ok = df[df["status"] == STATUS_OK]
+    if "jobs_unfinished" in ok:
+        ok = ok[ok["jobs_unfinished"].fillna(0).to_numpy(dtype=np.float64) == 0]
+    return ok
+
+
 def scores(
     df: pd.DataFrame, entrants: list[str], metrics: tuple[str, ...], reference: str
 ) -> pd.DataFrame:
-    """Per entrant: score per metric, overall score, scenarios scored, n/a and error counts;
-    sorted best (lowest score) first."""
-    ok = df[df["status"] == STATUS_OK]
+    """Per entrant: score per metric, overall score, scenarios scored, n/a and error counts.
+
+    ``common`` is the number of scenarios where the reference has scorable cells; an entrant
+    is ``ranked`` only when it is scored on all of them, so every rank compares the same
+    scenarios. Ranked entrants come first, best (lowest score) first, then the others.
+    """
+    ok = _scorable(df)
     means = ok.groupby(["scenario", "entrant"])[list(metrics)].mean()
     scenarios = list(dict.fromkeys(df["scenario"]))
+    common = [sc for sc in scenarios if (sc, reference) in means.index]
     rows = []
     for e in entrants:
         rec: dict[str, Any] = {"entrant": e}
@@ -88,8 +104,8 @@ def scores(
         per_metric = []
         for m in metrics:
             ratios = []
-            for sc in scenarios:
-                if (sc, e) not in means.index or (sc, reference) not in means.index:
+            for sc in common:
+                if (sc, e) not in means.index:
                     continue
                 with np.errstate(divide="ignore", invalid="ignore"):
                     r = np.float64(means.loc[(sc, e), m]) / means.loc[(sc, reference), m]
@@ -102,11 +118,21 @@ def scores(
         rec["score"] = float(stats.gmean(finite)) if finite else math.nan
         mine = df[df["entrant"] == e]
         rec["scenarios"] = len(covered)
+        rec["common"] = len(common)
+        rec["ranked"] = bool(common) and len(covered) == len(common) and math.isfinite(rec["score"])
         rec["n/a"] = int(mine[mine["status"] == "n/a"]["scenario"].nunique())
         rec["errors"] = int((mine["status"] == "error").sum())
+        unfinished = mine[(mine["status"] == STATUS_OK)]
+        rec["unfinished"] = (
+            int((unfinished["jobs_unfinished"].fillna(0) > 0).sum())
+            if "jobs_unfinished" in unfinished
+            else 0
+        )
         rows.append(rec)
     table = pd.DataFrame(rows)
-    return table.sort_values("score", na_position="last", kind="stable").reset_index(drop=True)
+    table["_order"] = ~table["ranked"]
+    table = table.sort_values(["_order", "score"], na_position="last", kind="stable")
+    return table.drop(columns="_order").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -144,13 +170,18 @@ def scenario_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def score_rows(table: pd.DataFrame, metrics: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted rows of a :func:`scores` table, with ranks."""
-    headers = ["rank", "entrant", "score", *metrics, "scenarios", "n/a", "errors"]
+def score_rows(
+    table: pd.DataFrame, metrics: tuple[str, ...], ranked: bool = True
+) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted rows of a :func:`scores` table, with ranks (``ranked``) or
+    without; ``scenarios`` reads "k of N" (scenarios scored of the N common ones)."""
+    headers = ["rank"] if ranked else []
+    headers += ["entrant", "score", *metrics, "scenarios", "n/a", "errors", "unfinished"]
     rows = []
     for i, rec in enumerate(table.to_dict("records"), 1):
         rows.append([
-            str(i), rec["entrant"], fmt(rec["score"]), *(fmt(rec[m]) for m in metrics),
-            str(rec["scenarios"]), str(rec["n/a"]), str(rec["errors"]),
+            *([str(i)] if ranked else []), rec["entrant"], fmt(rec["score"]),
+            *(fmt(rec[m]) for m in metrics), f"{rec['scenarios']} of {rec['common']}",
+            str(rec["n/a"]), str(rec["errors"]), str(rec["unfinished"]),
         ])  # fmt: skip
     return headers, rows
