@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dlcluster_gym.config import configs_dir, list_presets
+from dlcluster_gym.config import configs_dir, list_presets, safe_load, yaml_problem
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 from dlcluster_gym.scheduler import make_policy, policies
 
@@ -205,9 +205,9 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         path = _suite_path(spec)
         source = str(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = safe_load(path.read_text(encoding="utf-8-sig"))
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+            raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
         data.setdefault("name", path.stem)
