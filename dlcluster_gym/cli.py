@@ -61,21 +61,19 @@ class _Group(click.Group):
             _fail(f"{where}{exc.format_message()} (see --help)")
         except click.ClickException as exc:
             _fail(exc.format_message())
-        except click.exceptions.Abort:
-            click.echo("error: aborted", err=True)
-            sys.exit(130)
-        except DLClusterError as exc:
-            _fail(str(exc))
-        except KeyboardInterrupt as exc:
+        except (click.exceptions.Abort, KeyboardInterrupt) as exc:
             from dlcluster_gym.leaderboard.runner import Terminated
 
-            term = isinstance(exc, Terminated)
+            # click turns KeyboardInterrupt (and our SIGTERM's Terminated) into Abort
+            term = isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated)
             click.echo(
                 f"error: {'terminated by SIGTERM' if term else 'interrupted'}; finished work "
                 "is kept (a leaderboard run resumes with --resume)",
                 err=True,
             )
             sys.exit(143 if term else 130)
+        except DLClusterError as exc:
+            _fail(str(exc))
         except OSError as exc:  # a path we could not read or write
             _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
         except Exception as exc:

@@ -3,6 +3,7 @@ reports, verification, and the CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -378,6 +379,61 @@ def test_kill_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     full = lb.run_suite(lb.load_suite(suite), tmp_path / "full", workers=2, progress=False)
     assert metrics_only(read_rows(out, [r["id"] for r in full])) == metrics_only(full)
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out |= {int(x) for x in (task / "children").read_text().split()}
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
+    """SIGTERM to the driver alone (not its process group): the workers stop with it, the
+    finished cells stay, and --resume completes the run as if it had never stopped."""
+    sc = scenario_file(tmp_path, "term", num_jobs=200)
+    suite = suite_file(tmp_path, seeds=[1, 2, 3], entrants=["fcfs", "gandiva"], scenarios=[sc])
+    out = tmp_path / "termed"
+    cmd = [sys.executable, "-m", "dlcluster_gym.cli", "leaderboard", "--suite", str(suite)]
+    cmd += ["--out", str(out), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(list((out / "cells").glob("*.json"))) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = set()
+    while not workers and time.monotonic() < deadline:
+        workers = {c for c in _children(proc.pid) if _alive(c)}
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143 and "terminated by SIGTERM" in err, err
+    assert "Traceback" not in err
+    t = time.monotonic()
+    while any(_alive(w) for w in workers) and time.monotonic() - t < 10:
+        time.sleep(0.1)
+    assert workers and not any(_alive(w) for w in workers), "workers outlived the driver"
+    done = {p.stem for p in (out / "cells").glob("*.json")}
+    assert 1 <= len(done) < 6, "the run finished before it could be stopped"
+    resumed = subprocess.run([*cmd, "--resume"], cwd=REPO, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    # kept cells are reused as they are (that resuming equals an uninterrupted run is
+    # test_kill_then_resume_equals_uninterrupted)
+    rows = read_rows(out)
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
 
 
 # --------------------------------------------------------------------------- Ray
