@@ -454,3 +454,18 @@ def test_trace_with_bom_and_separate_units(tmp_path):
     tr = load_trace("generic", tmp_path / "t.csv", columns=cols, duration_unit_s=60)
     assert tr.job_ids == ("a", "b") and tr.duration_s.tolist() == [120.0, 180.0]
     assert tr.arrival_s.tolist() == [0.0, 60.0]
+
+
+def test_env_rejects_a_text_action_and_human_rendering_without_pygame():
+    import gymnasium as gym
+
+    from dlcluster_gym.errors import ConfigError, InvalidActionError
+
+    env = gym.make("DLCluster/Placement-v0")
+    env.reset(seed=1)
+    for bad in ("wait", None):
+        with pytest.raises(InvalidActionError, match=r"not an integer in 0\.\.6 \(wait"):
+            env.step(bad)
+    if importlib.util.find_spec("pygame") is None:
+        with pytest.raises(ConfigError, match="render_mode 'human' needs pygame"):
+            gym.make("DLCluster/Placement-v0", render_mode="human")
