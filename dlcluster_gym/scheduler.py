@@ -145,7 +145,7 @@ def _constructor(factory: Any) -> Any:
     return factory.__init__ if inspect.isclass(factory) else factory
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def policy_parameters(factory: Any) -> type[BaseModel] | None:
     """The declared parameters of a policy as a pydantic model, or None when it accepts any
     keyword (a user constructor with ``**kwargs``).

@@ -88,7 +88,7 @@ def test_tiresias_packs_low_skew_jobs_onto_fewest_machines():
     ("kwargs", "match"),
     [
         ({"thresholds": [100.0, 50.0]}, "positive and increasing"),
-        ({"thresholds": "3250"}, "list of finite GPU-second values"),
+        ({"thresholds": "3250"}, r"parameter .thresholds.|list of finite GPU-second values"),
         ({"promote_knob": -1}, "promote_knob must be a finite number >= 0"),
     ],
 )

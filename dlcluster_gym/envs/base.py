@@ -15,7 +15,7 @@ import numpy as np
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.envs.render import HumanWindow, render_ansi, render_rgb
+from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.actions import Start, WakeUp
 from dlcluster_gym.sim.engine import Engine
@@ -84,8 +84,10 @@ class StallGuard:
 class ClusterEnv(gym.Env):
     """Base class of the DLCluster environments (not registered itself)."""
 
+    # "human" (a pygame window) only where pygame is installed: gymnasium's contract is that
+    # every declared mode works (check_env renders each).
     metadata: ClassVar[dict[str, Any]] = {
-        "render_modes": ["ansi", "rgb_array", "human"],
+        "render_modes": ["ansi", "rgb_array", *(["human"] if HUMAN_RENDERING else [])],
         "render_fps": 4,
     }
     env_name = "DLCluster"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import numpy as np
@@ -67,13 +68,14 @@ def render_rgb(cluster: Cluster, owner: np.ndarray) -> np.ndarray:
     return img
 
 
+HUMAN_RENDERING = importlib.util.find_spec("pygame") is not None
+
+
 class HumanWindow:
-    """``render_mode="human"``: the ``rgb_array`` frame in a pygame window. pygame is checked
-    when the env is made, so a missing one is a clear error then, not at the first render."""
+    """``render_mode="human"``: the ``rgb_array`` frame in a pygame window (declared only when
+    pygame is installed; checked again here, when the env is made)."""
 
     def __init__(self, env_name: str, fps: int) -> None:
-        import importlib.util
-
         if importlib.util.find_spec("pygame") is None:
             from dlcluster_gym.errors import ConfigError
 
