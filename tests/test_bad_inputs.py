@@ -210,7 +210,7 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         "policy 'fcfs' has no parameter 'x'",
     ),
     "param-bool-maybe": (
-        [*SIM, "dally-batch-2rack", "--policy", "dally", "--policy-arg", "preemption=maybe"],
+        [*SIM, "dally-batch-2rack", "--policy", "tiresias", "--policy-arg", "preemption=maybe"],
         {},
         "'preemption': Input should be a valid boolean",
     ),

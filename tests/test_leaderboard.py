@@ -354,7 +354,7 @@ def test_entrant_parameters_are_checked_when_the_suite_loads(tmp_path):
         ({"round_s": 60}, "policy 'gavel' has no parameter 'round_s'; parameters: .none."),
         ({"preemption": "maybe"}, "parameter 'preemption': Input should be a valid boolean"),
     ):
-        policy = "gavel" if "round_s" in params else "dally"
+        policy = "gavel" if "round_s" in params else "tiresias"
         entrants = ["fcfs", {"policy": policy, "params": params}]
         with pytest.raises(ConfigError, match=msg):
             lb.load_suite(suite_file(tmp_path, entrants=entrants))

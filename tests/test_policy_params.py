@@ -28,7 +28,7 @@ def test_policies_without_parameters_reject_any(name):
 @pytest.mark.parametrize(
     ("name", "params", "message"),
     [
-        ("dally", {"preemption": "maybe"}, "'preemption': Input should be a valid boolean"),
+        ("gandiva", {"migration": "maybe"}, "'migration': Input should be a valid boolean"),
         ("tiresias", {"preemption": 1}, "'preemption': Input should be a valid boolean"),
         ("gandiva", {"migration": "no way"}, "'migration': Input should be a valid boolean"),
         ("cassini", {"max_candidates": 2.5}, "'max_candidates': Input should be a valid integer"),
