@@ -209,9 +209,10 @@ def test_leaderboard_markdown_and_html(finished_run):
     md = paths["md"].read_text()
     ranking = md.split("\n## ")[0]
     # fcfs is the reference: score exactly 1 on every metric
+    assert "**Ranking over 1 scenario(s): " in ranking
     assert "| 2 | fcfs | 1 | 1 | 1 | 1 | 1 of 1 | 0 | 0 | 0 |" in ranking
-    # entrants scored on fewer scenarios than the reference are listed apart, unranked
-    unranked = ranking.split("Not ranked")[1]
+    # entrants scored nowhere are listed apart, unranked
+    unranked = ranking.split("Not scored on any scenario")[1]
     assert "| never | - | - | - | - | 0 of 1 | 1 | 0 | 0 |" in unranked
     assert "| crash | - | - | - | - | 0 of 1 | 0 | 2 | 0 |" in unranked
     assert "| never | 2 | n/a | n/a |" in md
@@ -240,13 +241,17 @@ def test_runs_are_deterministic(finished_run, tmp_path):
     assert strip == [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in again]
 
 
-def test_existing_run_needs_resume(finished_run):
+def test_existing_run_needs_resume(finished_run, tmp_path):
     suite, out, rows, _ = finished_run
+    out = _copy_run(out, tmp_path / "copy")  # resuming reruns the failed cells: not in place
     with pytest.raises(ConfigError, match="pass --resume"):
         lb.run_suite(suite, out, progress=False)
     seen = []
-    again = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
-    assert seen == [] and again == rows
+    with pytest.warns(UserWarning, match=r"rerunning 2 cell\(s\) that failed.*it failed: "):
+        again = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
+    # ok and n/a cells are reused as they are; the failed ones run again (and fail again)
+    assert sorted(r["entrant"] for r in seen) == ["crash", "crash"]
+    assert metrics_only(again) == metrics_only(rows)
 
 
 def test_verify_reproduces_and_catches_tampering(finished_run, tmp_path):
@@ -317,7 +322,7 @@ def test_resume_reruns_cells_whose_scenario_changed(tmp_path):
     first = lb.run_suite(suite, out, workers=1, progress=False)
     assert first[0]["jobs_total"] == 24
     scenario_file(tmp_path, num_jobs=20)  # edit the scenario YAML in place
-    with pytest.warns(UserWarning, match="rerunning 1 finished cell.*scenario_hash: recorded"):
+    with pytest.warns(UserWarning, match="rerunning 1 cell.*scenario_hash: recorded"):
         again = lb.run_suite(suite, out, resume=True, workers=1, progress=False)
     assert again[0]["jobs_total"] == 20
     assert all(c.ok for c in lb.verify(out) if c.id.startswith("tiny."))
@@ -487,28 +492,36 @@ def test_scores_geometric_mean_over_scenarios():
 
 
 def test_ranking_compares_the_same_scenarios():
-    """An entrant that ran on one scenario out of three is not ranked above those that ran on
-    all of them, however good its one ratio; cells with unfinished jobs are not scored."""
+    """An entrant that ran on one scenario out of three is not ranked against those that ran on
+    all of them, however good its one ratio: each ranking compares one scenario set, with the
+    reference in each. Cells with unfinished jobs are not scored."""
     rows = []
     for sc in ("a", "b", "c"):
         rows += [{"scenario": sc, "entrant": "fcfs", "status": "ok", "m": 10.0}]
         rows += [{"scenario": sc, "entrant": "good", "status": "ok", "m": 8.0}]
         rows += [{"scenario": sc, "entrant": "lazy", "status": "ok", "m": 1.0,
                   "jobs_unfinished": 5 if sc != "a" else 0}]  # fmt: skip
-    rows += [{"scenario": "a", "entrant": "narrow", "status": "ok", "m": 1.0}]
+    rows += [{"scenario": "a", "entrant": "narrow", "status": "ok", "m": 2.0}]
     rows += [{"scenario": sc, "entrant": "narrow", "status": "n/a", "m": math.nan} for sc in "bc"]
+    rows += [{"scenario": sc, "entrant": "never", "status": "n/a", "m": math.nan} for sc in "abc"]
     for r in rows:
         r.setdefault("jobs_unfinished", 0)
-    table = tables.scores(pd.DataFrame(rows), ["fcfs", "good", "lazy", "narrow"], ("m",), "fcfs")
-    assert list(table["entrant"]) == ["good", "fcfs", "lazy", "narrow"]  # ties: suite order
-    assert list(table["ranked"]) == [True, True, False, False]
+    names = ["fcfs", "good", "lazy", "narrow", "never"]
+    table = tables.scores(pd.DataFrame(rows), names, ("m",), "fcfs")
     t = table.set_index("entrant")
     assert t.loc["narrow", "scenarios"] == 1 and t.loc["narrow", "common"] == 3
-    assert t.loc["lazy", "scenarios"] == 1 and t.loc["lazy", "unfinished"] == 2
-    headers, ranked = tables.score_rows(table[table["ranked"]], ("m",))
+    assert t.loc["lazy", "scored"] == ("a",) and t.loc["lazy", "unfinished"] == 2
+    assert list(t["ranked"]) == [t.loc[e, "scenarios"] == 3 for e in t.index]
+    groups = tables.ranking_groups(table, "fcfs")
+    assert [(key, list(g["entrant"])) for key, g in groups] == [
+        (("a", "b", "c"), ["good", "fcfs"]),
+        (("a",), ["lazy", "narrow", "fcfs"]),  # lazy's 0.1 is over scenario a only
+    ]
+    assert list(tables.unscored(table)["entrant"]) == ["never"]
+    headers, ranked = tables.score_rows(groups[0][1], ("m",))
     assert headers[0] == "rank" and ranked[0][:2] == ["1", "good"] and "3 of 3" in ranked[0]
-    _, unranked = tables.score_rows(table[~table["ranked"]], ("m",), ranked=False)
-    assert unranked[1][0] == "narrow" and "1 of 3" in unranked[1]
+    _, unranked = tables.score_rows(tables.unscored(table), ("m",), ranked=False)
+    assert unranked[0][0] == "never" and "0 of 3" in unranked[0]
 
 
 def test_ci_whiskers_never_go_below_zero_and_single_runs_have_none():

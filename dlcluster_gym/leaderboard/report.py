@@ -66,7 +66,11 @@ def _series(label: str, ok: pd.DataFrame, arrays: list[dict[str, np.ndarray]]) -
         makespan_s=tables.mean_ci(ok["makespan_s"].to_numpy(dtype=float)),
         comm_overhead=tables.mean_ci(ok["avg_comm_overhead"].to_numpy(dtype=float)),
         t_s=first.get("ts_t", np.array([])),
-        utilization=first.get("ts_busy_gpus", np.array([])) / num_gpus,
+        utilization=(
+            first.get("ts_busy_gpus", np.array([])) / num_gpus
+            if num_gpus > 0  # a CPU-only cluster (parameter-server jobs) has no GPU utilization
+            else np.full(len(first.get("ts_busy_gpus", [])), math.nan)
+        ),
         remaining=first.get("ts_remaining", np.array([])),
     )
 
@@ -144,9 +148,7 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
     metrics = tuple(suite["metrics"])
     missing = len(suite["cells"]) - len(rows)
     score = tables.scores(df, entrants, metrics, suite["reference"])
-    ranked = score[score["ranked"]]
-    unranked = score[~score["ranked"]]
-    sh, sr = tables.score_rows(ranked, metrics)
+    groups = tables.ranking_groups(score, suite["reference"])
     title = f"Leaderboard: {suite['name']}"
     version = ", ".join(sorted(set(df["version"].astype(str))))
     n_common = int(score["common"].iloc[0]) if len(score) else 0
@@ -158,12 +160,13 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         + ".",
         f"Score: geometric mean over scenarios of each metric's ratio to `{suite['reference']}` "
         f"(mean over seeds), then geometric mean over the metrics ({', '.join(metrics)}); "
-        "lower is better, the reference scores 1. Ranked: the entrants scored on every one of "
-        f"the {n_common} scenario(s) the reference completed, so that every rank compares the "
-        "same scenarios; `scenarios` says how many each score covers. A cell with unfinished "
-        "jobs is not scored (its JCTs would cover the finished jobs only). n/a: the policy does "
-        "not apply to a scenario. Per-scenario cells: mean ± 95% CI half-width (Student t) "
-        "over seeds.",
+        "lower is better, the reference scores 1. Each ranking compares entrants scored on the "
+        "same set of scenarios (of the "
+        f"{n_common} the reference completed), so no rank mixes scores over different "
+        "scenarios; `scenarios` says how many each score covers. A cell with unfinished jobs is "
+        "not scored (its JCTs would cover the finished jobs only). n/a: the policy does not "
+        "apply to a scenario. Per-scenario cells: mean ± 95% CI half-width (Student t) over "
+        "seeds.",
     ]
     ref_ok = set(
         df[(df["entrant"] == suite["reference"]) & (df["status"] == STATUS_OK)]["scenario"]
@@ -176,16 +179,18 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         )
     if suite.get("skipped"):
         intro.append("Left out (not available yet): " + "; ".join(suite["skipped"]) + ".")
-    md = [f"# {title}", "", *(line + "\n" for line in intro if line), tables.markdown(sh, sr), ""]
+    md = [f"# {title}", "", *(line + "\n" for line in intro if line)]
     body = [f"<h1>{html.escape(title)}</h1>"]
     body += [f"<p>{html.escape(line)}</p>" for line in intro if line]
-    body.append(_html_table(sh, sr))
-    if len(unranked):
-        uh, ur = tables.score_rows(unranked, metrics, ranked=False)
-        head = (
-            f"Not ranked: scored on fewer than the {n_common} common scenario(s); each score "
-            "covers only the scenarios counted, so it is not comparable with the ranking."
-        )
+    for key, group in groups:
+        head = f"Ranking over {len(key)} scenario(s): {', '.join(key)}"
+        sh, sr = tables.score_rows(group, metrics)
+        md += [f"**{head}**", "", tables.markdown(sh, sr), ""]
+        body += [f"<p><b>{html.escape(head)}</b></p>", _html_table(sh, sr)]
+    none = tables.unscored(score)
+    if len(none):
+        head = "Not scored on any scenario (n/a, failed, or jobs left unfinished everywhere)"
+        uh, ur = tables.score_rows(none, metrics, ranked=False)
         md += [f"**{head}**", "", tables.markdown(uh, ur), ""]
         body += [f"<p><b>{html.escape(head)}</b></p>", _html_table(uh, ur)]
     plots: dict[str, bytes] = {}

@@ -4,8 +4,8 @@ Workers only compute: :func:`run_cell` returns the cell's row and its plot array
 driver writes ``cells/<id>.npz`` then ``cells/<id>.json`` (each atomically; the JSON marks the
 cell finished). A run killed half way therefore loses only the cells in flight, and
 ``resume=True`` reuses a finished cell only when everything that determines it (suite,
-scenario config hash, policy, parameters, seed, package version) is unchanged; other cells
-rerun, with a warning naming them and what changed.
+scenario config hash, policy, parameters, seed, package version) is unchanged and it did not
+fail; other cells rerun, with a warning naming them and why.
 """
 
 from __future__ import annotations
@@ -335,9 +335,10 @@ def fingerprint(cell: Cell, suite: str) -> dict[str, Any]:
 
 
 def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
-    """Finished cells of ``suite`` under ``out`` whose recorded inputs differ from what the
-    suite would run now (scenario YAML edited, other parameters, another package version):
-    cell id -> which fields differ."""
+    """Finished cells of ``suite`` under ``out`` to run again: those whose recorded inputs
+    differ from what the suite would run now (scenario YAML edited, other parameters, another
+    package version) and those that failed (status error: a missing trace root, say):
+    cell id -> why."""
     stale: dict[str, str] = {}
     hashes: dict[tuple[str, int], Any] = {}
     for cell in suite.cells():
@@ -358,6 +359,8 @@ def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
             for k in FINGERPRINT_KEYS
             if row.get(k) != want[k]
         ]
+        if row.get("status") == STATUS_ERROR:  # a failure is not a result: try again
+            diffs.append("it failed: " + str(row.get("reason", "")).splitlines()[0][:80])
         if diffs:
             stale[cell.id] = "; ".join(diffs)
     return stale
@@ -426,7 +429,7 @@ def run_suite(
         shown = "; ".join(f"{i} ({why})" for i, why in list(stale.items())[:5])
         more = f"; and {len(stale) - 5} more" if len(stale) > 5 else ""
         warnings.warn(
-            f"rerunning {len(stale)} finished cell(s) whose inputs changed since they ran: "
+            f"rerunning {len(stale)} cell(s) that failed or whose inputs changed since they ran: "
             f"{shown}{more}",
             stacklevel=2,
         )

@@ -2,8 +2,9 @@
 
 Score of an entrant on one metric = geometric mean, over the scenarios where both it and the
 reference entrant (``fcfs`` by default) ran with every job finished, of (entrant's mean over
-seeds) / (reference's mean over seeds). Only entrants scored on every scenario the reference
-completed are ranked; the others are listed apart with the number of scenarios they cover.
+seeds) / (reference's mean over seeds). Each ranking compares entrants scored on one identical
+set of scenarios (a policy that applies to one scenario family is ranked in that family's
+table, next to the reference), so no rank mixes scores over different scenarios.
 Lower is better for every default metric (times). The overall score is the
 geometric mean of the per-metric scores. Ratios that are not finite and positive (a reference
 mean of 0, say) are left out of the mean.
@@ -87,11 +88,13 @@ def _scorable(df: pd.DataFrame) -> pd.DataFrame:
 def scores(
     df: pd.DataFrame, entrants: list[str], metrics: tuple[str, ...], reference: str
 ) -> pd.DataFrame:
-    """Per entrant: score per metric, overall score, scenarios scored, n/a and error counts.
+    """Per entrant: score per metric, overall score, the scenarios scored (``scored``, a tuple;
+    ``scenarios``, their number), n/a, error and unfinished counts.
 
-    ``common`` is the number of scenarios where the reference has scorable cells; an entrant
-    is ``ranked`` only when it is scored on all of them, so every rank compares the same
-    scenarios. Ranked entrants come first, best (lowest score) first, then the others.
+    ``common`` is the number of scenarios where the reference has scorable cells; ``ranked``
+    says whether the entrant is scored on all of them. Sorted by the scenario set (largest
+    first), then best (lowest) score first; :func:`ranking_groups` splits it into tables that
+    each compare one scenario set.
     """
     ok = _scorable(df)
     means = ok.groupby(["scenario", "entrant"])[list(metrics)].mean()
@@ -117,6 +120,7 @@ def scores(
         finite = [x for x in per_metric if math.isfinite(x)]
         rec["score"] = float(stats.gmean(finite)) if finite else math.nan
         mine = df[df["entrant"] == e]
+        rec["scored"] = tuple(sc for sc in common if sc in covered)
         rec["scenarios"] = len(covered)
         rec["common"] = len(common)
         rec["ranked"] = bool(common) and len(covered) == len(common) and math.isfinite(rec["score"])
@@ -130,9 +134,32 @@ def scores(
         )
         rows.append(rec)
     table = pd.DataFrame(rows)
-    table["_order"] = ~table["ranked"]
-    table = table.sort_values(["_order", "score"], na_position="last", kind="stable")
-    return table.drop(columns="_order").reset_index(drop=True)
+    table["_size"] = -table["scenarios"]
+    table["_set"] = table["scored"].map(lambda t: "\x00".join(t))
+    table = table.sort_values(["_size", "_set", "score"], na_position="last", kind="stable")
+    return table.drop(columns=["_size", "_set"]).reset_index(drop=True)
+
+
+def ranking_groups(
+    table: pd.DataFrame, reference: str
+) -> list[tuple[tuple[str, ...], pd.DataFrame]]:
+    """The :func:`scores` table as rankings that each compare entrants over one identical set
+    of scenarios (largest set first), with the reference in every one (it scores 1 on any
+    set); entrants scored nowhere are in none (see :func:`unscored`)."""
+    ref = table[table["entrant"] == reference]
+    groups = []
+    for key in dict.fromkeys(table["scored"]):
+        members = table[(table["scored"] == key) & (table["entrant"] != reference)]
+        if not key or not len(members):
+            continue
+        g = pd.concat([members, ref]).sort_values("score", na_position="last", kind="stable")
+        groups.append((key, g.reset_index(drop=True)))
+    return groups
+
+
+def unscored(table: pd.DataFrame) -> pd.DataFrame:
+    """Entrants of a :func:`scores` table scored on no scenario."""
+    return table[table["scored"].map(len) == 0].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -173,8 +200,9 @@ def scenario_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 def score_rows(
     table: pd.DataFrame, metrics: tuple[str, ...], ranked: bool = True
 ) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted rows of a :func:`scores` table, with ranks (``ranked``) or
-    without; ``scenarios`` reads "k of N" (scenarios scored of the N common ones)."""
+    """Headers and formatted rows of a :func:`scores` table (or one group of
+    :func:`ranking_groups`), with ranks (``ranked``) or without; ``scenarios`` reads "k of N"
+    (scenarios scored of the N where the reference was scored)."""
     headers = ["rank"] if ranked else []
     headers += ["entrant", "score", *metrics, "scenarios", "n/a", "errors", "unfinished"]
     rows = []
