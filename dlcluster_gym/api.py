@@ -10,7 +10,8 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.scheduler import make_policy, resolve_policy
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import check_policy_params, instantiate, make_policy, resolve_policy
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.sim.results import Results
 
@@ -48,7 +49,8 @@ def simulate(
 ) -> Results:
     """Run ``policy`` on ``scenario`` (a preset name, YAML path, mapping or config).
 
-    ``policy`` is a registered name, an import path ``pkg.module:Class``, or a policy object.
+    ``policy`` is a registered name, an import path ``pkg.module:Class``, a policy class
+    (built with ``policy_params``) or a policy object (``policy_params`` must then be empty).
     ``seed`` overrides the scenario's seed. Same inputs -> identical results (except wall_s).
     """
     t0 = time.perf_counter()
@@ -60,7 +62,22 @@ def simulate(
             res = obj.bound(cfg, cluster, jobs)
             res.summary["wall_s"] = time.perf_counter() - t0
             return res
+    elif isinstance(policy, type):
+        name = getattr(policy, "name", None) or policy.__name__
+        params = check_policy_params(name, policy_params or {}, policy)
+        obj = instantiate(policy, name, params)
     else:
+        if policy_params:
+            raise ConfigError(
+                f"policy_params {policy_params} given with a policy object "
+                f"({type(policy).__name__}), which is already built: pass the parameters to "
+                "its constructor, or pass the class or a registered name"
+            )
+        if not callable(getattr(policy, "schedule", None)):
+            raise ConfigError(
+                f"policy {policy!r} has no schedule(view) method; pass a registered name, "
+                "an import path 'package.module:Class', a policy class or a policy object"
+            )
         obj = policy
     engine = Engine(
         cfg, cluster, jobs, obj, pol_rng, record_events=record_events, progress=progress

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -19,25 +20,73 @@ from dlcluster_gym.workload.profiles import PROFILE_SOURCES
 SUMMARY_ORDER = (*SUMMARY_KEYS, "wall_s")
 
 
-def _fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
+def _one_line(msg: str) -> str:
+    """A multi-line message (a validation error listing fields) as one line."""
+    lines = [ln.strip() for ln in str(msg).splitlines() if ln.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else ""
+    return f"{lines[0]} {'; '.join(lines[1:])}"
+
+
+def _fail(msg: str) -> NoReturn:
+    click.echo(f"error: {_one_line(msg)}", err=True)
     sys.exit(2)
 
 
 def _warn_to_stderr(
     message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
 ) -> None:
-    click.echo(f"warning: {message}", err=True)
+    click.echo(f"warning: {_one_line(str(message))}", err=True)
 
 
 class _Group(click.Group):
-    """Turns the package's own errors into one clear line on stderr and exit code 2."""
+    """Every error a user can cause is one line on stderr and exit code 2, never a traceback:
+    the package's own errors, click's usage errors, and a policy's crash (named by the
+    engine). SIGTERM/Ctrl-C exit 143/130 with one line. Anything else is a bug: one line and
+    exit 3 (``DLCLUSTER_DEBUG=1`` shows the traceback)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
-            return super().invoke(ctx)
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            _fail(f"{where}{exc.format_message()} (see --help)")
+        except click.ClickException as exc:
+            _fail(exc.format_message())
+        except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+            from dlcluster_gym.leaderboard.runner import Terminated
+
+            # click turns KeyboardInterrupt (and our SIGTERM's Terminated) into Abort
+            term = isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated)
+            click.echo(
+                f"error: {'terminated by SIGTERM' if term else 'interrupted'}; finished work "
+                "is kept (a leaderboard run resumes with --resume)",
+                err=True,
+            )
+            sys.exit(143 if term else 130)
         except DLClusterError as exc:
             _fail(str(exc))
+        except OSError as exc:  # a path we could not read or write
+            _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+        except Exception as exc:
+            if os.environ.get("DLCLUSTER_DEBUG"):
+                raise
+            click.echo(
+                f"error: internal error {type(exc).__name__}: {_one_line(str(exc))} (a bug; "
+                "please report it; DLCLUSTER_DEBUG=1 shows the traceback)",
+                err=True,
+            )
+            sys.exit(3)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 @click.group(cls=_Group)
@@ -82,6 +131,43 @@ def _progress_bar(enabled: bool, total_hint: str) -> tuple[Any, Any]:
     return bar, update
 
 
+def check_writable(path: Path, option: str, *, directory: bool) -> None:
+    """Fail before a run, not after it, when ``path`` cannot be written: the nearest existing
+    ancestor must be a writable directory, and ``path`` itself not the wrong kind of thing."""
+    if directory and path.exists() and not path.is_dir():
+        _fail(f"{option} {path}: exists and is not a directory")
+    if not directory and path.is_dir():
+        _fail(f"{option} {path}: is a directory; give a file path")
+    parent = path if directory and path.exists() else path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        _fail(f"{option} {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        _fail(f"{option} {path}: not writable (no write permission in {parent})")
+
+
+BIG_RUN_JOBS = 100_000  # from here on, say up front that a run will take a while
+JOBS_PER_S = 14_000  # fcfs, philly-1024gpu (README "Speed" table); dally ~6,000, tiresias far less
+
+
+def _estimate(scenario: str, seed: int | None) -> None:
+    """A note on stderr before a big synthetic run: its size and a rough duration."""
+    from dlcluster_gym.config import load_scenario
+
+    cfg = load_scenario(scenario, seed=seed)
+    n = getattr(cfg.workload, "num_jobs", None)
+    if cfg.workload.max_jobs is not None and n is not None:
+        n = min(n, cfg.workload.max_jobs)
+    if n is not None and n >= BIG_RUN_JOBS:
+        click.echo(
+            f"note: a big run: {n:,} jobs on {cfg.cluster.num_gpus:,} GPUs; at about "
+            f"{JOBS_PER_S:,} jobs/s (fcfs; most policies are slower) it takes "
+            f"{n / JOBS_PER_S / 60:,.0f} min or more",
+            err=True,
+        )
+
+
 @main.command()
 @click.option("--scenario", required=True, help="Preset name (dlcluster list scenarios) or YAML.")
 @click.option(
@@ -97,7 +183,9 @@ def _progress_bar(enabled: bool, total_hint: str) -> tuple[Any, Any]:
     metavar="KEY=VALUE",
     help="Policy parameter (repeatable).",
 )
-@click.option("--seed", type=int, default=None, help="Overrides the scenario's seed.")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help="Overrides the scenario's seed."
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -137,6 +225,11 @@ def simulate(
     from dlcluster_gym.sim.results import _jsonable, write_events
 
     params = parse_policy_args(policy_args)
+    if out is not None:
+        check_writable(out, "--out", directory=True)
+    if events is not None:
+        check_writable(events, "--events", directory=False)
+    _estimate(scenario, seed)
     bar, update = _progress_bar(not quiet and sys.stderr.isatty(), f"{policy} on {scenario}")
     try:
         res = run(
@@ -156,6 +249,16 @@ def simulate(
     if events is not None:
         write_events(events, res.events or [])
     metrics = res.metrics()
+    unfinished = int(metrics.get("jobs_unfinished", 0) or 0)
+    if unfinished:
+        total = int(metrics.get("jobs_total", 0) or 0)
+        click.echo(
+            f"warning: {unfinished} of {total} job(s) did not finish under policy "
+            f"{res.policy!r}"
+            + (" (it never started a job)" if unfinished == total else "")
+            + "; JCT metrics cover the finished jobs only",
+            err=True,
+        )
     if fmt == "json":
         click.echo(json.dumps(_jsonable(metrics)))
         return
@@ -163,12 +266,15 @@ def simulate(
     from rich.table import Table
 
     title = f"{res.policy}{' (BOUND, not a schedule)' if res.is_bound else ''} on {res.scenario}"
+    if unfinished:
+        title += f" - {unfinished} JOB(S) UNFINISHED"
     table = Table(title=f"{title}, seed {res.seed}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k in SUMMARY_ORDER:
         if k in metrics:
-            table.add_row(k, _fmt(k, metrics[k]))
+            bad = k == "jobs_unfinished" and unfinished
+            table.add_row(k, _fmt(k, metrics[k]), style="bold red" if bad else None)
     Console().print(table)
     if out is not None:
         click.echo(f"results written to {out}")
@@ -493,6 +599,21 @@ def train(
     cfg = load_agent_config(config_file or DEFAULT_CONFIGS[agent])
     if cfg.agent != agent:
         _fail(f"config {config_file} is for the {cfg.agent} agent, not {agent}")
+    rollout = int(getattr(cfg.ppo, "n_steps", 1)) * int(n_envs or cfg.train.n_envs)
+    if timesteps is not None and timesteps % rollout:
+        _fail(
+            f"--timesteps {timesteps}: {cfg.algorithm} trains whole rollouts of n_steps "
+            f"{cfg.ppo.n_steps} x {n_envs or cfg.train.n_envs} env(s) = {rollout:,} steps, so it "
+            f"would train {-(-timesteps // rollout) * rollout:,}; give a multiple of {rollout:,}"
+            " (or change ppo.n_steps in the config, or --n-envs)"
+        )
+    if timesteps is None and cfg.train.timesteps % rollout:
+        click.echo(
+            f"note: train.timesteps {cfg.train.timesteps:,} is not a multiple of one rollout "
+            f"({rollout:,} steps): {cfg.algorithm} trains "
+            f"{-(-cfg.train.timesteps // rollout) * rollout:,} steps",
+            err=True,
+        )
     out = out or Path("runs") / "agents" / agent
     command = f"dlcluster train --agent {agent}" + "".join(
         f" --{k.replace('_', '-')} {v}"

@@ -15,11 +15,25 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dlcluster_gym.cluster.catalog import GPU_TYPES, INTERCONNECTS, Interconnect
-from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+# --------------------------------------------------------------------------- size limits
+# The largest run a config may ask for: far above every shipped scenario (the largest cluster
+# has 1,280 GPUs; the largest trace ~100k jobs) and small enough that a typo (``racks:
+# 1000000000``) is a clear error at load instead of a machine running out of memory. Building
+# a 32,000-machine cluster takes ~0.2 s; the engine's cost grows with jobs x decisions.
+MAX_MACHINES = 100_000
+MAX_GPUS = 1_000_000
+MAX_JOBS = 2_000_000  # synthetic num_jobs and max_jobs; trace loaders check the same bound
+MAX_LOAD = 10.0  # offered load (1 = every GPU busy on average); above it, queues only grow
+
+JobCount = Annotated[int, Field(gt=0, le=MAX_JOBS)]
+Load = Annotated[float, Field(gt=0, le=MAX_LOAD, allow_inf_nan=False)]
 
 
 class _Frozen(BaseModel):
@@ -207,6 +221,17 @@ class ClusterConfig(_Frozen):
             v["groups"] = [flat]
         return v
 
+    @model_validator(mode="after")
+    def _bounded(self) -> ClusterConfig:
+        if self.num_machines > MAX_MACHINES:
+            raise ValueError(
+                f"{self.num_machines:,} machines is more than the limit of {MAX_MACHINES:,} "
+                "(racks x machines_per_rack, summed over groups)"
+            )
+        if self.num_gpus > MAX_GPUS:
+            raise ValueError(f"{self.num_gpus:,} GPUs is more than the limit of {MAX_GPUS:,}")
+        return self
+
     @property
     def num_racks(self) -> int:
         return sum(g.racks for g in self.groups)
@@ -224,16 +249,16 @@ class ClusterConfig(_Frozen):
 
 
 class _WorkloadBase(_Frozen):
-    max_jobs: PositiveInt | None = None  # keep only the first N jobs (by arrival)
+    max_jobs: JobCount | None = None  # keep only the first N jobs (by arrival)
 
 
 class DallyWorkload(_WorkloadBase):
     """Synthetic jobs over the six Dally Table 1 models, fitted to public traces."""
 
     kind: Literal["dally"]
-    num_jobs: PositiveInt
+    num_jobs: JobCount
     arrival: Literal["batch", "poisson"] = "batch"
-    load: PositiveFloat | None = 0.9  # offered load for Poisson arrivals (fraction of GPUs)
+    load: Load | None = 0.9  # offered load for Poisson arrivals (fraction of GPUs)
     rate_per_hour: PositiveFloat | None = None  # explicit Poisson rate (overrides load)
 
 
@@ -241,9 +266,9 @@ class SyntheticWorkload(_WorkloadBase):
     """Generic synthetic jobs: chosen models, GPU demands and iteration counts."""
 
     kind: Literal["synthetic"]
-    num_jobs: PositiveInt
+    num_jobs: JobCount
     arrival: Literal["batch", "poisson"] = "poisson"
-    load: PositiveFloat | None = 0.9
+    load: Load | None = 0.9
     rate_per_hour: PositiveFloat | None = None
     models: tuple[str, ...] = ("resnet50",)
     gpu_demands: tuple[PositiveInt, ...] = (1, 2, 4, 8)
@@ -269,13 +294,29 @@ class TraceWorkload(_WorkloadBase):
     # Jobs wanting more GPUs than the cluster has: keep (the engine's oversize_jobs applies),
     # cap them at the cluster size, or filter them out at load.
     gpu_demand: Literal["keep", "cap", "filter"] = "keep"
-    target_load: PositiveFloat | None = None  # rescale arrivals to this offered load
+    target_load: Load | None = None  # rescale arrivals to this offered load
     # How durations become iterations: the duration is the run time at this consolidation.
     duration_tier: Literal["machine", "rack", "network"] = "machine"
     time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
     # "trace": use the trace's iteration counts when it has them; "duration": always derive
     # iterations from the duration (use it when models are reassigned, e.g. models: dally).
     iterations_from: Literal["trace", "duration"] = "trace"
+    # generic format: seconds per unit of the file's numbers; time_unit_s sets both,
+    # arrival_unit_s (arrival and end) and duration_unit_s override it per column.
+    time_unit_s: PositiveFloat | None = None
+    arrival_unit_s: PositiveFloat | None = None
+    duration_unit_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _generic_only(self) -> TraceWorkload:
+        given = [
+            k
+            for k in ("columns", "time_unit_s", "arrival_unit_s", "duration_unit_s")
+            if getattr(self, k) is not None
+        ]
+        if given and self.format != "generic":
+            raise ValueError(f"{given[0]} applies to format 'generic' only, not {self.format!r}")
+        return self
 
 
 class PSWorkload(_WorkloadBase):
@@ -283,7 +324,7 @@ class PSWorkload(_WorkloadBase):
     models x variants, each variant an (epochs, vCPU budget) pair; see ``workload.ps``."""
 
     kind: Literal["ps"]
-    num_jobs: PositiveInt
+    num_jobs: JobCount
     arrival: Literal["batch", "poisson"] = "poisson"
     rate_per_hour: PositiveFloat = 1.0
     models: tuple[str, ...] = (
@@ -310,7 +351,7 @@ class CriusWorkload(_WorkloadBase):
     # (GPU-seconds at the requested allocation / cluster GPU-seconds over the window) is
     # target_load; None keeps them.
     max_duration_s: PositiveFloat | None = None
-    target_load: PositiveFloat | None = None
+    target_load: Load | None = None
 
 
 WorkloadConfig = Annotated[
@@ -337,7 +378,7 @@ class ScenarioConfig(_Frozen):
     description: str = ""
     cluster: ClusterConfig
     workload: WorkloadConfig
-    seed: int = 1
+    seed: Annotated[int, Field(ge=0)] = 1
     round_period_s: PositiveFloat | None = None  # periodic scheduling rounds (None: events only)
     oversize_jobs: Literal["reject", "drop"] = "drop"
     overheads: Overheads = Overheads()
@@ -352,6 +393,16 @@ class ScenarioConfig(_Frozen):
     # per-tier calibration, for the Dally reproduction presets).
     profile: Literal["physics", "dally-table1"] = "physics"
     max_sim_time_s: PositiveFloat = 100 * 365 * 86400.0  # safety net against runaway policies
+
+    @model_validator(mode="after")
+    def _gpus_for_gpu_jobs(self) -> ScenarioConfig:
+        if self.workload.kind != "ps" and self.cluster.num_gpus == 0:
+            raise ValueError(
+                f"workload kind {self.workload.kind!r} runs on GPUs but cluster "
+                f"{self.cluster.name!r} has none (gpus_per_machine: 0 in every group); use a "
+                "cluster with GPUs, or a ps workload for CPU-only servers"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------- loading
@@ -381,13 +432,45 @@ def list_presets(kind: str) -> dict[str, str]:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} appears twice in one mapping (first on line "
+                    f"{seen[key].start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load(text: str) -> Any:
+    """``yaml.safe_load`` that rejects duplicated keys (used for every config file)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where a YAML error is and what it is."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"malformed YAML: {where}{problem}"
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data
@@ -410,12 +493,23 @@ def _preset_path(kind: str, name: str) -> Path:
     return path
 
 
-def _resolve_refs(data: dict[str, Any]) -> dict[str, Any]:
-    """Replace `cluster: NAME` by the preset's mapping."""
+def _resolve_refs(data: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
+    """Replace `cluster: NAME` by the preset's mapping, or `cluster: FILE.yaml` by the file's
+    (a relative path is taken relative to the scenario file's folder, else the current one)."""
     cluster = data.get("cluster")
     if isinstance(cluster, str):
         data = dict(data)
-        data["cluster"] = _read_yaml(_preset_path("clusters", cluster))
+        if cluster.endswith((".yaml", ".yml")):
+            path = Path(cluster)
+            if not path.is_absolute() and base is not None and (base / path).is_file():
+                path = base / path
+            if not path.is_file():
+                raise ConfigError(f"cluster: file {cluster!r} not found")
+            cfg = _read_yaml(path)
+            cfg.setdefault("name", path.stem)
+            data["cluster"] = cfg
+        else:
+            data["cluster"] = _read_yaml(_preset_path("clusters", cluster))
     return data
 
 
@@ -442,6 +536,7 @@ def load_scenario(
     spec: str | Path | dict[str, Any] | ScenarioConfig, **overrides: Any
 ) -> ScenarioConfig:
     """A scenario from a preset name, a YAML path, a mapping or a config, with overrides."""
+    base = None
     if isinstance(spec, ScenarioConfig):
         data, source = spec.model_dump(), f"scenario {spec.name}"
     elif isinstance(spec, dict):
@@ -449,11 +544,11 @@ def load_scenario(
     else:
         is_file = str(spec).endswith((".yaml", ".yml"))
         path = Path(spec) if is_file else _preset_path("scenarios", str(spec))
-        data, source = _read_yaml(path), str(path)
+        data, source, base = _read_yaml(path), str(path), path.parent
         data.setdefault("name", path.stem)
     try:
-        data = _resolve_refs(data)
-    except ConfigError as exc:
+        data = _resolve_refs(data, base)
+    except DLClusterError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     data.update({k: v for k, v in overrides.items() if v is not None})
     return _validate(ScenarioConfig, data, source)

@@ -38,3 +38,8 @@ class InvalidActionError(DLClusterError, ValueError):
 class NotApplicableError(DLClusterError, ValueError):
     """A policy does not apply to a scenario (e.g. a parameter-server scheduler on a GPU-only
     trace). Raised by a policy's ``reset``; leaderboards show such cells as n/a."""
+
+
+class PolicyError(DLClusterError, RuntimeError):
+    """A policy's ``schedule`` raised or returned something that is not a list of actions
+    (names the policy, the simulated time and what triggered the decision)."""

@@ -10,15 +10,18 @@ A policy is any object with ``schedule(view) -> list[Action]`` (and optionally
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import os
 import sys
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, ValidationError, create_model
 
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 from dlcluster_gym.sim.actions import Action
@@ -124,30 +127,118 @@ def resolve_policy(name: str) -> tuple[Any, PolicySpec]:
     return _import(spec.target), spec
 
 
-def make_policy(name: str, **params: Any) -> Any:
-    """Instantiate a policy by name or import path, with keyword parameters."""
-    factory, spec = resolve_policy(name)
+def _strict(annotation: Any) -> Any:
+    """``bool`` and ``int`` as their strict pydantic types (also inside ``X | None``): a
+    parameter declared ``bool`` takes true/false only, one declared ``int`` no floats or
+    booleans. Other types validate as pydantic's lax mode does (an int for a float)."""
+    strict = {bool: StrictBool, int: StrictInt}
+    if annotation in strict:
+        return strict[annotation]
+    args = typing.get_args(annotation)
+    if args and type(None) in args and all(a in strict or a is type(None) for a in args):
+        inner = next(strict.get(a, a) for a in args if a is not type(None))
+        return inner | None
+    return annotation
+
+
+def _constructor(factory: Any) -> Any:
+    return factory.__init__ if inspect.isclass(factory) else factory
+
+
+@functools.lru_cache(maxsize=256)
+def policy_parameters(factory: Any) -> type[BaseModel] | None:
+    """The declared parameters of a policy as a pydantic model, or None when it accepts any
+    keyword (a user constructor with ``**kwargs``).
+
+    One mechanism for every policy: the declaration is the constructor's keyword parameters
+    with their type hints and defaults, so adding a parameter is one line in ``__init__``.
+    :class:`BaseScheduler`'s own ``**params`` declares nothing: a subclass without an
+    ``__init__`` takes no parameters.
+    """
+    init = _constructor(factory)
+    if init is BaseScheduler.__init__:
+        return create_model(f"{getattr(factory, '__name__', 'policy')}Params", __config__=_CFG)
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):
-        sig = None
-    if sig is not None and params:
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-        allowed = [p for p in sig.parameters if p not in ("self", "args", "kwargs")]
-        unknown = [k for k in params if k not in sig.parameters]
-        if unknown and not accepts_any:
-            raise ConfigError(
-                f"policy {name!r} has no parameter {unknown[0]!r}; parameters: "
-                f"{', '.join(allowed) or '(none)'}"
-            )
+        return None
+    try:
+        hints = typing.get_type_hints(init)
+    except Exception:  # unresolvable annotations: validate presence only
+        hints = {}
+    fields: dict[str, Any] = {}
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) or p.name == "self":
+            continue
+        default = ... if p.default is p.empty else p.default
+        fields[p.name] = (_strict(hints.get(p.name, Any)), default)
+    return create_model(
+        f"{getattr(factory, '__name__', 'policy')}Params", __config__=_CFG, **fields
+    )
+
+
+_CFG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
+
+
+def _describe(model: type[BaseModel]) -> str:
+    parts = []
+    for name, f in model.model_fields.items():
+        ann = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
+        ann = {"StrictBool": "bool", "StrictInt": "int"}.get(ann, ann)
+        parts.append(
+            f"{name} ({ann}" + ("" if f.is_required() else f", default {f.default!r}") + ")"
+        )
+    return ", ".join(parts) or "(none)"
+
+
+def check_policy_params(name: str, params: dict[str, Any], factory: Any = None) -> dict[str, Any]:
+    """``params`` validated against the policy's declaration (see :func:`policy_parameters`);
+    an unknown or ill-typed parameter is a :class:`ConfigError` listing the valid ones."""
+    if factory is None:
+        factory, _ = resolve_policy(name)
+    model = policy_parameters(factory)
+    if model is None:
+        return dict(params)
+    unknown = [k for k in params if k not in model.model_fields]
+    if unknown:
+        raise ConfigError(
+            f"policy {name!r} has no parameter {unknown[0]!r}; parameters: {_describe(model)}"
+        )
+    try:
+        valid = model.model_validate(params)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(x) for x in err["loc"])
+        got = params.get(str(err["loc"][0]), "(missing)") if err["loc"] else params
+        raise ConfigError(
+            f"policy {name!r}: parameter {key!r}: {err['msg']} (got {got!r}); parameters: "
+            f"{_describe(model)}"
+        ) from None
+    return {k: getattr(valid, k) for k in params}
+
+
+def make_policy(name: str, **params: Any) -> Any:
+    """Instantiate a policy by name or import path, with keyword parameters validated against
+    its declaration (:func:`check_policy_params`)."""
+    factory, spec = resolve_policy(name)
+    params = check_policy_params(name, params, factory)
+    return instantiate(factory, name, params, bound=spec.bound, target=spec.target)
+
+
+def instantiate(
+    factory: Any, name: str, params: dict[str, Any], *, bound: bool = False, target: str = ""
+) -> Any:
+    """Call ``factory(**params)`` (already validated); errors name the policy."""
     try:
         policy = factory(**params)
     except DLClusterError:
         raise  # already a clear message (e.g. a missing agent checkpoint)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"policy {name!r}: bad parameters {params}: {exc}") from None
-    if not hasattr(policy, "schedule") and not spec.bound:
-        raise ConfigError(f"policy {name!r} ({spec.target}) has no schedule(view) method")
+    if not hasattr(policy, "schedule") and not bound:
+        raise ConfigError(f"policy {name!r} ({target or name}) has no schedule(view) method")
     if not getattr(policy, "name", None) or policy.name == "base":
         with contextlib.suppress(AttributeError):
             policy.name = name

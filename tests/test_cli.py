@@ -173,3 +173,34 @@ def test_parquet_round_trip(tmp_path: Path):
     table = pq.read_table(path)
     assert table.num_rows == 500
     assert table.column("jct_s").to_pylist() == pytest.approx(res.jobs["jct_s"].tolist())
+
+
+def test_a_policy_that_never_schedules_warns(tmp_path: Path, monkeypatch):
+    (tmp_path / "idle_policy.py").write_text(
+        "from dlcluster_gym import BaseScheduler\n"
+        "class Idle(BaseScheduler):\n    def schedule(self, view):\n        return []\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    r = run(
+        "simulate", "--scenario", "dally-batch-2rack", "--policy", "idle_policy:Idle", "--quiet"
+    )
+    assert r.exit_code == 0
+    assert r.stderr.startswith("warning: 500 of 500 job(s) did not finish under policy")
+    assert "(it never started a job)" in r.stderr
+    assert "500 JOB(S) UNFINISHED" in r.stdout
+
+
+def test_scenario_with_a_cluster_file_and_a_big_run_estimate(tmp_path: Path, capsys):
+    from dlcluster_gym.cli import _estimate
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.yaml").write_text(
+        "racks: 1\nmachines_per_rack: 2\ngpus_per_machine: 4\n"
+    )
+    s = tmp_path / "sub" / "s.yaml"
+    s.write_text("cluster: c.yaml\nworkload: {kind: synthetic, num_jobs: 4}\n")
+    d = sim_json("--scenario", str(s))
+    assert d["jobs_total"] == 4
+    s.write_text("cluster: c.yaml\nworkload: {kind: synthetic, num_jobs: 1400000}\n")
+    _estimate(str(s), None)
+    assert "note: a big run: 1,400,000 jobs on 8 GPUs" in capsys.readouterr().err

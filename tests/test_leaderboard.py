@@ -3,6 +3,7 @@ reports, verification, and the CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -208,9 +209,12 @@ def test_leaderboard_markdown_and_html(finished_run):
     md = paths["md"].read_text()
     ranking = md.split("\n## ")[0]
     # fcfs is the reference: score exactly 1 on every metric
-    assert "| fcfs | 1 | 1 | 1 | 1 | 1 | 0 | 0 |" in ranking
-    assert "| never | - | - | - | - | 0 | 1 | 0 |" in ranking
-    assert "| crash | - | - | - | - | 0 | 0 | 2 |" in ranking
+    assert "**Ranking over 1 scenario(s): " in ranking
+    assert "| 2 | fcfs | 1 | 1 | 1 | 1 | 1 of 1 | 0 | 0 | 0 |" in ranking
+    # entrants scored nowhere are listed apart, unranked
+    unranked = ranking.split("Not scored on any scenario")[1]
+    assert "| never | - | - | - | - | 0 of 1 | 1 | 0 | 0 |" in unranked
+    assert "| crash | - | - | - | - | 0 of 1 | 0 | 2 | 0 |" in unranked
     assert "| never | 2 | n/a | n/a |" in md
     assert "## Failed cells" in md and "tiny.crash.s1" in md
     html = paths["html"].read_text()
@@ -237,19 +241,24 @@ def test_runs_are_deterministic(finished_run, tmp_path):
     assert strip == [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in again]
 
 
-def test_existing_run_needs_resume(finished_run):
+def test_existing_run_needs_resume(finished_run, tmp_path):
     suite, out, rows, _ = finished_run
+    out = _copy_run(out, tmp_path / "copy")  # resuming reruns the failed cells: not in place
     with pytest.raises(ConfigError, match="pass --resume"):
         lb.run_suite(suite, out, progress=False)
     seen = []
-    again = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
-    assert seen == [] and again == rows
+    with pytest.warns(UserWarning, match=r"rerunning 2 cell\(s\) that failed.*it failed: "):
+        again = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
+    # ok and n/a cells are reused as they are; the failed ones run again (and fail again)
+    assert sorted(r["entrant"] for r in seen) == ["crash", "crash"]
+    assert metrics_only(again) == metrics_only(rows)
 
 
 def test_verify_reproduces_and_catches_tampering(finished_run, tmp_path):
     _, out, _, _ = finished_run
     checks = lb.verify(out)
-    assert len(checks) == 6 and all(c.ok for c in checks)  # 4 ok rows + 2 n/a rows
+    # 4 ok rows + 2 n/a rows + results.csv, leaderboard.md, results.parquet
+    assert len(checks) == 9 and all(c.ok for c in checks)
     # tamper with one row in a copy of the run
     copy = tmp_path / "copy"
     (copy / "cells").mkdir(parents=True)
@@ -263,6 +272,97 @@ def test_verify_reproduces_and_catches_tampering(finished_run, tmp_path):
     assert "DIFF tiny.dally.s2" in result.output and "avg_jct_s: recorded" in result.output
     result = CliRunner().invoke(main, ["leaderboard", "--verify", str(copy), "--row", "nope"])
     assert result.exit_code == 2 and "unknown row 'nope'" in result.output
+
+
+def _copy_run(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_verify_checks_the_published_files(finished_run, tmp_path):
+    _, out, _, _ = finished_run
+    copy = _copy_run(out, tmp_path / "copy")
+    csv = (copy / "results.csv").read_text().splitlines()
+    # change one published number: the cells (and their replays) are untouched
+    head, line = csv[0].split(","), csv[1].split(",")
+    col = head.index("avg_jct_s")
+    line[col] = str(float(line[col]) * 0.5)
+    (copy / "results.csv").write_text("\n".join([csv[0], ",".join(line), *csv[2:]]) + "\n")
+    md = (copy / "leaderboard.md").read_text()
+    (copy / "leaderboard.md").write_text(md.replace("| 2 | fcfs |", "| 1 | fcfs |", 1))
+    (copy / "results.parquet").unlink()
+    checks = {c.id: c for c in lb.verify(copy)}
+    assert not checks["results.csv"].ok and "line 2" in checks["results.csv"].differences[0]
+    assert not checks["leaderboard.md"].ok
+    assert (
+        not checks["results.parquet"].ok and "missing" in checks["results.parquet"].differences[0]
+    )
+    assert all(c.ok for i, c in checks.items() if i.startswith("tiny."))
+    r = CliRunner().invoke(main, ["leaderboard", "--verify", str(copy)])
+    assert r.exit_code == 1 and "DIFF results.csv" in r.output
+
+
+def test_verify_catches_an_edited_parquet(finished_run, tmp_path):
+    _, out, _, _ = finished_run
+    copy = _copy_run(out, tmp_path / "copy")
+    df = pd.read_parquet(copy / "results.parquet")
+    df.loc[0, "avg_jct_s"] = 1.0
+    df.to_parquet(copy / "results.parquet", index=False)
+    checks = {c.id: c for c in lb.verify(copy)}
+    assert (
+        not checks["results.parquet"].ok and "avg_jct_s" in checks["results.parquet"].differences[0]
+    )
+
+
+def test_resume_reruns_cells_whose_scenario_changed(tmp_path):
+    suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs"]))
+    out = tmp_path / "run"
+    first = lb.run_suite(suite, out, workers=1, progress=False)
+    assert first[0]["jobs_total"] == 24
+    scenario_file(tmp_path, num_jobs=20)  # edit the scenario YAML in place
+    with pytest.warns(UserWarning, match="rerunning 1 cell.*scenario_hash: recorded"):
+        again = lb.run_suite(suite, out, resume=True, workers=1, progress=False)
+    assert again[0]["jobs_total"] == 20
+    assert all(c.ok for c in lb.verify(out) if c.id.startswith("tiny."))
+
+
+def test_resume_reruns_cells_of_another_version_or_params(tmp_path):
+    suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs", "dally"]))
+    out = tmp_path / "run"
+    lb.run_suite(suite, out, workers=1, progress=False)
+    path = out / "cells" / "tiny.fcfs.s1.json"
+    row = json.loads(path.read_text())
+    row["version"], row["avg_jct_s"] = "0.0.1", -1.0
+    path.write_text(json.dumps(row))
+    seen = []
+    with pytest.warns(UserWarning, match="tiny.fcfs.s1 .version: recorded '0.0.1'"):
+        rows = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
+    assert [r["id"] for r in seen] == ["tiny.fcfs.s1"] and rows[0]["avg_jct_s"] > 0
+
+
+def test_a_run_directory_belongs_to_one_suite(tmp_path):
+    out = tmp_path / "run"
+    lb.run_suite(lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs"])), out,
+                 workers=1, progress=False)  # fmt: skip
+    other = lb.load_suite(suite_file(tmp_path, name="other", seeds=[1], entrants=["fcfs"]))
+    with pytest.raises(ConfigError, match="holds a run of suite 't', not 'other'"):
+        lb.run_suite(other, out, resume=True, progress=False)
+    (out / "suite.json").unlink()  # cells alone still tell
+    with pytest.raises(ConfigError, match=r"cell\(s\) of another suite"):
+        lb.run_suite(other, out, resume=True, progress=False)
+
+
+def test_entrant_parameters_are_checked_when_the_suite_loads(tmp_path):
+    for params, msg in (
+        ({"round_s": 60}, "policy 'gavel' has no parameter 'round_s'; parameters: .none."),
+        ({"preemption": "maybe"}, "parameter 'preemption': Input should be a valid boolean"),
+    ):
+        policy = "gavel" if "round_s" in params else "tiresias"
+        entrants = ["fcfs", {"policy": policy, "params": params}]
+        with pytest.raises(ConfigError, match=msg):
+            lb.load_suite(suite_file(tmp_path, entrants=entrants))
 
 
 def test_kill_then_resume_equals_uninterrupted(tmp_path):
@@ -284,6 +384,61 @@ def test_kill_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     full = lb.run_suite(lb.load_suite(suite), tmp_path / "full", workers=2, progress=False)
     assert metrics_only(read_rows(out, [r["id"] for r in full])) == metrics_only(full)
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out |= {int(x) for x in (task / "children").read_text().split()}
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
+    """SIGTERM to the driver alone (not its process group): the workers stop with it, the
+    finished cells stay, and --resume completes the run as if it had never stopped."""
+    sc = scenario_file(tmp_path, "term", num_jobs=200)
+    suite = suite_file(tmp_path, seeds=[1, 2, 3], entrants=["fcfs", "gandiva"], scenarios=[sc])
+    out = tmp_path / "termed"
+    cmd = [sys.executable, "-m", "dlcluster_gym.cli", "leaderboard", "--suite", str(suite)]
+    cmd += ["--out", str(out), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(list((out / "cells").glob("*.json"))) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = set()
+    while not workers and time.monotonic() < deadline:
+        workers = {c for c in _children(proc.pid) if _alive(c)}
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143 and "terminated by SIGTERM" in err, err
+    assert "Traceback" not in err
+    t = time.monotonic()
+    while any(_alive(w) for w in workers) and time.monotonic() - t < 10:
+        time.sleep(0.1)
+    assert workers and not any(_alive(w) for w in workers), "workers outlived the driver"
+    done = {p.stem for p in (out / "cells").glob("*.json")}
+    assert 1 <= len(done) < 6, "the run finished before it could be stopped"
+    resumed = subprocess.run([*cmd, "--resume"], cwd=REPO, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    # kept cells are reused as they are (that resuming equals an uninterrupted run is
+    # test_kill_then_resume_equals_uninterrupted)
+    rows = read_rows(out)
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
 
 
 # --------------------------------------------------------------------------- Ray
@@ -334,6 +489,47 @@ def test_scores_geometric_mean_over_scenarios():
     x = table.set_index("entrant").loc["x"]
     # ratios 2 and 0.5 (scenario c has a zero reference and is left out): gmean 1
     assert x["m"] == pytest.approx(1.0) and x["scenarios"] == 2 and x["n/a"] == 1
+
+
+def test_ranking_compares_the_same_scenarios():
+    """An entrant that ran on one scenario out of three is not ranked against those that ran on
+    all of them, however good its one ratio: each ranking compares one scenario set, with the
+    reference in each. Cells with unfinished jobs are not scored."""
+    rows = []
+    for sc in ("a", "b", "c"):
+        rows += [{"scenario": sc, "entrant": "fcfs", "status": "ok", "m": 10.0}]
+        rows += [{"scenario": sc, "entrant": "good", "status": "ok", "m": 8.0}]
+        rows += [{"scenario": sc, "entrant": "lazy", "status": "ok", "m": 1.0,
+                  "jobs_unfinished": 5 if sc != "a" else 0}]  # fmt: skip
+    rows += [{"scenario": "a", "entrant": "narrow", "status": "ok", "m": 2.0}]
+    rows += [{"scenario": sc, "entrant": "narrow", "status": "n/a", "m": math.nan} for sc in "bc"]
+    rows += [{"scenario": sc, "entrant": "never", "status": "n/a", "m": math.nan} for sc in "abc"]
+    for r in rows:
+        r.setdefault("jobs_unfinished", 0)
+    names = ["fcfs", "good", "lazy", "narrow", "never"]
+    table = tables.scores(pd.DataFrame(rows), names, ("m",), "fcfs")
+    t = table.set_index("entrant")
+    assert t.loc["narrow", "scenarios"] == 1 and t.loc["narrow", "common"] == 3
+    assert t.loc["lazy", "scored"] == ("a",) and t.loc["lazy", "unfinished"] == 2
+    assert list(t["ranked"]) == [t.loc[e, "scenarios"] == 3 for e in t.index]
+    groups = tables.ranking_groups(table, "fcfs")
+    assert [(key, list(g["entrant"])) for key, g in groups] == [
+        (("a", "b", "c"), ["good", "fcfs"]),
+        (("a",), ["lazy", "narrow", "fcfs"]),  # lazy's 0.1 is over scenario a only
+    ]
+    assert list(tables.unscored(table)["entrant"]) == ["never"]
+    headers, ranked = tables.score_rows(groups[0][1], ("m",))
+    assert headers[0] == "rank" and ranked[0][:2] == ["1", "good"] and "3 of 3" in ranked[0]
+    _, unranked = tables.score_rows(tables.unscored(table), ("m",), ranked=False)
+    assert unranked[0][0] == "never" and "0 of 3" in unranked[0]
+
+
+def test_ci_whiskers_never_go_below_zero_and_single_runs_have_none():
+    from dlcluster_gym.leaderboard.plots import ci_whiskers
+
+    w = ci_whiskers([(1.0, 3.0), (10.0, 2.0), (5.0, math.nan)])
+    assert w.tolist() == [[1.0, 2.0, 0.0], [3.0, 2.0, 0.0]]  # mean - lower >= 0 everywhere
+    assert ci_whiskers([(1.0, math.nan), (2.0, math.nan)]) is None
 
 
 # --------------------------------------------------------------------------- CLI

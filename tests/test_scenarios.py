@@ -17,6 +17,11 @@ EXPECTED = {
 }  # fmt: skip
 
 
+def reads_a_trace(s) -> bool:
+    """Trace workloads and those drawing arrivals from a trace (Crius's ``path``)."""
+    return isinstance(s.workload, TraceWorkload) or getattr(s.workload, "path", None) is not None
+
+
 def test_expected_presets_exist():
     assert set(SCENARIOS) >= EXPECTED
 
@@ -29,8 +34,10 @@ def test_preset_loads_and_builds(name):
     assert s.contention  # link sharing is on in every preset (issue 15)
     # Dally Table 1's calibration belongs to the Dally reproduction presets only
     assert s.profile == ("dally-table1" if name.startswith("dally-") else "physics")
-    if isinstance(s.workload, TraceWorkload) and not traces_available():
-        pytest.skip("../shared/traces not found; set DLCLUSTER_TRACES")
+    if reads_a_trace(s) and not traces_available():
+        pytest.skip(
+            f"{name} reads a trace and ../shared/traces was not found; set DLCLUSTER_TRACES"
+        )
     cluster = Cluster(s.cluster)
     jobs = build_workload(s, cluster, np.random.default_rng(s.seed))
     assert jobs and [j.job_id for j in jobs] == list(range(len(jobs)))

@@ -15,7 +15,7 @@ import numpy as np
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.envs.render import render_ansi, render_rgb
+from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.actions import Start, WakeUp
 from dlcluster_gym.sim.engine import Engine
@@ -84,7 +84,12 @@ class StallGuard:
 class ClusterEnv(gym.Env):
     """Base class of the DLCluster environments (not registered itself)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    # "human" (a pygame window) only where pygame is installed: gymnasium's contract is that
+    # every declared mode works (check_env renders each).
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi", "rgb_array", *(["human"] if HUMAN_RENDERING else [])],
+        "render_fps": 4,
+    }
     env_name = "DLCluster"
 
     def __init__(
@@ -123,6 +128,11 @@ class ClusterEnv(gym.Env):
                 f"{self.metadata['render_modes']}"
             )
         self.render_mode = render_mode
+        self._human = (
+            HumanWindow(self.env_name, self.metadata["render_fps"])
+            if render_mode == "human"
+            else None
+        )
         self.traces_dir = traces_dir
         self._init_kwargs: dict[str, Any] = {
             "scenario": scenario,
@@ -258,7 +268,15 @@ class ClusterEnv(gym.Env):
         if self.render_mode == "ansi":
             now = self.engine.now if self.engine is not None else 0.0
             return render_ansi(self.cluster, owner, now)
+        if self._human is not None:
+            self._human.show(render_rgb(self.cluster, owner))
+            return None
         return render_rgb(self.cluster, owner)
+
+    def close(self) -> None:
+        if getattr(self, "_human", None) is not None:
+            self._human.close()
+        super().close()
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:

@@ -373,6 +373,11 @@ class PlacementEnv(ClusterEnv):
                 f"{self.env_name}: expected one action in 0..{NUM_ACTIONS - 1}, got {action!r}"
             )
         v = arr.reshape(()).item()
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise InvalidActionError(
+                f"{self.env_name}: action {v!r} is not an integer in 0..{NUM_ACTIONS - 1}"
+                f" ({', '.join(ACTION_NAMES)})"
+            )
         if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
             raise InvalidActionError(
                 f"{self.env_name}: action {v!r} is not an integer in 0..{NUM_ACTIONS - 1}"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from typing import Any
+
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
@@ -63,3 +66,44 @@ def render_rgb(cluster: Cluster, owner: np.ndarray) -> np.ndarray:
                 x = x0 + k * CELL
                 img[y : y + CELL - 1, x : x + CELL - 1] = colours[g]
     return img
+
+
+HUMAN_RENDERING = importlib.util.find_spec("pygame") is not None
+
+
+class HumanWindow:
+    """``render_mode="human"``: the ``rgb_array`` frame in a pygame window (declared only when
+    pygame is installed; checked again here, when the env is made)."""
+
+    def __init__(self, env_name: str, fps: int) -> None:
+        if importlib.util.find_spec("pygame") is None:
+            from dlcluster_gym.errors import ConfigError
+
+            raise ConfigError(
+                f"{env_name}: render_mode 'human' needs pygame (pip install pygame); "
+                "'ansi' and 'rgb_array' work without it"
+            )
+        self.fps = fps
+        self.window: Any = None
+        self.clock: Any = None
+
+    def show(self, frame: np.ndarray) -> None:
+        import pygame
+
+        if self.window is None:
+            pygame.init()
+            pygame.display.init()
+            self.window = pygame.display.set_mode((frame.shape[1], frame.shape[0]))
+            self.clock = pygame.time.Clock()
+        surface = pygame.surfarray.make_surface(np.ascontiguousarray(frame.swapaxes(0, 1)))
+        self.window.blit(surface, (0, 0))
+        pygame.event.pump()
+        pygame.display.flip()
+        self.clock.tick(self.fps)
+
+    def close(self) -> None:
+        if self.window is not None:
+            import pygame
+
+            pygame.display.quit()
+            self.window = None

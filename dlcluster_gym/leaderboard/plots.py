@@ -28,14 +28,28 @@ class Series:
     remaining: np.ndarray
 
 
-def _bars(ax: Any, series: list[Series], attr: str, scale: float, ylabel: str, colors: Any) -> None:
+def ci_whiskers(vals: list[tuple[float, float]], scale: float = 1.0) -> np.ndarray | None:
+    """(2, n) lower/upper whisker lengths for bars of (mean, 95% CI half-width) pairs, or None
+    when no pair has a CI (a single seed or a single run: no whiskers at all). The lower
+    whisker stops at zero: every metric is non-negative, so the interval is
+    [max(0, mean - half), mean + half], asymmetric where it would cross zero."""
+    if not any(math.isfinite(v[1]) for v in vals):
+        return None
+    means = np.array([v[0] * scale if math.isfinite(v[0]) else 0.0 for v in vals])
+    half = np.array([v[1] * scale if math.isfinite(v[1]) else 0.0 for v in vals])
+    return np.vstack([np.minimum(half, np.maximum(means, 0.0)), half])
+
+
+def _bars(
+    ax: Any, series: list[Series], attr: str, scale: float, ylabel: str, colors: Any, what: str
+) -> None:
     vals = [getattr(s, attr) for s in series]
-    means = [v[0] * scale for v in vals]
-    errs = [v[1] * scale if math.isfinite(v[1]) else 0.0 for v in vals]
+    yerr = ci_whiskers(vals, scale)
     x = np.arange(len(series))
-    ax.bar(x, means, yerr=errs, color=colors, capsize=3)
+    ax.bar(x, [v[0] * scale for v in vals], yerr=yerr, color=colors, capsize=3)
     ax.set_xticks(x, [s.label for s in series], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel(ylabel)
+    ax.set_title(what if yerr is None else f"{what} (mean, 95% CI cut at 0)")
 
 
 def scenario_figure(title: str, series: list[Series]) -> bytes:
@@ -59,10 +73,8 @@ def scenario_figure(title: str, series: list[Series]) -> bytes:
     ax.set_ylabel("fraction of jobs")
     ax.set_title("JCT CDF (all seeds)")
     ax.legend(fontsize=6)
-    _bars(axes[0, 1], series, "avg_jct_s", 1 / 3600, "avg JCT (h)", colors)
-    axes[0, 1].set_title("average JCT (mean, 95% CI)")
-    _bars(axes[0, 2], series, "makespan_s", 1 / 3600, "makespan (h)", colors)
-    axes[0, 2].set_title("makespan (mean, 95% CI)")
+    _bars(axes[0, 1], series, "avg_jct_s", 1 / 3600, "avg JCT (h)", colors, "average JCT")
+    _bars(axes[0, 2], series, "makespan_s", 1 / 3600, "makespan (h)", colors, "makespan")
     for ax, attr, label in (
         (axes[1, 0], "utilization", "GPU utilization"),
         (axes[1, 1], "remaining", "jobs remaining"),
@@ -73,8 +85,10 @@ def scenario_figure(title: str, series: list[Series]) -> bytes:
         ax.set_xlabel("time (h)")
         ax.set_ylabel(label)
         ax.set_title(f"{label} over time (first seed)")
-    _bars(axes[1, 2], series, "comm_overhead", 1.0, "exposed comm / compute", colors)
-    axes[1, 2].set_title("communication overhead (mean, 95% CI)")
+    _bars(
+        axes[1, 2], series, "comm_overhead", 1.0, "exposed comm / compute", colors,
+        "communication overhead",
+    )  # fmt: skip
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)

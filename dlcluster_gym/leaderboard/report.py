@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 import math
 import os
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +23,28 @@ import pandas as pd
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.leaderboard import tables
 from dlcluster_gym.leaderboard.plots import Series, scenario_figure
-from dlcluster_gym.leaderboard.runner import STATUS_OK, read_arrays, read_rows
-from dlcluster_gym.leaderboard.suite import Suite
+from dlcluster_gym.leaderboard.runner import (
+    STATUS_OK,
+    SUITE_FILE,
+    read_arrays,
+    read_rows,
+    save_suite,
+)
 
-SUITE_FILE = "suite.json"
+__all__ = [
+    "SUITE_FILE",
+    "build_leaderboard",
+    "read_suite",
+    "render_leaderboard",
+    "report_run",
+    "save_suite",
+]
 
 
 def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-def save_suite(out: Path, suite: Suite) -> None:
-    """Record the resolved suite next to its cells (what render and verify read back)."""
-    out.mkdir(parents=True, exist_ok=True)
-    data = asdict(suite)
-    data["entrants"] = [e.model_dump() for e in suite.entrants]
-    data["cells"] = [c.id for c in suite.cells()]
-    _atomic_text(out / SUITE_FILE, json.dumps(data, indent=1))
 
 
 def read_suite(out: Path) -> dict[str, Any]:
@@ -62,7 +66,11 @@ def _series(label: str, ok: pd.DataFrame, arrays: list[dict[str, np.ndarray]]) -
         makespan_s=tables.mean_ci(ok["makespan_s"].to_numpy(dtype=float)),
         comm_overhead=tables.mean_ci(ok["avg_comm_overhead"].to_numpy(dtype=float)),
         t_s=first.get("ts_t", np.array([])),
-        utilization=first.get("ts_busy_gpus", np.array([])) / num_gpus,
+        utilization=(
+            first.get("ts_busy_gpus", np.array([])) / num_gpus
+            if num_gpus > 0  # a CPU-only cluster (parameter-server jobs) has no GPU utilization
+            else np.full(len(first.get("ts_busy_gpus", [])), math.nan)
+        ),
         remaining=first.get("ts_remaining", np.array([])),
     )
 
@@ -97,26 +105,53 @@ def _page(title: str, body: list[str]) -> str:
 def render_leaderboard(out: str | Path) -> dict[str, Path]:
     """Write the tables, plots, Markdown and HTML of the run in ``out``; return their paths."""
     out = Path(out)
+    doc = build_leaderboard(out, draw=True)
+    paths = {"csv": out / "results.csv", "parquet": out / "results.parquet"}
+    _atomic_text(paths["csv"], doc.csv)
+    _atomic_bytes(paths["parquet"], doc.parquet)
+    plots = out / "plots"
+    plots.mkdir(exist_ok=True)
+    for name, png in doc.plots.items():
+        _atomic_bytes(plots / name, png)
+    paths["md"] = out / "leaderboard.md"
+    _atomic_text(paths["md"], doc.md)
+    paths["html"] = out / "index.html"
+    _atomic_text(paths["html"], doc.html)
+    return paths
+
+
+@dataclass
+class Document:
+    """Everything ``render_leaderboard`` publishes, computed from the cells alone."""
+
+    frame: pd.DataFrame
+    csv: str
+    parquet: bytes
+    md: str
+    html: str
+    plots: dict[str, bytes]
+
+
+def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
+    """The published files of the run in ``out`` as they follow from its cells (``draw=False``
+    skips the figures: the Markdown and tables come out the same)."""
+    out = Path(out)
     suite = read_suite(out)
     rows = read_rows(out, suite["cells"])
     if not rows:
         raise ConfigError(f"{out}: no finished cells to report")
     df = tables.frame(rows)
-    paths = {"csv": out / "results.csv", "parquet": out / "results.parquet"}
-    tmp = out / "results.csv.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, paths["csv"])
-    tmp = out / "results.parquet.tmp"
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, paths["parquet"])
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
 
     entrants = [e["label"] or _label(e) for e in suite["entrants"]]
     metrics = tuple(suite["metrics"])
     missing = len(suite["cells"]) - len(rows)
     score = tables.scores(df, entrants, metrics, suite["reference"])
-    sh, sr = tables.score_rows(score, metrics)
+    groups = tables.ranking_groups(score, suite["reference"])
     title = f"Leaderboard: {suite['name']}"
     version = ", ".join(sorted(set(df["version"].astype(str))))
+    n_common = int(score["common"].iloc[0]) if len(score) else 0
     intro = [
         f"{suite['description']}".strip(),
         f"Seeds {', '.join(map(str, suite['seeds']))}; package version {version}; "
@@ -125,8 +160,13 @@ def render_leaderboard(out: str | Path) -> dict[str, Path]:
         + ".",
         f"Score: geometric mean over scenarios of each metric's ratio to `{suite['reference']}` "
         f"(mean over seeds), then geometric mean over the metrics ({', '.join(metrics)}); "
-        "lower is better, the reference scores 1. n/a: the policy does not apply to a "
-        "scenario. Per-scenario cells: mean ± 95% CI half-width (Student t) over seeds.",
+        "lower is better, the reference scores 1. Each ranking compares entrants scored on the "
+        "same set of scenarios (of the "
+        f"{n_common} the reference completed), so no rank mixes scores over different "
+        "scenarios; `scenarios` says how many each score covers. A cell with unfinished jobs is "
+        "not scored (its JCTs would cover the finished jobs only). n/a: the policy does not "
+        "apply to a scenario. Per-scenario cells: mean ± 95% CI half-width (Student t) over "
+        "seeds.",
     ]
     ref_ok = set(
         df[(df["entrant"] == suite["reference"]) & (df["status"] == STATUS_OK)]["scenario"]
@@ -139,12 +179,21 @@ def render_leaderboard(out: str | Path) -> dict[str, Path]:
         )
     if suite.get("skipped"):
         intro.append("Left out (not available yet): " + "; ".join(suite["skipped"]) + ".")
-    md = [f"# {title}", "", *(line + "\n" for line in intro if line), tables.markdown(sh, sr), ""]
+    md = [f"# {title}", "", *(line + "\n" for line in intro if line)]
     body = [f"<h1>{html.escape(title)}</h1>"]
     body += [f"<p>{html.escape(line)}</p>" for line in intro if line]
-    body.append(_html_table(sh, sr))
-    plots = out / "plots"
-    plots.mkdir(exist_ok=True)
+    for key, group in groups:
+        head = f"Ranking over {len(key)} scenario(s): {', '.join(key)}"
+        sh, sr = tables.score_rows(group, metrics)
+        md += [f"**{head}**", "", tables.markdown(sh, sr), ""]
+        body += [f"<p><b>{html.escape(head)}</b></p>", _html_table(sh, sr)]
+    none = tables.unscored(score)
+    if len(none):
+        head = "Not scored on any scenario (n/a, failed, or jobs left unfinished everywhere)"
+        uh, ur = tables.score_rows(none, metrics, ranked=False)
+        md += [f"**{head}**", "", tables.markdown(uh, ur), ""]
+        body += [f"<p><b>{html.escape(head)}</b></p>", _html_table(uh, ur)]
+    plots: dict[str, bytes] = {}
     errors = df[df["status"] == "error"]
     for sc in suite["scenarios"]:
         table = tables.scenario_table(df, sc, entrants)
@@ -153,28 +202,33 @@ def render_leaderboard(out: str | Path) -> dict[str, Path]:
         th, tr = tables.scenario_rows(table)
         md += [f"## {sc}", "", tables.markdown(th, tr), ""]
         body += [f"<h2>{html.escape(sc)}</h2>", _html_table(th, tr)]
-        series = []
-        for e in entrants:
-            ok = df[(df["scenario"] == sc) & (df["entrant"] == e) & (df["status"] == STATUS_OK)]
-            if len(ok):
-                series.append(_series(e, ok, [read_arrays(out, i) for i in ok["id"]]))
-        if series:
-            png = scenario_figure(sc, series)
-            name = f"{Path(sc).stem}.png"
-            _atomic_bytes(plots / name, png)
-            md += [f"![{sc}](plots/{name})", ""]
-            body.append(_img(png, sc))
+        ok_sc = df[(df["scenario"] == sc) & (df["status"] == STATUS_OK)]
+        if not len(ok_sc):
+            continue
+        name = f"{Path(sc).stem}.png"
+        md += [f"![{sc}](plots/{name})", ""]
+        if draw:
+            series = []
+            for e in entrants:
+                ok = ok_sc[ok_sc["entrant"] == e]
+                if len(ok):
+                    series.append(_series(e, ok, [read_arrays(out, i) for i in ok["id"]]))
+            plots[name] = scenario_figure(sc, series)
+            body.append(_img(plots[name], sc))
     if len(errors):
         md += ["## Failed cells", ""]
         body.append("<h2>Failed cells</h2>")
         er = [[r["id"], str(r["reason"]).splitlines()[0]] for r in errors.to_dict("records")]
         md += [tables.markdown(["cell", "error"], er), ""]
         body.append(_html_table(["cell", "error"], er))
-    paths["md"] = out / "leaderboard.md"
-    _atomic_text(paths["md"], "\n".join(md))
-    paths["html"] = out / "index.html"
-    _atomic_text(paths["html"], _page(title, body))
-    return paths
+    return Document(
+        frame=df,
+        csv=df.to_csv(index=False),
+        parquet=buf.getvalue(),
+        md="\n".join(md),
+        html=_page(title, body),
+        plots=plots,
+    )
 
 
 def _label(entrant: dict[str, Any]) -> str:

@@ -3,22 +3,28 @@
 Workers only compute: :func:`run_cell` returns the cell's row and its plot arrays, and the
 driver writes ``cells/<id>.npz`` then ``cells/<id>.json`` (each atomically; the JSON marks the
 cell finished). A run killed half way therefore loses only the cells in flight, and
-``resume=True`` skips every cell whose JSON exists.
+``resume=True`` reuses a finished cell only when everything that determines it (suite,
+scenario config hash, policy, parameters, seed, package version) is unchanged and it did not
+fail; other cells rerun, with a warning naming them and why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import math
 import os
+import signal
 import socket
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,7 @@ from dlcluster_gym.leaderboard.suite import AGENT_PREFIX, Cell, Suite, agent_sup
 from dlcluster_gym.sim.results import SUMMARY_KEYS, _jsonable
 
 CELLS_DIR = "cells"
+SUITE_FILE = "suite.json"  # the resolved suite of a run directory (see save_suite)
 TIMESERIES_POINTS = 1000  # time series are resampled on this many instants for plots
 STATUS_OK, STATUS_NA, STATUS_ERROR = "ok", "n/a", "error"
 
@@ -142,6 +149,15 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def save_suite(out: Path, suite: Suite) -> None:
+    """Record the resolved suite next to its cells (what render and verify read back)."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = asdict(suite)
+    data["entrants"] = [e.model_dump() for e in suite.entrants]
+    data["cells"] = [c.id for c in suite.cells()]
+    _atomic_bytes(out / SUITE_FILE, json.dumps(data, indent=1).encode())
+
+
 def write_cell(out: Path, row: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Arrays first, then the row: a cell counts as finished once its JSON exists."""
     cells = out / CELLS_DIR
@@ -184,18 +200,45 @@ def read_arrays(out: Path, cell_id: str) -> dict[str, np.ndarray]:
 Result = tuple[dict[str, Any], dict[str, np.ndarray]]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received while a suite runs: raised in the main thread, so that the workers are
+    stopped and the finished cells kept (the directory stays resumable), as with Ctrl-C."""
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM into :class:`Terminated` in the main thread for the duration."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated("terminated by SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _local(cells: list[Cell], suite: str, traces_dir: Any, workers: int) -> Iterator[Result]:
     ctx = get_context("spawn")  # no inherited threads or state; same behaviour on every OS
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    finished = False
+    try:
         pending = {pool.submit(run_cell, c, suite, traces_dir) for c in cells}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    yield fut.result()
-        finally:
-            for fut in pending:
-                fut.cancel()
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+        finished = True
+    finally:
+        if not finished:  # interrupted (SIGTERM, Ctrl-C, an error): stop the workers now
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                with contextlib.suppress(Exception):
+                    proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _check_reachable(address: str, timeout_s: float) -> None:
@@ -274,6 +317,86 @@ def _ray(
         ray.shutdown()
 
 
+# --------------------------------------------------------------------------- resume
+
+# What determines a cell's row: a finished cell is reused only when all of these are equal.
+FINGERPRINT_KEYS = ("suite", "scenario", "policy", "params", "seed", "version", "scenario_hash")
+
+
+def fingerprint(cell: Cell, suite: str) -> dict[str, Any]:
+    """What a row of ``cell`` records about its inputs (:data:`FINGERPRINT_KEYS`); the
+    scenario hash is None when the scenario no longer loads (the cell then reruns)."""
+    row = {k: v for k, v in _base_row(cell, suite).items() if k in FINGERPRINT_KEYS}
+    try:
+        row["scenario_hash"] = scenario_hash(cell.scenario, cell.seed)[0]
+    except DLClusterError:
+        row["scenario_hash"] = None
+    return row
+
+
+def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
+    """Finished cells of ``suite`` under ``out`` to run again: those whose recorded inputs
+    differ from what the suite would run now (scenario YAML edited, other parameters, another
+    package version) and those that failed (status error: a missing trace root, say):
+    cell id -> why."""
+    stale: dict[str, str] = {}
+    hashes: dict[tuple[str, int], Any] = {}
+    for cell in suite.cells():
+        if cell.id not in done:
+            continue
+        try:
+            row = json.loads((out / CELLS_DIR / f"{cell.id}.json").read_text())
+        except (OSError, ValueError):
+            stale[cell.id] = "unreadable cell file"
+            continue
+        key = (cell.scenario, cell.seed)
+        if key not in hashes:
+            hashes[key] = fingerprint(cell, suite.name)["scenario_hash"]
+        want = {k: v for k, v in _base_row(cell, suite.name).items() if k in FINGERPRINT_KEYS}
+        want["scenario_hash"] = hashes[key]
+        diffs = [
+            f"{k}: recorded {row.get(k)!r}, now {want[k]!r}"
+            for k in FINGERPRINT_KEYS
+            if row.get(k) != want[k]
+        ]
+        if row.get("status") == STATUS_ERROR:  # a failure is not a result: try again
+            diffs.append("it failed: " + str(row.get("reason", "")).splitlines()[0][:80])
+        if diffs:
+            stale[cell.id] = "; ".join(diffs)
+    return stale
+
+
+def check_owner(out: Path, suite: Suite) -> None:
+    """A run directory belongs to one suite: refuse one written by another suite."""
+    other = None
+    p = out / SUITE_FILE
+    if p.is_file():
+        try:
+            other = json.loads(p.read_text()).get("name")
+        except (OSError, ValueError, AttributeError):
+            other = "(unreadable suite.json)"
+    foreign = sorted(
+        i for i in finished_ids(out) if _row_suite(out / CELLS_DIR / f"{i}.json") != suite.name
+    )
+    if other is not None and other != suite.name:
+        raise ConfigError(
+            f"{out} holds a run of suite {other!r}, not {suite.name!r}; a run directory belongs "
+            "to one suite: choose another --out"
+        )
+    if foreign:
+        raise ConfigError(
+            f"{out} holds {len(foreign)} cell(s) of another suite (e.g. {foreign[0]}); a run "
+            f"directory belongs to one suite ({suite.name!r}): choose another --out"
+        )
+
+
+def _row_suite(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text()).get("suite")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def run_suite(
     suite: Suite,
     out: str | Path,
@@ -300,27 +423,41 @@ def run_suite(
             f"{out} already holds {len(done)} finished cell(s); pass --resume to continue that "
             "run, or choose another --out"
         )
+    check_owner(out, suite)
+    stale = stale_cells(out, suite, done)
+    if stale:
+        shown = "; ".join(f"{i} ({why})" for i, why in list(stale.items())[:5])
+        more = f"; and {len(stale) - 5} more" if len(stale) > 5 else ""
+        warnings.warn(
+            f"rerunning {len(stale)} cell(s) that failed or whose inputs changed since they ran: "
+            f"{shown}{more}",
+            stacklevel=2,
+        )
+        for cell_id in stale:
+            for ext in (".json", ".npz"):
+                (out / CELLS_DIR / f"{cell_id}{ext}").unlink(missing_ok=True)
+        done -= set(stale)
     todo = [c for c in cells if c.id not in done]
     workers = max(1, workers or os.cpu_count() or 1)
     if backend not in ("local", "ray"):
         raise ConfigError(f"unknown backend {backend!r}; valid backends: local, ray")
-    from dlcluster_gym.leaderboard.report import save_suite
-
     save_suite(out, suite)
     if todo:
-        if backend == "local":
-            results = _local(todo, suite.name, traces_dir, workers)
-        else:
-            results = _ray(todo, suite.name, traces_dir, workers, ray_address, ray_timeout_s)
         from tqdm import tqdm
 
-        with tqdm(
-            total=len(cells), initial=len(cells) - len(todo), unit="cell", disable=not progress,
-            desc=suite.name, dynamic_ncols=True,
-        ) as bar:  # fmt: skip
-            for row, arrays in results:
-                write_cell(out, row, arrays)
-                bar.update(1)
-                if on_cell is not None:
-                    on_cell(row)
+        with sigterm_raises():
+            if backend == "local":
+                results = _local(todo, suite.name, traces_dir, workers)
+            else:
+                results = _ray(todo, suite.name, traces_dir, workers, ray_address, ray_timeout_s)
+            # disable=None: no bar when stderr is not a terminal (a redirected log stays clean)
+            with contextlib.closing(results), tqdm(
+                total=len(cells), initial=len(cells) - len(todo), unit="cell",
+                disable=None if progress else True, desc=suite.name, dynamic_ncols=True,
+            ) as bar:  # fmt: skip
+                for row, arrays in results:
+                    write_cell(out, row, arrays)
+                    bar.update(1)
+                    if on_cell is not None:
+                        on_cell(row)
     return read_rows(out, [c.id for c in cells])

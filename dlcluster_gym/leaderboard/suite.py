@@ -31,9 +31,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dlcluster_gym.config import configs_dir, list_presets
-from dlcluster_gym.errors import ConfigError, UnknownNameError
-from dlcluster_gym.scheduler import policies
+from dlcluster_gym.config import configs_dir, list_presets, safe_load, yaml_problem
+from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
+from dlcluster_gym.scheduler import make_policy, policies
 
 AGENT_PREFIX = "agent:"
 DEFAULT_METRICS = ("avg_jct_s", "p95_jct_s", "makespan_s")
@@ -205,9 +205,9 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         path = _suite_path(spec)
         source = str(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = safe_load(path.read_text(encoding="utf-8-sig"))
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+            raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
         data.setdefault("name", path.stem)
@@ -234,6 +234,11 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
             ok = _check_policy(e, known)
         except (UnknownNameError, ConfigError) as exc:
             raise ConfigError(f"{source}: entrants: {exc}") from None
+        if ok and not e.policy.startswith(AGENT_PREFIX):
+            try:  # parameters are checked now, not when the cell runs
+                make_policy(e.policy, **e.params)
+            except DLClusterError as exc:
+                raise ConfigError(f"{source}: entrants: {exc}") from None
         if ok:
             entrants.append(e)
         else:

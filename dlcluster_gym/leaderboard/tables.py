@@ -1,8 +1,11 @@
 """Results tables: per-scenario means with 95% confidence intervals, and normalized scores.
 
 Score of an entrant on one metric = geometric mean, over the scenarios where both it and the
-reference entrant (``fcfs`` by default) ran, of (entrant's mean over seeds) / (reference's mean
-over seeds). Lower is better for every default metric (times). The overall score is the
+reference entrant (``fcfs`` by default) ran with every job finished, of (entrant's mean over
+seeds) / (reference's mean over seeds). Each ranking compares entrants scored on one identical
+set of scenarios (a policy that applies to one scenario family is ranked in that family's
+table, next to the reference), so no rank mixes scores over different scenarios.
+Lower is better for every default metric (times). The overall score is the
 geometric mean of the per-metric scores. Ratios that are not finite and positive (a reference
 mean of 0, say) are left out of the mean.
 """
@@ -73,14 +76,30 @@ def scenario_table(df: pd.DataFrame, scenario: str, entrants: list[str]) -> pd.D
     return pd.DataFrame(out)
 
 
+def _scorable(df: pd.DataFrame) -> pd.DataFrame:
+    """The cells a score may use: status ok and every job finished (the JCTs of a run that
+    left jobs unfinished cover the finished ones only, which flatters it)."""
+    ok = df[df["status"] == STATUS_OK]
+    if "jobs_unfinished" in ok:
+        ok = ok[ok["jobs_unfinished"].fillna(0).to_numpy(dtype=np.float64) == 0]
+    return ok
+
+
 def scores(
     df: pd.DataFrame, entrants: list[str], metrics: tuple[str, ...], reference: str
 ) -> pd.DataFrame:
-    """Per entrant: score per metric, overall score, scenarios scored, n/a and error counts;
-    sorted best (lowest score) first."""
-    ok = df[df["status"] == STATUS_OK]
+    """Per entrant: score per metric, overall score, the scenarios scored (``scored``, a tuple;
+    ``scenarios``, their number), n/a, error and unfinished counts.
+
+    ``common`` is the number of scenarios where the reference has scorable cells; ``ranked``
+    says whether the entrant is scored on all of them. Sorted by the scenario set (largest
+    first), then best (lowest) score first; :func:`ranking_groups` splits it into tables that
+    each compare one scenario set.
+    """
+    ok = _scorable(df)
     means = ok.groupby(["scenario", "entrant"])[list(metrics)].mean()
     scenarios = list(dict.fromkeys(df["scenario"]))
+    common = [sc for sc in scenarios if (sc, reference) in means.index]
     rows = []
     for e in entrants:
         rec: dict[str, Any] = {"entrant": e}
@@ -88,8 +107,8 @@ def scores(
         per_metric = []
         for m in metrics:
             ratios = []
-            for sc in scenarios:
-                if (sc, e) not in means.index or (sc, reference) not in means.index:
+            for sc in common:
+                if (sc, e) not in means.index:
                     continue
                 with np.errstate(divide="ignore", invalid="ignore"):
                     r = np.float64(means.loc[(sc, e), m]) / means.loc[(sc, reference), m]
@@ -101,12 +120,46 @@ def scores(
         finite = [x for x in per_metric if math.isfinite(x)]
         rec["score"] = float(stats.gmean(finite)) if finite else math.nan
         mine = df[df["entrant"] == e]
+        rec["scored"] = tuple(sc for sc in common if sc in covered)
         rec["scenarios"] = len(covered)
+        rec["common"] = len(common)
+        rec["ranked"] = bool(common) and len(covered) == len(common) and math.isfinite(rec["score"])
         rec["n/a"] = int(mine[mine["status"] == "n/a"]["scenario"].nunique())
         rec["errors"] = int((mine["status"] == "error").sum())
+        unfinished = mine[(mine["status"] == STATUS_OK)]
+        rec["unfinished"] = (
+            int((unfinished["jobs_unfinished"].fillna(0) > 0).sum())
+            if "jobs_unfinished" in unfinished
+            else 0
+        )
         rows.append(rec)
     table = pd.DataFrame(rows)
-    return table.sort_values("score", na_position="last", kind="stable").reset_index(drop=True)
+    table["_size"] = -table["scenarios"]
+    table["_set"] = table["scored"].map(lambda t: "\x00".join(t))
+    table = table.sort_values(["_size", "_set", "score"], na_position="last", kind="stable")
+    return table.drop(columns=["_size", "_set"]).reset_index(drop=True)
+
+
+def ranking_groups(
+    table: pd.DataFrame, reference: str
+) -> list[tuple[tuple[str, ...], pd.DataFrame]]:
+    """The :func:`scores` table as rankings that each compare entrants over one identical set
+    of scenarios (largest set first), with the reference in every one (it scores 1 on any
+    set); entrants scored nowhere are in none (see :func:`unscored`)."""
+    ref = table[table["entrant"] == reference]
+    groups = []
+    for key in dict.fromkeys(table["scored"]):
+        members = table[(table["scored"] == key) & (table["entrant"] != reference)]
+        if not key or not len(members):
+            continue
+        g = pd.concat([members, ref]).sort_values("score", na_position="last", kind="stable")
+        groups.append((key, g.reset_index(drop=True)))
+    return groups
+
+
+def unscored(table: pd.DataFrame) -> pd.DataFrame:
+    """Entrants of a :func:`scores` table scored on no scenario."""
+    return table[table["scored"].map(len) == 0].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -144,13 +197,19 @@ def scenario_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def score_rows(table: pd.DataFrame, metrics: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted rows of a :func:`scores` table, with ranks."""
-    headers = ["rank", "entrant", "score", *metrics, "scenarios", "n/a", "errors"]
+def score_rows(
+    table: pd.DataFrame, metrics: tuple[str, ...], ranked: bool = True
+) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted rows of a :func:`scores` table (or one group of
+    :func:`ranking_groups`), with ranks (``ranked``) or without; ``scenarios`` reads "k of N"
+    (scenarios scored of the N where the reference was scored)."""
+    headers = ["rank"] if ranked else []
+    headers += ["entrant", "score", *metrics, "scenarios", "n/a", "errors", "unfinished"]
     rows = []
     for i, rec in enumerate(table.to_dict("records"), 1):
         rows.append([
-            str(i), rec["entrant"], fmt(rec["score"]), *(fmt(rec[m]) for m in metrics),
-            str(rec["scenarios"]), str(rec["n/a"]), str(rec["errors"]),
+            *([str(i)] if ranked else []), rec["entrant"], fmt(rec["score"]),
+            *(fmt(rec[m]) for m in metrics), f"{rec['scenarios']} of {rec['common']}",
+            str(rec["n/a"]), str(rec["errors"]), str(rec["unfinished"]),
         ])  # fmt: skip
     return headers, rows

@@ -1,12 +1,16 @@
-"""Replay leaderboard rows and check that every metric comes out identical."""
+"""Replay leaderboard rows and check that every metric comes out identical, and that the
+published files (results.csv, results.parquet, leaderboard.md) are what the cells give."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from dlcluster_gym.errors import ConfigError, UnknownNameError
 from dlcluster_gym.leaderboard.runner import STATUS_OK, read_rows, run_cell
@@ -50,10 +54,63 @@ def verify_row(row: dict[str, Any], traces_dir: str | Path | None = None) -> Che
     return Check(row["id"], not diffs, diffs, note)
 
 
+def _first_diff(published: str, expected: str) -> str:
+    a, b = published.splitlines(), expected.splitlines()
+    for n, (x, y) in enumerate(zip(a, b, strict=False), 1):
+        if x != y:
+            return f"line {n}: published {x[:80]!r}, the cells give {y[:80]!r}"
+    return f"published {len(a)} lines, the cells give {len(b)}"
+
+
+def verify_published(results_dir: str | Path) -> list[Check]:
+    """Check ``results.csv``, ``results.parquet`` and ``leaderboard.md`` against what the
+    cells give (the cells themselves are checked by replaying them): a published file that
+    was edited, is stale or is missing is a difference."""
+    from dlcluster_gym.leaderboard.report import build_leaderboard
+
+    out = Path(results_dir)
+    doc = build_leaderboard(out, draw=False)
+    checks = []
+    for name, expected in (("results.csv", doc.csv), ("leaderboard.md", doc.md)):
+        p = out / name
+        if not p.is_file():
+            checks.append(Check(name, False, (f"{p} is missing (run `dlcluster report {out}`)",)))
+            continue
+        text = p.read_text()
+        diff = () if text == expected else (_first_diff(text, expected),)
+        checks.append(Check(name, not diff, diff))
+    p = out / "results.parquet"
+    if not p.is_file():
+        checks.append(Check(p.name, False, (f"{p} is missing (run `dlcluster report {out}`)",)))
+    else:
+        try:
+            published = pd.read_parquet(p)
+        except Exception as exc:
+            checks.append(Check(p.name, False, (f"unreadable: {exc}",)))
+        else:
+            expected = pd.read_parquet(io.BytesIO(doc.parquet))
+            same = published.shape == expected.shape and published.equals(expected)
+            diff = () if same else (_frame_diff(published, expected),)
+            checks.append(Check(p.name, same, diff))
+    return checks
+
+
+def _frame_diff(published: pd.DataFrame, expected: pd.DataFrame) -> str:
+    if published.shape != expected.shape or list(published.columns) != list(expected.columns):
+        return f"shape/columns differ: published {published.shape}, the cells give {expected.shape}"
+    for col in expected.columns:
+        a, b = published[col].tolist(), expected[col].tolist()
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if not _same(x, y):
+                return f"row {i} {col}: published {x!r}, the cells give {y!r}"
+    return "contents differ"
+
+
 def verify(
     results_dir: str | Path, row_id: str | None = None, traces_dir: str | Path | None = None
 ) -> list[Check]:
-    """Replay every row of a leaderboard run (or the one with ``row_id``)."""
+    """Replay every row of a leaderboard run (or the one with ``row_id``); without
+    ``row_id``, also check the published files against the cells (:func:`verify_published`)."""
     out = Path(results_dir)
     rows = read_rows(out)
     if not rows:
@@ -62,4 +119,7 @@ def verify(
         rows = [r for r in rows if r["id"] == row_id]
         if not rows:
             raise UnknownNameError("row", row_id, [r["id"] for r in read_rows(out)])
-    return [verify_row(r, traces_dir) for r in rows if r["status"] in (STATUS_OK, "n/a")]
+    checks = [verify_row(r, traces_dir) for r in rows if r["status"] in (STATUS_OK, "n/a")]
+    if row_id is None:
+        checks += verify_published(out)
+    return checks

@@ -44,7 +44,13 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
-from dlcluster_gym.errors import ConfigError, InvalidActionError, NotApplicableError
+from dlcluster_gym.errors import (
+    ConfigError,
+    DLClusterError,
+    InvalidActionError,
+    NotApplicableError,
+    PolicyError,
+)
 from dlcluster_gym.perf.contention import LinkPhases, SharedLinks, link_stretch
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
@@ -792,9 +798,36 @@ class Engine:
         try:
             view = next(steps)
             while True:
-                view = steps.send(self.policy.schedule(view))
+                view = steps.send(self._decide(view))
         except StopIteration as stop:
             return stop.value
+
+    def _decide(self, view: ClusterView) -> Sequence[Any]:
+        """``policy.schedule(view)``; a crash or a result that is not a sequence of actions is
+        a :class:`PolicyError` naming the policy, the simulated time and the triggers."""
+        try:
+            actions = self.policy.schedule(view)
+        except DLClusterError:
+            raise
+        except Exception as exc:
+            raise PolicyError(
+                f"policy {self.policy_name!r} raised {type(exc).__name__}: {exc} in schedule() "
+                f"at t={self.now:.3f}s ({self._triggers_text()})"
+            ) from exc
+        if isinstance(actions, str | bytes) or not hasattr(actions, "__iter__"):
+            raise PolicyError(
+                f"policy {self.policy_name!r}: schedule() returned {actions!r} at "
+                f"t={self.now:.3f}s ({self._triggers_text()}); it must return a list of actions "
+                "([] to do nothing)"
+            )
+        return actions
+
+    def _triggers_text(self) -> str:
+        shown = [
+            f"{t.kind} of job {t.job}" if t.job >= 0 else t.kind for t in self.pending_triggers[:3]
+        ]
+        more = len(self.pending_triggers) - len(shown)
+        return "trigger: " + ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
     def instants(self) -> Generator[ClusterView, Sequence[Any], Results]:
         """The run as a generator: yields the view at every decision instant and takes the

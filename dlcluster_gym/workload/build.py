@@ -91,6 +91,9 @@ def _trace_jobs(
     options: dict = {}
     if wl.columns is not None:
         options["columns"] = wl.columns
+    for unit in ("time_unit_s", "arrival_unit_s", "duration_unit_s"):
+        if getattr(wl, unit) is not None:
+            options[unit] = getattr(wl, unit)
     if wl.task_path is not None:
         options["task_path"] = resolve_trace(wl.task_path, traces_dir)
     trace = load_trace(wl.format, wl.path, traces_dir, wl.time_window_s, wl.on_error, **options)

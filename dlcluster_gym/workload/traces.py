@@ -188,10 +188,13 @@ def _p_duration(v: str) -> float:
     return x
 
 
+MAX_JOB_GPUS = 1_000_000  # a job asking for more is a malformed row (config.MAX_GPUS)
+
+
 def _p_gpus(v: str) -> int:
     x = float(v)
-    if not math.isfinite(x) or x != int(x) or x < 1:
-        raise ValueError("must be a positive integer")
+    if not math.isfinite(x) or x != int(x) or x < 1 or x > MAX_JOB_GPUS:
+        raise ValueError(f"must be a positive integer <= {MAX_JOB_GPUS:,}")
     return int(x)
 
 
@@ -227,8 +230,8 @@ def _p_number_or_timestamp(v: str) -> float:
 
 def _p_gpus0(v: str) -> int:
     x = float(v)
-    if not math.isfinite(x) or x != int(x) or x < 0:
-        raise ValueError("must be an integer >= 0")
+    if not math.isfinite(x) or x != int(x) or x < 0 or x > MAX_JOB_GPUS:
+        raise ValueError(f"must be an integer in [0, {MAX_JOB_GPUS:,}]")
     return int(x)
 
 
@@ -275,7 +278,7 @@ def _read_columns(
     header (Alibaba PAI tables ship without one).
     """
     skips = _Skips(path, on_error)
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding="utf-8-sig") as f:  # a UTF-8 BOM is not a column name
         reader = csv.reader(f)
         first = next(reader, None)
         if first is None:
@@ -334,6 +337,21 @@ def _chain(pending: list[list[str]], reader: Any) -> Any:
     yield from reader
 
 
+def _check_unique(path: Path, job_ids: Sequence[str], lines: Sequence[int]) -> None:
+    """A job id given twice is an error naming both lines (two rows for one job would
+    silently double its work)."""
+    if len(set(job_ids)) == len(job_ids):
+        return
+    seen: dict[str, int] = {}
+    for jid, line in zip(job_ids, lines, strict=False):
+        if jid in seen:
+            raise TraceError(
+                f"{path}: line {line}: job id {jid!r} appears twice (first on line {seen[jid]}); "
+                "job ids must be unique"
+            )
+        seen[jid] = line
+
+
 def _finish(
     path: Path,
     fmt: str,
@@ -347,6 +365,7 @@ def _finish(
     time_window_s: tuple[float, float] | None,
     skipped: int = 0,
 ) -> TraceJobs:
+    _check_unique(path, job_ids, lines)
     arr = np.asarray(arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
     jobs = TraceJobs(
@@ -698,13 +717,17 @@ def load_generic(
     on_error: OnError = "fail",
     columns: Mapping[str, str] | None = None,
     time_unit_s: float = 1.0,
+    arrival_unit_s: float | None = None,
+    duration_unit_s: float | None = None,
 ) -> TraceJobs:
     """Any CSV with a header, given ``columns``: our field -> the file's column name.
 
     Required: ``arrival`` (seconds or timestamps), ``num_gpus``, and ``duration`` or ``end``
-    (a finish time in the same unit as arrival). Optional: ``job_id``, ``model``,
-    ``iterations``. Numeric times are multiplied by ``time_unit_s`` (60 for minutes).
-    Arrival = time since the earliest arrival.
+    (a finish time in the same unit as arrival); with both, they must agree (end = arrival +
+    duration, to 1e-6 relative). Optional: ``job_id``, ``model``, ``iterations``. Numeric
+    times are multiplied by ``time_unit_s`` (60 for minutes); ``arrival_unit_s`` (arrival and
+    end) and ``duration_unit_s`` override it per column, e.g. epoch-second arrivals with
+    durations in minutes. Arrival = time since the earliest arrival.
     """
     cols = dict(columns or {})
     unknown = sorted(set(cols) - set(GENERIC_KEYS))
@@ -720,8 +743,15 @@ def load_generic(
             "generic trace columns must map arrival, num_gpus and duration (or end); "
             f"got {cols or '{}'}"
         )
-    if not (math.isfinite(time_unit_s) and time_unit_s > 0):
-        raise TraceError(f"time_unit_s must be a finite number > 0, got {time_unit_s!r}")
+    units = {"time_unit_s": time_unit_s, "arrival_unit_s": arrival_unit_s,
+             "duration_unit_s": duration_unit_s}  # fmt: skip
+    for name, unit in units.items():
+        if unit is not None and not (
+            isinstance(unit, int | float) and math.isfinite(unit) and unit > 0
+        ):
+            raise TraceError(f"{name} must be a finite number > 0, got {unit!r}")
+    a_unit = arrival_unit_s or time_unit_s
+    d_unit = duration_unit_s or time_unit_s
     p = resolve_trace(path, traces_dir)
     spec: list[tuple[str, _Parser]] = [
         (cols["arrival"], _p_number_or_timestamp),
@@ -733,20 +763,33 @@ def load_generic(
         else (cols["end"], _p_number_or_timestamp)
     )
     optional = [k for k in ("job_id", "model", "iterations") if k in cols]
+    if "duration" in cols and "end" in cols:
+        optional.append("end")
     for k in optional:
-        spec.append((cols[k], _p_duration if k == "iterations" else _p_str))
+        parse = {"iterations": _p_duration, "end": _p_number_or_timestamp}.get(k, _p_str)
+        spec.append((cols[k], parse))
     values, lines, skipped = _read_columns(p, spec, on_error)
     t = np.asarray(values[0], dtype=np.float64)
+    extra = dict(zip(optional, values[3:], strict=True))
     if "duration" in cols:
-        dur = np.asarray(values[2], dtype=np.float64) * time_unit_s
+        dur = np.asarray(values[2], dtype=np.float64) * d_unit
+        if "end" in extra:
+            end_s = (np.asarray(extra["end"], dtype=np.float64) - t) * a_unit
+            off = np.abs(end_s - dur) > 1e-6 * np.maximum(1.0, np.abs(end_s))
+            if off.any():
+                i = int(np.flatnonzero(off)[0])
+                raise _bad(
+                    p, lines[i], cols["end"], str(extra["end"][i]),
+                    f"end - arrival is {end_s[i]:g} s but {cols['duration']!r} says "
+                    f"{dur[i]:g} s; map only one of duration and end, or fix the row",
+                )  # fmt: skip
     else:
-        dur = (np.asarray(values[2], dtype=np.float64) - t) * time_unit_s
+        dur = (np.asarray(values[2], dtype=np.float64) - t) * a_unit
         bad = np.flatnonzero(dur <= 0)
         if bad.size:
             i = int(bad[0])
             raise _bad(p, lines[i], cols["end"], str(values[2][i]), "must be after the arrival")
-    t = (t - t.min()) * time_unit_s
-    extra = dict(zip(optional, values[3:], strict=True))
+    t = (t - t.min()) * a_unit
     ids = extra.get("job_id") or [f"job-{ln}" for ln in lines]
     return _finish(
         p, "generic", ids, t, dur, values[1], lines, extra.get("iterations"), extra.get("model"),
