@@ -200,7 +200,7 @@ def test_crius_estimate_noise_is_seeded_and_deterministic():
     ("kw", "match"),
     [
         ({"estimate_noise": -0.1}, "estimate_noise must be a relative std between 0 and 1"),
-        ({"estimate_noise": "high"}, "estimate_noise must be a relative std"),
+        ({"estimate_noise": "high"}, r"parameter .estimate_noise.: Input should be a valid number"),
         ({"noise_seed": -1}, "noise_seed must be an integer >= 0, got -1"),
     ],
 )
