@@ -115,7 +115,7 @@ def test_no_truncation_after_one_step(env_id: str) -> None:
     assert not term and not trunc
 
 
-@pytest.mark.parametrize("kind", ["Placement", "DelayTimer"])
+@pytest.mark.parametrize("kind", ["Placement", "DelayTimer", "Scheduler"])
 @pytest.mark.parametrize("vec", ["sync", "async"])
 def test_gymnasium_vector_envs(kind: str, vec: str) -> None:
     cls = gym.vector.SyncVectorEnv if vec == "sync" else gym.vector.AsyncVectorEnv
@@ -131,7 +131,7 @@ def test_gymnasium_vector_envs(kind: str, vec: str) -> None:
         envs.close()
 
 
-@pytest.mark.parametrize("kind", ["Placement", "DelayTimer"])
+@pytest.mark.parametrize("kind", ["Placement", "DelayTimer", "Scheduler"])
 def test_sb3_subproc_vec_env(kind: str) -> None:
     vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
     envs = vec_env.SubprocVecEnv(
@@ -246,7 +246,7 @@ def test_reward_components_are_named_and_weighted() -> None:
     total = 0.0
     while True:
         _, r, term, trunc, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[-1]))
-        assert set(info["rewards"]) == {"jct", "makespan", "comm", "invalid"}
+        assert set(info["rewards"]) == {"jct", "makespan", "comm", "invalid", "unfinished"}
         assert r == pytest.approx(info["rewards"]["makespan"])
         total += r
         if term or trunc:

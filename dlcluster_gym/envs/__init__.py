@@ -2,8 +2,9 @@
 
 - ``DLCluster/Placement-v0``: answer resource offers (wait or a candidate placement).
 - ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class.
+- ``DLCluster/Scheduler-v0``: run the whole queue (which job, where; optionally preempt/move).
 
-Both run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
+All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
 envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
 """
 
@@ -15,6 +16,7 @@ NAMESPACE = "DLCluster"
 ENVS: dict[str, str] = {
     "Placement": "dlcluster_gym.envs.placement:PlacementEnv",
     "DelayTimer": "dlcluster_gym.envs.delay_timer:DelayTimerEnv",
+    "Scheduler": "dlcluster_gym.envs.scheduler_env:SchedulerEnv",
 }
 PRESET_SCENARIOS: tuple[str, ...] = (
     "dally-batch-2rack",

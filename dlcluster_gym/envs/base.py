@@ -23,8 +23,14 @@ from dlcluster_gym.sim.results import Results
 from dlcluster_gym.sim.view import ClusterView
 
 DEFAULT_SCENARIO = "dally-poisson-4rack"
-REWARD_COMPONENTS: tuple[str, ...] = ("jct", "makespan", "comm", "invalid")
-DEFAULT_WEIGHTS: dict[str, float] = {"jct": 1.0, "makespan": 0.0, "comm": 0.0, "invalid": 1.0}
+REWARD_COMPONENTS: tuple[str, ...] = ("jct", "makespan", "comm", "invalid", "unfinished")
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "jct": 1.0,
+    "makespan": 0.0,
+    "comm": 0.0,
+    "invalid": 1.0,
+    "unfinished": 1.0,
+}
 COMMON_KWARGS: tuple[str, ...] = (
     "scenario",
     "scenario_overrides",
@@ -197,6 +203,7 @@ class ClusterEnv(gym.Env):
         except StopIteration as stop:
             self.results = stop.value
             self._account(self.engine.now)  # type: ignore[union-attr]
+            self._episode_end_rewards()
             return None
 
     def _episode_seed_for(self, seed: int | None) -> int:
@@ -227,6 +234,9 @@ class ClusterEnv(gym.Env):
             self._comm_rate = float((e.comm_per_iter[r] / e.iter_time[r]).sum())
         else:
             self._comm_rate = 0.0
+
+    def _episode_end_rewards(self) -> None:
+        """Rewards charged once when the run ends (subclasses: unfinished jobs)."""
 
     def _take_rewards(self) -> tuple[float, dict[str, float]]:
         comps = self._pending
