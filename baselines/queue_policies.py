@@ -14,7 +14,8 @@ decision it makes, which is what tests/test_scheduler_env.py checks.
 These policies read the env's state (its view), not the observation: they act in one env
 (not a vector of envs). ``env_kwargs`` are the env arguments each needs for its full
 mechanism (preemption, move semantics, slot orders that show its picks first, slot windows
-of 64 so that the jobs it picks past the ones it declines are in a slot); in an env
+of 64 so that the jobs it picks past the ones it declines are in a slot, and a decision point
+at every engine instant, ``skip_trivial=False``, since they keep timers); in an env
 without preemption the native scheduler runs with its preemption/migration off.
 """
 
@@ -29,15 +30,14 @@ from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
 
-
-WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64}
+WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64, "skip_trivial": False}
 
 
 class NativeInScheduler:
     """A native scheduler acting through Scheduler-v0's actions (see the module docstring)."""
 
     native = "fcfs"
-    env_kwargs: ClassVar[dict[str, Any]] = {"order": "arrival"}
+    env_kwargs: ClassVar[dict[str, Any]] = {"order": "arrival", **WINDOWS}
     preemption_param: str | None = None  # the native parameter that turns preemption off
 
     def __init__(self, env: gym.Env, **params: Any) -> None:
@@ -134,7 +134,7 @@ class FCFSInScheduler(NativeInScheduler):
     """``fcfs``: arrival order, head-of-line blocking, first fit."""
 
     native = "fcfs"
-    env_kwargs: ClassVar[dict[str, Any]] = {"order": "arrival"}
+    env_kwargs: ClassVar[dict[str, Any]] = {"order": "arrival", **WINDOWS}
 
 
 class DallyInScheduler(NativeInScheduler):
@@ -142,7 +142,12 @@ class DallyInScheduler(NativeInScheduler):
 
     native = "dally"
     env_kwargs: ClassVar[dict[str, Any]] = {
-        "order": "nw_sens", "preemption": True, "move_as": "restart", "running_order": "wide", **WINDOWS}  # fmt: skip
+        "order": "nw_sens",
+        "preemption": True,
+        "move_as": "restart",
+        "running_order": "wide",
+        **WINDOWS,
+    }
     preemption_param = "preemption"
 
 
@@ -160,7 +165,12 @@ class GandivaInScheduler(NativeInScheduler):
 
     native = "gandiva"
     env_kwargs: ClassVar[dict[str, Any]] = {
-        "order": "arrival", "preemption": True, "move_as": "migrate", "running_order": "wide", **WINDOWS}  # fmt: skip
+        "order": "arrival",
+        "preemption": True,
+        "move_as": "migrate",
+        "running_order": "wide",
+        **WINDOWS,
+    }
     preemption_param = "migration"
 
 
@@ -168,7 +178,7 @@ class SRWInScheduler(NativeInScheduler):
     """``srw``: the clairvoyant shortest-remaining-work reference."""
 
     native = "srw"
-    env_kwargs: ClassVar[dict[str, Any]] = {"order": "srw", "known_durations": True}
+    env_kwargs: ClassVar[dict[str, Any]] = {"order": "srw", "known_durations": True, **WINDOWS}
 
 
 class RandomScheduler:

@@ -32,7 +32,7 @@ MOVE_MODES: tuple[str, ...] = ("migrate", "restart")
 SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", "move_as",
                     "order", "running_order", "known_durations", "observation", "invalid_action",
                     "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
-                    "max_racks")  # fmt: skip
+                    "max_racks", "skip_trivial")  # fmt: skip
 CANDIDATE_NAMES: tuple[str, ...] = ACTION_NAMES[1:]
 _C = NUM_CANDIDATES
 
@@ -125,11 +125,15 @@ class SchedulerEnv(ClusterEnv):
 
     ``scenario``, ``scenario_overrides``, ``scenarios`` (a list sampled per reset, see
     ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption``
-    (False), ``move_as`` (``migrate``), ``running_order`` (``attained``), ``order`` (``las``), ``known_durations`` (False),
-    ``observation`` (``flat``/``dict``), ``max_machines`` (256) and ``max_racks`` (32) for the
-    dict observation, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
+    (False), ``move_as`` (``migrate``), ``running_order`` (``attained``), ``order``
+    (``las``), ``known_durations`` (False), ``observation`` (``flat``/``dict``),
+    ``max_machines`` (256) and ``max_racks`` (32) for the dict observation,
+    ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
     (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600),
-    ``unfinished_penalty_s`` (604800), ``render_mode``, ``traces_dir``.
+    ``unfinished_penalty_s`` (604800), ``skip_trivial`` (True; False makes every engine
+    instant a decision point, even when only ``0`` is valid: the native heuristics acting
+    in the env use it, because they keep timers and wake-ups at every instant),
+    ``render_mode``, ``traces_dir``.
 
     ## Version History
 
@@ -156,6 +160,7 @@ class SchedulerEnv(ClusterEnv):
         unfinished_penalty_s: float = 7 * 24 * 3600.0,
         max_machines: int = 256,
         max_racks: int = 32,
+        skip_trivial: bool = True,
         **kwargs: Any,
     ) -> None:
         check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
@@ -190,13 +195,15 @@ class SchedulerEnv(ClusterEnv):
         self.wait_retry_s = float(wait_retry_s)
         self.unfinished_penalty_s = float(unfinished_penalty_s)
         self.max_machines, self.max_racks = int(max_machines), int(max_racks)
+        self.skip_trivial = bool(skip_trivial)
         self._init_kwargs.update(
             max_waiting=max_waiting, max_running=max_running, preemption=preemption,
-            move_as=move_as, order=order, running_order=running_order, known_durations=known_durations,
+            move_as=move_as, order=order, running_order=running_order,
+            known_durations=known_durations,
             observation=observation, invalid_action=invalid_action,
             invalid_penalty=invalid_penalty, wait_retry_s=wait_retry_s,
             unfinished_penalty_s=unfinished_penalty_s, max_machines=max_machines,
-            max_racks=max_racks,
+            max_racks=max_racks, skip_trivial=skip_trivial,
         )  # fmt: skip
         self.n_start = self.K * _C
         self.n_preempt = self.R if self.preemption else 0
@@ -248,7 +255,7 @@ class SchedulerEnv(ClusterEnv):
         self._touched: set[int] = set()
         self._decisions = 0
         while True:
-            if not self._refresh():
+            if not self._refresh() and (self.skip_trivial or self._decisions):
                 break
             a = yield self
             if a == STOP:
