@@ -80,7 +80,7 @@ def test_heuristics_differ_and_the_clairvoyant_reference_is_best() -> None:
 def test_a_heuristic_outside_the_windows_is_a_clear_error() -> None:
     env = gym.make(ID, scenario="dally-poisson-4rack", max_waiting=1, max_running=1,
                    preemption=True, move_as="restart", order="las")  # fmt: skip
-    with pytest.raises(ConfigError, match="in no slot|candidates|masks"):
+    with pytest.raises(ConfigError, match=r"in no slot|candidates|masks"):
         rollout(env, make_env_policy("dally", env), seed=1)
 
 
