@@ -117,6 +117,12 @@ class QueueObserver:
                 cache[key] = _sensitivity(p, j.num_gpus, *shape_args)
             sens[i] = cache[key]
         self.sens = sens
+        # per-job constant features, gathered in one indexing per step
+        self.static_w = np.zeros((len(jobs), 6), dtype=np.float32)
+        self.static_w[:, 0] = self.f_demand
+        self.static_w[:, 1] = self.f_machine
+        self.static_w[:, 2] = self.f_rack
+        self.static_w[:, 3:6] = sens
         self.tier = np.full(len(jobs), -1, dtype=np.int8)  # tier of a running job's placement
         self.clusterf = ClusterFeatures(view)
 
@@ -135,10 +141,7 @@ class QueueObserver:
         e = self.engine
         rows = out[:k]
         rows[:, _W["valid"]] = 1.0
-        rows[:, _W["demand"]] = self.f_demand[ids]
-        rows[:, _W["fits_machine"]] = self.f_machine[ids]
-        rows[:, _W["fits_rack"]] = self.f_rack[ids]
-        rows[:, _W["sens_machine"] : _W["sens_network"] + 1] = self.sens[ids]
+        rows[:, _W["demand"] : _W["sens_network"] + 1] = self.static_w[ids]
         rows[:, _W["starvation"]] = _logt(now - e.wait_since[ids])
         rows[:, _W["age"]] = _logt(now - self.arrival[ids])
         att = e.attained[ids]  # waiting jobs' counters are current

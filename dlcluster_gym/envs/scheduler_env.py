@@ -238,6 +238,8 @@ class SchedulerEnv(ClusterEnv):
 
     def _first_instant(self, view: ClusterView) -> None:
         self.instant_index = -1
+        self._touched: set[int] = set()
+        self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
         c = view.cluster
         if self.observation_kind == "dict" and (
             c.num_machines > self.max_machines or c.num_racks > self.max_racks
@@ -252,7 +254,9 @@ class SchedulerEnv(ClusterEnv):
     def _decide(self, view: ClusterView) -> Generator[Any, int, Any]:
         self._plan: Plan = view.plan()
         self.instant_index += 1
-        self._touched: set[int] = set()
+        if self._touched:
+            self._tmask[list(self._touched)] = False
+        self._touched = set()
         self._decisions = 0
         while True:
             if not self._refresh() and (self.skip_trivial or self._decisions):
@@ -302,7 +306,7 @@ class SchedulerEnv(ClusterEnv):
         if self.running_order == "recent":
             return ids[np.lexsort((ids, recent))]
         if self.running_order == "attained":
-            _, _, att = e.live(ids)
+            att = e.attained[ids] + (e.now - e.last_update[ids]) * e.alloc_n[ids]  # live
             return ids[np.lexsort((ids, recent, -att))]
         o = self.obs_state
         tier = o.tier[ids]
@@ -316,10 +320,16 @@ class SchedulerEnv(ClusterEnv):
         assert e is not None
         nf = plan.num_free
         touched = self._touched
-        waiting = np.fromiter((j for j in e.waiting if j not in touched), dtype=np.int64, count=-1)
         demand = self.obs_state.demand
-        fits = waiting[demand[waiting] <= nf] if nf else waiting[:0]
-        hidden = waiting[demand[waiting] > nf] if nf else waiting
+        waiting = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
+        tmask = self._tmask
+        if touched and waiting.size:
+            waiting = waiting[~tmask[waiting]]
+        wd = demand[waiting]
+        ok = wd <= nf
+        if self.skip_trivial and not self.preemption and not ok.any():
+            return False  # nothing can start: skip the slots and masks
+        fits, hidden = waiting[ok], waiting[~ok]
         if fits.size > self.K:
             ordered = self._priority(fits)
             slots, hidden = ordered[: self.K], np.concatenate((hidden, ordered[self.K :]))
@@ -327,16 +337,19 @@ class SchedulerEnv(ClusterEnv):
             slots = self._priority(fits) if fits.size > 1 else fits
         self._offers: dict[int, Offer] = {}
         cand = np.zeros((slots.size, _C), dtype=bool)
-        for i, j in enumerate(slots.tolist()):
-            cand[i] = self._offer(int(demand[j])).mask[1:]
-        running = np.fromiter((j for j in e.running if j not in touched), dtype=np.int64,
-                              count=-1)  # fmt: skip
+        sd = demand[slots]
+        for d in np.unique(sd).tolist():
+            cand[sd == d] = self._offer(d).mask[1:]
+        running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+        if touched and running.size:
+            running = running[~tmask[running]]
         if running.size > 1:
             running = self._running_priority(running)[: self.R]
         move = np.zeros((running.size, _C), dtype=bool)
-        if self.preemption and nf:
-            for i, j in enumerate(running.tolist()):
-                move[i] = self._offer(int(demand[j])).mask[1:]
+        if self.preemption and nf and running.size:
+            rd = demand[running]
+            for d in np.unique(rd).tolist():
+                move[rd == d] = self._offer(d).mask[1:]
         self._slots_w, self._slots_r, self._hidden = slots, running, hidden
         self._cand, self._move = cand, move
         m = self._mask
@@ -413,6 +426,7 @@ class SchedulerEnv(ClusterEnv):
                 plan.start(job, gpus)
             self.obs_state.note_placement(job, gpus)
         self._touched.add(job)
+        self._tmask[job] = True
 
     # ------------------------------------------------------------------ gym API
     def reset(
