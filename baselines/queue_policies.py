@@ -199,3 +199,41 @@ class RandomScheduler:
     ) -> tuple[np.ndarray, Any]:
         valid = np.flatnonzero(self.env.action_masks())
         return np.asarray(int(valid[self.rng.integers(valid.size)])), state
+
+
+class ClairvoyantSlots:
+    """A teacher for learned Scheduler-v0 agents (not a paper's policy): ``srw`` restricted
+    to what the env shows. Among the waiting slots whose best possible tier is a valid
+    candidate now (one machine if the job fits on one, else one rack, else packed), start the
+    job with the least TRUE remaining GPU-work (read from the engine, so it is clairvoyant
+    whatever ``known_durations`` says); stop when there is none. It acts in any
+    Scheduler-v0 configuration (its choices are always in a slot)."""
+
+    env_kwargs: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, env: gym.Env, seed: int = 0) -> None:
+        self.env = env.unwrapped
+
+    def act(self) -> int:
+        env = self.env
+        slots = env._slots_w
+        if slots.size == 0:
+            return 0
+        o, e = env.obs_state, env.engine
+        best = o.best[slots].astype(np.int64)  # Tier: 0 machine, 1 rack, 2 network
+        cand = env._cand[np.arange(slots.size), best]  # candidates 1..3 are the tiers
+        if not cand.any():
+            return 0
+        left = (o.iters[slots] - e.done_iters[slots]) * o.compute[slots] * o.demand[slots]
+        left = np.where(cand, left, np.inf)
+        k = int(np.argmin(left))
+        return 1 + k * 6 + int(best[k])
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        return np.asarray(self.act()), state

@@ -2,7 +2,8 @@
 
 ``OfferPolicyScheduler`` answers the base policy's resource offers with a Placement-v0
 policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer-v0 policy sets at
-each decision point. Both build exactly the observations the env would, so a policy trained
+each decision point; ``QueuePolicyScheduler`` takes every decision with a Scheduler-v0
+policy. All build exactly the observations the env would, so a policy trained
 in the env behaves the same in ``dlcluster simulate`` and in leaderboards, and the results
 equal an env rollout with the same seed (including the env's ``StallGuard``: when declined
 offers leave the cluster idle with nothing scheduled, the base policy is called again an hour
@@ -132,3 +133,46 @@ class TimerPolicyScheduler(BaseScheduler):
             p = self.decision_period_s
             self._next = (math.floor(view.now / p) + 1.0) * p
         return self._guard(view, self.base.schedule(view))
+
+
+class QueuePolicyScheduler(BaseScheduler):
+    """Every decision of the run taken by a Scheduler-v0 policy on its observation, one
+    decision at a time, exactly as in the env (the same slots, masks and observation code:
+    ``SchedulerEnv`` attached to this run). A masked choice counts as "no more starts now"."""
+
+    name = "scheduler-policy"
+
+    def __init__(
+        self,
+        factory: PolicyFactory,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(env_kwargs=dict(env_kwargs or {}))
+        self.factory = factory
+        self.env_kwargs = dict(env_kwargs or {})
+        if name:
+            self.name = name
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        from dlcluster_gym.envs.scheduler_env import SchedulerEnv
+
+        super().reset(view, rng)
+        self.env = SchedulerEnv(view.scenario, **self.env_kwargs)
+        self.env.attach(view)
+        self.policy = self.factory(self.env)
+        self._guard = StallGuard(self.env.wait_retry_s)
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        env = self.env
+        gen = env._decide(view)
+        try:
+            next(gen)
+            while True:
+                mask = env._mask
+                a = int(np.asarray(_action(self.policy, env._observe(), mask)))
+                gen.send(a if 0 <= a < mask.size and mask[a] else 0)
+        except StopIteration as stop:
+            actions = stop.value
+        return self._guard(view, actions)

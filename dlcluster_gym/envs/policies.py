@@ -70,6 +70,10 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
             "baselines.queue_policies:SRWInScheduler",
             "clairvoyant shortest remaining work (needs known_durations=True)",
         ),
+        "srw-slots": (
+            "baselines.queue_policies:ClairvoyantSlots",
+            "teacher: clairvoyant shortest remaining work among the slots, best tier",
+        ),
         "random": ("baselines.queue_policies:RandomScheduler", "uniform over action_masks()"),
     },
 }

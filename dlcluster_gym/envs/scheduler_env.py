@@ -251,6 +251,13 @@ class SchedulerEnv(ClusterEnv):
             )
         self.obs_state = QueueObserver(view, self.known_durations)
 
+    def attach(self, view: ClusterView) -> None:
+        """Decide inside a native run (``envs.native.QueuePolicyScheduler``): the env reads
+        that run's engine; its ``_decide`` then builds the same decision points."""
+        self.engine, self.view = view._e, view
+        self._first_instant(view)
+        self._at = self
+
     def _decide(self, view: ClusterView) -> Generator[Any, int, Any]:
         self._plan: Plan = view.plan()
         self.instant_index += 1
