@@ -427,6 +427,38 @@ def test_candidate_features_match_the_engine() -> None:
             break
 
 
+@pytest.mark.parametrize("policy", ["dally", "gandiva"])
+def test_placement_v1_wait_limit_keeps_dally_and_gandiva_exact(policy: str) -> None:
+    env = gym.make(
+        "DLCluster/Placement-v1", scenario=SCEN, scenario_overrides=OVER, base_policy=policy
+    )
+    info, _, _ = rollout(env, make_env_policy(policy, env), seed=1)
+    got = {k: v for k, v in info["results"].items() if k != "wall_s"}
+    assert got == _native(policy, 1)
+
+
+def test_placement_v1_an_always_waiting_agent_still_finishes_every_job() -> None:
+    env = gym.make("DLCluster/Placement-v1", scenario=SCEN, scenario_overrides=SMALL)
+    assert env.unwrapped.wait_limit == "rack_timer" and env.spec.id.endswith("-v1")
+    env.reset(seed=0)
+    masked_waits = 0
+    for steps in range(1, 10_000):  # noqa: B007
+        masked_waits += not env.unwrapped.action_masks()[0]
+        _, _, term, trunc, info = env.step(0)
+        if term or trunc:
+            break
+    assert term and not trunc
+    assert info["results"]["jobs_completed"] == 30
+    assert masked_waits > 0  # the limit, not luck, ended the waiting
+
+
+def test_placement_v0_id_keeps_unbounded_waiting() -> None:
+    env = gym.make("DLCluster/Placement-v0")
+    assert env.unwrapped.wait_limit == "none" and env.unwrapped.env_name == "Placement-v0"
+    with pytest.raises(dlcluster_gym.errors.ConfigError, match="wait_limit must be one of"):
+        gym.make("DLCluster/Placement-v1", wait_limit="forever")
+
+
 def test_an_always_waiting_agent_ends_truncated_after_bounded_retries() -> None:
     env = gym.make("DLCluster/Placement-v0", scenario=SCEN, scenario_overrides=SMALL)
     env.reset(seed=0)
