@@ -258,3 +258,62 @@ def test_env_policies_act_natively_with_identical_results(policy: str) -> None:
     cfg = load_scenario(deep_merge(load_scenario(SCEN).model_dump(), OVER))
     native = simulate(cfg, sched, seed=3).summary
     assert _summary(info) == {k: v for k, v in native.items() if k != "wall_s"}
+
+
+# ---------------------------------------------------------------------------- sampling
+MIX = [
+    {"scenario": "dally-poisson-2rack", "weight": 3.0,
+     "ranges": {"racks": [2, 3], "load": [0.7, 1.1], "num_jobs": [20, 40]}},
+    {"scenario": "dally-batch-2rack", "overrides": {"workload": {"num_jobs": 25}}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["Scheduler", "Placement", "DelayTimer"])
+def test_scenarios_are_drawn_per_reset_from_the_seed(kind: str) -> None:
+    from dlcluster_gym.envs import latest
+
+    env_id = f"DLCluster/{kind}-v{latest(kind)}"
+    env = gym.make(env_id, scenarios=MIX)
+    names, sizes = [], set()
+    for seed in range(12):
+        _, info = env.reset(seed=seed)
+        names.append(info["scenario"])
+        sizes.add(env.unwrapped.cluster.num_gpus)
+        if seed == 0:
+            jobs0 = [j.arrival_s for j in env.unwrapped.engine.jobs]
+    assert len(set(names)) >= 4  # several loads / sizes / job counts / both entries
+    assert any("batch" in n for n in names) and any("racks" in n for n in names)
+    assert sizes == {128, 192}  # dally racks are 64 GPUs: 2 or 3 racks
+    again = gym.make(env_id, scenarios=MIX)
+    _, info = again.reset(seed=0)
+    assert info["scenario"] == names[0]
+    assert [j.arrival_s for j in again.unwrapped.engine.jobs] == jobs0
+    n_jobs = len(jobs0)
+    assert n_jobs == 25 or 20 <= n_jobs <= 40
+
+
+def test_sampled_scheduler_env_pickles_mid_episode() -> None:
+    env = gym.make(ID, scenarios=MIX).unwrapped
+    env.reset(seed=4)
+    for _ in range(5):
+        env.step(int(np.flatnonzero(env.action_masks())[-1]))
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.episode_scenario.name == env.episode_scenario.name
+    a = int(np.flatnonzero(env.action_masks())[-1])
+    np.testing.assert_array_equal(env.step(a)[0], copy.step(a)[0])
+
+
+@pytest.mark.parametrize(
+    "scenarios, match",
+    [
+        ("dally-poisson-2rack", "must be a list"),
+        ([], "must not be empty"),
+        ([{"scenario": "dally-poisson-2rack", "weight": 0}], r"scenarios\[0\].weight"),
+        ([{"scenario": "dally-poisson-2rack", "ranges": {"gpus": [1, 2]}}], "unknown range"),
+        ([{"scenario": "dally-poisson-2rack", "ranges": {"racks": [3, 2]}}], "lo <= hi"),
+        ([{"scenario": "dally-poisson-2rack", "size": 2}], "unknown key 'size'"),
+    ],
+)
+def test_bad_scenario_lists_are_one_line_errors(scenarios: object, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        gym.make(ID, scenarios=scenarios)

@@ -259,7 +259,8 @@ class PlacementEnv(ClusterEnv):
     ## Arguments
 
     ``scenario`` (preset name, YAML path, mapping; default ``dally-poisson-4rack``),
-    ``scenario_overrides`` (nested mapping merged into it), ``base_policy`` (``dally``,
+    ``scenario_overrides`` (nested mapping merged into it), ``scenarios`` (a list drawn per
+    reset instead of ``scenario``, ``envs.sampling``), ``base_policy`` (``dally``,
     ``tiresias``, ``gandiva`` or any policy with an ``offers`` generator) and
     ``base_params``, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
     (``"wait"`` or ``"raise"``), ``invalid_penalty`` (1.0), ``wait_retry_s`` (3600: when
