@@ -15,10 +15,10 @@ import math
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
-from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, ClusterFeatures, count_feature
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature
 from dlcluster_gym.envs.placement import _sensitivity
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
-from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.sim.view import ClusterView, Plan
 from dlcluster_gym.workload.models import get_model
 
 WAITING_FEATURES: tuple[str, ...] = (
@@ -124,7 +124,10 @@ class QueueObserver:
         self.static_w[:, 2] = self.f_rack
         self.static_w[:, 3:6] = sens
         self.tier = np.full(len(jobs), -1, dtype=np.int8)  # tier of a running job's placement
-        self.clusterf = ClusterFeatures(view)
+        self.num_gpus = float(c.num_gpus)
+        self.num_jobs = max(len(jobs), 1)
+        self.machine_gpus = c.machine_num_gpus
+        self.rack_gpus = c.rack_num_gpus
 
     def note_placement(self, job: int, gpus: np.ndarray) -> None:
         """Remember the tier of a job's new placement (a start or a move)."""
@@ -176,7 +179,11 @@ class QueueObserver:
         cpi = e.compute_per_iter[ids]
         f = np.where(cpi > 0, e.comm_per_iter[ids] / np.where(cpi > 0, cpi, 1.0), 0.0)
         rows[:, _R["comm"]] = f / (1.0 + f)
-        done, run, att = e.live(ids)
+        dt = now - e.last_update[ids]  # running jobs' counters, brought up to now
+        busy = np.maximum(now - np.maximum(e.last_update[ids], e.resume_at[ids]), 0.0)
+        done = np.minimum(e.done_iters[ids] + busy / e.iter_time[ids], self.iters[ids])
+        run = e.run_s[ids] + dt
+        att = e.attained[ids] + dt * e.alloc_n[ids]
         rows[:, _R["attained"]] = _logw(att)
         rows[:, _R["running_for"]] = _logt(now - e.last_start[ids])
         nws = np.ones(k)
@@ -191,31 +198,52 @@ class QueueObserver:
             rows[:, _R["remaining_work"]] = _logw(left * self.demand[ids])
             rows[:, _R["remaining_time"]] = _logt(left)
 
-    def global_block(self, out: np.ndarray, hidden: np.ndarray, now: float, decisions: int) -> None:
-        """Cluster features and what the slots leave out."""
-        self.clusterf.compute(out[: len(CLUSTER_FEATURES)])
+    def global_block(
+        self, out: np.ndarray, plan: Plan, slots: np.ndarray, hidden: np.ndarray,
+        n_running: int, now: float, decisions: int,
+    ) -> None:  # fmt: skip
+        """``CLUSTER_FEATURES`` of the plan (the GPUs taken by this instant's decisions
+        count as busy; waiting = the jobs still startable now), then what the slots leave
+        out."""
+        c = self.cluster
+        fpm, fpr = plan.free_per_machine, plan.free_per_rack
+        free = float(fpr.sum())
+        empty_m = fpm == self.machine_gpus
+        ng = self.num_gpus
+        out[0] = free / ng
+        out[1] = fpm.max() / c.max_gpus_per_machine
+        out[2] = fpr.max() / c.max_gpus_per_rack
+        out[3] = empty_m.sum() / fpm.size
+        out[4] = (fpr == self.rack_gpus).sum() / fpr.size
+        out[5] = 1.0 - float(self.machine_gpus[empty_m].sum()) / free if free > 0 else 0.0
+        n_wait = slots.size + hidden.size
+        out[6] = count_feature(n_wait)
+        d = self.demand
+        out[7] = min(float(d[slots].sum() + d[hidden].sum()) / ng, 1.0) if n_wait else 0.0
+        out[8] = count_feature(n_running)
+        out[9] = self.engine.n_done / self.num_jobs
         n = len(CLUSTER_FEATURES)
         out[n] = count_feature(hidden.size)
         if hidden.size:
-            out[n + 1] = min(float(self.demand[hidden].sum()) / self.clusterf.num_gpus, 1.0)
+            out[n + 1] = min(float(d[hidden].sum()) / ng, 1.0)
             out[n + 2] = _logt(np.array([now - self.engine.wait_since[hidden].min()]))[0]
         else:
             out[n + 1] = out[n + 2] = 0.0
         out[n + 3] = count_feature(decisions)
 
-    def machines_block(self, out_m: np.ndarray, out_r: np.ndarray) -> None:
+    def machines_block(self, out_m: np.ndarray, out_r: np.ndarray, plan: Plan) -> None:
         """Machine and rack nodes (Dict observation): free share, size, rack of each."""
-        c, v = self.cluster, self.view
+        c = self.cluster
         out_m[:] = 0.0
         out_r[:] = 0.0
         nm, nr = c.num_machines, c.num_racks
-        fpm = v.free_per_machine
+        fpm = plan.free_per_machine
         out_m[:nm, 0] = 1.0
         out_m[:nm, 1] = fpm / c.machine_num_gpus
         out_m[:nm, 2] = c.machine_num_gpus / c.max_gpus_per_machine
         out_m[:nm, 3] = (c.machine_rack + 0.5) / nr
         out_r[:nr, 0] = 1.0
-        out_r[:nr, 1] = v.free_per_rack / c.rack_num_gpus
+        out_r[:nr, 1] = plan.free_per_rack / c.rack_num_gpus
         mx = np.zeros(nr)
         np.maximum.at(mx, c.machine_rack, fpm)
         out_r[:nr, 2] = mx / c.max_gpus_per_machine

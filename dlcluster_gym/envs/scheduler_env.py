@@ -264,6 +264,7 @@ class SchedulerEnv(ClusterEnv):
         if self._touched:
             self._tmask[list(self._touched)] = False
         self._touched = set()
+        self._n_started = 0  # running-job count change at this instant
         self._decisions = 0
         while True:
             if not self._refresh() and (self.skip_trivial or self._decisions):
@@ -421,7 +422,9 @@ class SchedulerEnv(ClusterEnv):
         n = int(self.obs_state.demand[job])
         if kind == "preempt":
             plan.preempt(job)
+            self._n_started -= 1
         else:
+            self._n_started += kind == "start"
             gpus = self._offer(n).placement(c)
             assert gpus is not None
             if kind == "start":
@@ -516,13 +519,15 @@ class SchedulerEnv(ClusterEnv):
             now = self.engine.now
             o.waiting_block(self._slots_w, self._cand, self._wbuf, now)
             o.running_block(self._slots_r, self._move, self._rbuf, now)
-            o.global_block(self._gbuf, self._hidden, now, self._decisions)
+            n_run = len(self.engine.running) + self._n_started
+            o.global_block(self._gbuf, self._plan, self._slots_w, self._hidden, n_run, now,
+                           self._decisions)  # fmt: skip
         if self.observation_kind == "flat":
             return np.concatenate((self._wbuf.reshape(-1), self._rbuf.reshape(-1), self._gbuf))
         machines = np.zeros((self.max_machines, len(MACHINE_FEATURES)), dtype=np.float32)
         racks = np.zeros((self.max_racks, len(RACK_FEATURES)), dtype=np.float32)
         if self._at is not None:
-            self.obs_state.machines_block(machines, racks)
+            self.obs_state.machines_block(machines, racks, self._plan)
         return {
             "waiting": self._wbuf.copy(),
             "running": self._rbuf.copy(),
