@@ -7,11 +7,12 @@ Steps (each can be run alone):
   python experiments/train_agents.py evaluate   # held-out table -> experiments/results/agents/
   python experiments/train_agents.py tables     # rewrite the Markdown tables from the JSON
 
-Add ``placement`` or ``delay-timer`` to act on one agent only.
+Add ``placement``, ``delay-timer`` or ``scheduler`` to act on one agent only.
 
 ``train`` runs exactly the commands recorded in the checkpoints (``TRAIN_COMMANDS``).
-``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias and Gandiva
-natively on the config's evaluation scenarios and seeds (the trace scenario needs
+``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias, Gandiva, the
+clairvoyant ``srw`` reference and the ``ideal`` bound natively on the config's evaluation
+scenarios and seeds (the trace scenario needs
 ../shared/traces and is skipped without it).
 """
 
@@ -28,13 +29,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
-AGENTS = {"placement": "placement", "delay-timer": "delay_timer"}
+AGENTS = {"placement": "placement", "delay-timer": "delay_timer", "scheduler": "scheduler"}
 TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
+    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v2",
 }
-BASELINES = ("dally", "dally-manual", "tiresias", "gandiva")
+# The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
+# consolidation) and the `ideal` bound (every job alone on the cluster).
+BASELINES = ("dally", "dally-manual", "tiresias", "gandiva", "srw", "ideal")
 
 
 def train() -> None:
