@@ -1,5 +1,3 @@
-"""Train a MaskablePPO queue agent on DLCluster/Scheduler-v0 and compare it with random."""
-
 import gymnasium as gym
 import numpy as np
 from sb3_contrib import MaskablePPO
@@ -25,8 +23,8 @@ def avg_jct_h(act, seeds=(101, 102, 103)):  # held-out seeds, never trained on
 
 
 rng = np.random.default_rng(0)
-print(f"random: {avg_jct_h(lambda o, m: rng.choice(np.flatnonzero(m))):.1f} h average JCT")
+print(f"random: {avg_jct_h(lambda o, m: rng.choice(np.flatnonzero(m))):.1f} h avg JCT", flush=True)
 venv = VecNormalize(make_vec_env(ENV, n_envs=2, seed=0, env_kwargs=KW), norm_obs=False)
 model = MaskablePPO("MlpPolicy", venv, n_steps=512, batch_size=128, gamma=1.0, seed=0)
 model.learn(total_timesteps=20_000)
-print(f"PPO:    {avg_jct_h(lambda o, m: model.predict(o, action_masks=m)[0]):.1f} h average JCT")
+print(f"PPO:    {avg_jct_h(lambda o, m: model.predict(o, action_masks=m)[0]):.1f} h avg JCT")
