@@ -18,7 +18,7 @@ HEURISTICS: dict[str, tuple[str, ...]] = {
     "delay-timer": ("dally", "dally-manual", "tiresias", "gandiva"),
     "scheduler": ("dally", "tiresias", "gandiva", "fcfs", "srw", "ideal"),
 }
-METRICS = ("avg_jct_s", "p95_jct_s", "makespan_s", "avg_queueing_s")
+METRICS = ("avg_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s", "avg_queueing_s")
 
 PolicyMaker = Callable[[], Any]  # -> a fresh scheduler object
 

@@ -83,6 +83,31 @@ def evaluate() -> None:
     tables()
 
 
+PAPER = ("dally", "dally-manual", "tiresias", "gandiva")
+
+
+def targets_table(rows: list[dict], agent: str) -> str:
+    """Issue #17's held-out targets per scenario (means over seeds): the agent's average JCT
+    against Dally's and the best paper heuristic's, its P99 JCT against Dally's."""
+    import numpy as np
+
+    def mean(sc: str, pol: str, key: str) -> float:
+        v = [r[key] for r in rows if r["scenario"] == sc and r["policy"] == pol and key in r]
+        return float(np.mean(v)) if v else float("nan")
+
+    lines = ["| scenario | avg JCT / Dally (<= 0.85) | / best paper heuristic (< 1) | "
+             "P99 JCT / Dally (<= 1.10) | srw / Dally | ideal / Dally |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        a, d = mean(sc, agent, "avg_jct_s"), mean(sc, "dally", "avg_jct_s")
+        best = min(mean(sc, p, "avg_jct_s") for p in PAPER)
+        p99 = mean(sc, agent, "p99_jct_s") / mean(sc, "dally", "p99_jct_s")
+        lines.append(f"| {sc} | {a / d:.3f} | {a / best:.3f} | {p99:.3f} | "
+                     f"{mean(sc, 'srw', 'avg_jct_s') / d:.3f} | "
+                     f"{mean(sc, 'ideal', 'avg_jct_s') / d:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def tables() -> None:
     """Rewrite the Markdown tables from the evaluation JSON (no simulation)."""
     from agents.evaluate import makespan_table, markdown_table, summary_table
@@ -97,7 +122,9 @@ def tables() -> None:
             f"Checkpoint `{d['checkpoint']}`, trained with `{d['command']}`; "
             f"seeds {d['seeds']}{wall}.\n\nAverage JCT:\n\n{md}\n\n"
             f"Makespan:\n\n{makespan_table(table, 'dally')}\n"
-        )
+            + (f"\nIssue #17 targets:\n\n{targets_table(d['rows'], f'{agent}-agent')}\n"
+               if any("p99_jct_s" in r for r in d["rows"]) else "")
+        )  # fmt: skip
         print(md)
 
 
