@@ -38,7 +38,9 @@ def _action(policy: Any, obs: np.ndarray, mask: np.ndarray | None = None) -> Any
 
 class OfferPolicyScheduler(BaseScheduler):
     """The base policy's job order, preemption and migration; each offer decided by an
-    env policy on its Placement-v0 observation (a masked choice counts as wait)."""
+    env policy on its Placement observation (a masked choice counts as wait, or, when
+    ``wait_limit="rack_timer"`` masks wait as Placement-v1 does, as the most consolidated
+    valid candidate)."""
 
     name = "placement-policy"
 
@@ -50,9 +52,11 @@ class OfferPolicyScheduler(BaseScheduler):
         base_params: Mapping[str, Any] | None = None,
         name: str | None = None,
         retry_s: float = 3600.0,
+        wait_limit: str = "none",
     ) -> None:
         super().__init__(base_policy=base_policy, base_params=dict(base_params or {}))
         self.retry_s = float(retry_s)
+        self.wait_limit = wait_limit  # "none": Placement-v0; "rack_timer": Placement-v1
         self.factory = factory
         self.base_policy = base_policy
         self.base_params = dict(base_params or {})
@@ -67,11 +71,18 @@ class OfferPolicyScheduler(BaseScheduler):
         self.base.reset(view, rng)
         self._guard = StallGuard(self.retry_s)
         self.observer = PlacementObserver(view)
-        self.policy = self.factory(PlacementEnv(view.scenario, base_policy=self.base_policy))
+        env = PlacementEnv(view.scenario, base_policy=self.base_policy, wait_limit=self.wait_limit)
+        self.policy = self.factory(env)
 
     def choose(self, offer: Offer) -> int:
-        a = int(np.asarray(_action(self.policy, self.observer.observe(offer), offer.mask)))
-        return a if 0 <= a < offer.mask.size and offer.mask[a] else WAIT
+        mask = offer.mask
+        if self.wait_limit == "rack_timer" and offer.past_rack_timer and offer.past_machine_timer:
+            mask = mask.copy()
+            mask[WAIT] = not mask[1:].any()
+        a = int(np.asarray(_action(self.policy, self.observer.observe(offer), mask)))
+        if 0 <= a < mask.size and mask[a]:
+            return a
+        return WAIT if mask[WAIT] else int(np.flatnonzero(mask)[0])
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         return self._guard(view, drive(self.base.offers(view), self.choose))
