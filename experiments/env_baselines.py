@@ -25,7 +25,7 @@ from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
 from dlcluster_gym.scheduler import _import
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ("dally-poisson-4rack", "dally-batch-4rack")
+SCENARIOS = ("dally-poisson-4rack", "dally-batch-2rack")
 AGENTS = {
     "Placement": "agents/checkpoints/placement.zip",
     "DelayTimer": "agents/checkpoints/delay_timer.zip",
