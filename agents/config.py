@@ -13,7 +13,11 @@ from dlcluster_gym.errors import ConfigError
 _REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "agents"
 _PKG_CONFIGS = Path(__file__).resolve().parent.parent / "dlcluster_gym" / "_configs" / "agents"
 CONFIG_DIR = _REPO_CONFIGS if _REPO_CONFIGS.is_dir() else _PKG_CONFIGS
-DEFAULT_CONFIGS: dict[str, str] = {"placement": "placement", "delay-timer": "delay_timer"}
+DEFAULT_CONFIGS: dict[str, str] = {
+    "placement": "placement",
+    "delay-timer": "delay_timer",
+    "scheduler": "scheduler",
+}
 
 
 class _Strict(BaseModel):
@@ -112,7 +116,7 @@ class PolicyParams(_Strict):
 class AgentConfig(_Strict):
     """A full agent training config."""
 
-    agent: Literal["placement", "delay-timer"]
+    agent: Literal["placement", "delay-timer", "scheduler"]
     algorithm: Literal["maskable_ppo", "ppo"]
     description: str = ""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)

@@ -16,8 +16,9 @@ from dlcluster_gym.api import simulate
 HEURISTICS: dict[str, tuple[str, ...]] = {
     "placement": ("dally", "dally-manual", "tiresias", "gandiva"),
     "delay-timer": ("dally", "dally-manual", "tiresias", "gandiva"),
+    "scheduler": ("dally", "tiresias", "gandiva", "fcfs", "srw", "ideal"),
 }
-METRICS = ("avg_jct_s", "p95_jct_s", "makespan_s", "avg_queueing_s")
+METRICS = ("avg_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s", "avg_queueing_s")
 
 PolicyMaker = Callable[[], Any]  # -> a fresh scheduler object
 

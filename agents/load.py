@@ -57,7 +57,7 @@ class AgentPolicy:
     def __init__(self, model: Any, meta: dict[str, Any]) -> None:
         self.model = model
         self.meta = meta
-        self.uses_masks = meta["env_kind"] == "Placement"
+        self.uses_masks = meta["env_kind"] in ("Placement", "Scheduler")
         self.base_policy = meta.get("env_kwargs", {}).get("base_policy", "dally")
         self.wait_limit = meta.get("config", {}).get("wait_limit", "none")
 

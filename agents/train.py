@@ -82,12 +82,12 @@ def _teacher_data(
     ws = cfg.warm_start
     assert ws is not None
     mix = make_mix_env(cfg, traces_dir)
-    teacher = make_env_policy(ws.teacher, mix.env)
     data: dict[str, list[np.ndarray]] = {"obs": [], "act": [], "mask": [], "rew": [], "end": []}
     obs, _ = mix.reset(seed=seed + 7919)
     for _ in range(ws.episodes):
+        teacher = make_env_policy(ws.teacher, mix.env)  # this episode's env (teachers may read it)
         while True:
-            mask = mix.action_masks() if cfg.agent == "placement" else None
+            mask = mix.action_masks() if cfg.agent in ("placement", "scheduler") else None
             a, _ = teacher.predict(obs, deterministic=True)
             data["obs"].append(obs)
             data["act"].append(np.asarray(a))

@@ -95,7 +95,11 @@ class RandomMasked(_EnvPolicy):
 
     def act(self, obs: np.ndarray) -> Any:
         if isinstance(self.action_space, gym.spaces.Discrete):
-            valid = [0, *(np.flatnonzero(obs[pl.VALID_INDEX] > 0.5) + 1).tolist()]
+            cands = (np.flatnonzero(obs[pl.VALID_INDEX] > 0.5) + 1).tolist()
+            limited = getattr(self.env, "wait_limit", "none") == "rack_timer"
+            past = obs[_I["job.past_rack_timer"]] > 0.5 and obs[_I["job.past_machine_timer"]] > 0.5
+            no_wait = limited and cands and past
+            valid = cands if no_wait else [0, *cands]
             return valid[int(self.rng.integers(len(valid)))]
         return self.rng.uniform(-1.0, 1.0, self.action_space.shape).astype(np.float32)
 

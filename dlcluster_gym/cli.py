@@ -549,7 +549,7 @@ def report(run_dir: Path, out: Path | None) -> None:
 @click.option(
     "--agent",
     "agent",
-    type=click.Choice(["placement", "delay-timer"]),
+    type=click.Choice(["placement", "delay-timer", "scheduler"]),
     required=True,
     help="Which agent to train.",
 )

@@ -316,6 +316,11 @@ register_policy(
     "FCFS with Cassini's placement candidates and time shifts (new combination)",
 )
 register_policy(
+    "srw",
+    "baselines.srw:ShortestRemainingWork",
+    "CLAIRVOYANT reference: shortest true remaining work first, waits for the best tier",
+)
+register_policy(
     "ideal",
     "baselines.ideal:IdealBound",
     "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",

@@ -1,10 +1,12 @@
 """Environment speed benchmark: env steps per second with a given env policy, one core.
 
-Target (issue #7): >= 3,000 steps/s for Placement-v0 with the masked random policy on a
-4-rack scenario (``dally-poisson-4rack``, the default). Every row runs whole episodes
-(reset included) for ``--episodes`` seeds and reports steps per wall-clock second, steps per
-CPU second of this process (the single-core figure, robust to other load on the machine) and
-simulated jobs/s.
+Targets: >= 3,000 steps/s for Placement with the masked random policy on
+``dally-poisson-4rack`` (issue #7); >= 2,000 masked random steps/s for Scheduler-v0 on
+``dally-poisson-8rack`` (issue #17). Each env runs at its newest version; a heuristic runs
+with the env arguments it declares (``env_kwargs``, e.g. Scheduler-v0's dally: preemption).
+Every row runs whole episodes (reset included) for ``--episodes`` seeds and reports steps
+per wall-clock second, steps per CPU second of this process (the single-core figure, robust
+to other load on the machine) and simulated jobs/s.
 
 Usage: python experiments/bench_envs.py [--episodes N] [--rows ENV:SCENARIO:POLICY ...] [--json]
 """
@@ -19,7 +21,9 @@ import time
 import gymnasium as gym
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
-from dlcluster_gym.envs.policies import make_env_policy, rollout
+from dlcluster_gym.envs import latest
+from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
+from dlcluster_gym.scheduler import _import
 
 DEFAULT_ROWS = (
     "Placement:dally-poisson-4rack:random",
@@ -27,12 +31,18 @@ DEFAULT_ROWS = (
     "Placement:dally-batch-8rack:random",
     "DelayTimer:dally-poisson-4rack:random",
     "DelayTimer:dally-poisson-4rack:dally",
+    "Scheduler:dally-poisson-8rack:random",
+    "Scheduler:dally-poisson-4rack:random",
+    "Scheduler:dally-poisson-8rack:dally",
+    "Scheduler:dally-poisson-8rack:srw-slots",
 )
 
 
 def bench(row: str, episodes: int) -> dict:
     kind, scenario, policy = row.split(":")
-    env = gym.make(f"DLCluster/{kind}-v0", scenario=scenario)
+    target = ENV_POLICIES[kind][policy][0]
+    kw = dict(getattr(_import(target), "env_kwargs", {}))
+    env = gym.make(f"DLCluster/{kind}-v{latest(kind)}", scenario=scenario, **kw)
     pol = make_env_policy(policy, env, **({"seed": 0} if policy == "random" else {}))
     steps = jobs = 0
     t0 = time.perf_counter()

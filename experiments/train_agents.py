@@ -6,12 +6,14 @@ Steps (each can be run alone):
   python experiments/train_agents.py ship       # best.zip -> agents/checkpoints/*.zip, curves
   python experiments/train_agents.py evaluate   # held-out table -> experiments/results/agents/
   python experiments/train_agents.py tables     # rewrite the Markdown tables from the JSON
+  python experiments/train_agents.py add-references  # srw/ideal rows into the other tables
 
-Add ``placement`` or ``delay-timer`` to act on one agent only.
+Add ``placement``, ``delay-timer`` or ``scheduler`` to act on one agent only.
 
 ``train`` runs exactly the commands recorded in the checkpoints (``TRAIN_COMMANDS``).
-``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias and Gandiva
-natively on the config's evaluation scenarios and seeds (the trace scenario needs
+``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias, Gandiva, the
+clairvoyant ``srw`` reference and the ``ideal`` bound natively on the config's evaluation
+scenarios and seeds (the trace scenario needs
 ../shared/traces and is skipped without it).
 """
 
@@ -28,13 +30,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
-AGENTS = {"placement": "placement", "delay-timer": "delay_timer"}
+AGENTS = {"placement": "placement", "delay-timer": "delay_timer", "scheduler": "scheduler"}
 TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
+    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v2",
 }
-BASELINES = ("dally", "dally-manual", "tiresias", "gandiva")
+# The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
+# consolidation) and the `ideal` bound (every job alone on the cluster).
+BASELINES = ("dally", "dally-manual", "tiresias", "gandiva", "srw", "ideal")
 
 
 def train() -> None:
@@ -79,6 +84,47 @@ def evaluate() -> None:
     tables()
 
 
+PAPER = ("dally", "dally-manual", "tiresias", "gandiva")
+
+
+def targets_table(rows: list[dict], agent: str) -> str:
+    """Issue #17's held-out targets per scenario (means over seeds): the agent's average JCT
+    against Dally's and the best paper heuristic's, its P99 JCT against Dally's."""
+    import numpy as np
+
+    def mean(sc: str, pol: str, key: str) -> float:
+        v = [r[key] for r in rows if r["scenario"] == sc and r["policy"] == pol and key in r]
+        return float(np.mean(v)) if v else float("nan")
+
+    lines = ["| scenario | avg JCT / Dally (<= 0.85) | / best paper heuristic (< 1) | "
+             "P99 JCT / Dally (<= 1.10) | srw / Dally | ideal / Dally |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        a, d = mean(sc, agent, "avg_jct_s"), mean(sc, "dally", "avg_jct_s")
+        best = min(mean(sc, p, "avg_jct_s") for p in PAPER)
+        p99 = mean(sc, agent, "p99_jct_s") / mean(sc, "dally", "p99_jct_s")
+        lines.append(f"| {sc} | {a / d:.3f} | {a / best:.3f} | {p99:.3f} | "
+                     f"{mean(sc, 'srw', 'avg_jct_s') / d:.3f} | "
+                     f"{mean(sc, 'ideal', 'avg_jct_s') / d:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def add_references() -> None:
+    """Copy the ``srw`` and ``ideal`` rows of the scheduler agent's evaluation into the other
+    agents' evaluations: the same scenarios and seeds, and neither depends on the agent (the
+    runs are deterministic), so they need not be simulated again."""
+    src = json.loads((RESULTS / "scheduler_eval.json").read_text())
+    refs = [r for r in src["rows"] if r["policy"] in ("srw", "ideal")]
+    for name in ("placement", "delay_timer"):
+        f = RESULTS / f"{name}_eval.json"
+        d = json.loads(f.read_text())
+        cases = {(r["scenario"], r["seed"]) for r in d["rows"]}
+        add = [r for r in refs if (r["scenario"], r["seed"]) in cases]
+        d["rows"] = [r for r in d["rows"] if r["policy"] not in ("srw", "ideal")] + add
+        d["references_from"] = "scheduler_eval.json (srw, ideal rows)"
+        f.write_text(json.dumps(d, indent=1))
+
+
 def tables() -> None:
     """Rewrite the Markdown tables from the evaluation JSON (no simulation)."""
     from agents.evaluate import makespan_table, markdown_table, summary_table
@@ -93,7 +139,10 @@ def tables() -> None:
             f"Checkpoint `{d['checkpoint']}`, trained with `{d['command']}`; "
             f"seeds {d['seeds']}{wall}.\n\nAverage JCT:\n\n{md}\n\n"
             f"Makespan:\n\n{makespan_table(table, 'dally')}\n"
-        )
+            + (f"\nIssue #17 targets:\n\n{targets_table(d['rows'], f'{agent}-agent')}\n"
+               if any("p99_jct_s" in r and r["policy"] == f"{agent}-agent" for r in d["rows"])
+               else "")
+        )  # fmt: skip
         print(md)
 
 
@@ -104,4 +153,6 @@ if __name__ == "__main__":
         AGENTS = {a: AGENTS[a] for a in only}
         TRAIN_COMMANDS = {a: TRAIN_COMMANDS[a] for a in only}
     for step in [a for a in args if a not in AGENTS] or ["train", "ship", "evaluate"]:
-        {"train": train, "ship": ship, "evaluate": evaluate, "tables": tables}[step]()
+        steps = {"train": train, "ship": ship, "evaluate": evaluate, "tables": tables,
+                 "add-references": add_references}  # fmt: skip
+        steps[step]()

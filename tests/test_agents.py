@@ -72,7 +72,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 # ---------------------------------------------------------------------------- configs
-@pytest.mark.parametrize("name", ["placement", "delay_timer"])
+@pytest.mark.parametrize("name", ["placement", "delay_timer", "scheduler"])
 def test_shipped_configs_load_and_hold_out_larger_clusters_and_poisson(name: str) -> None:
     cfg = load_agent_config(name)
     train = {s.scenario for s in cfg.train.scenarios}
@@ -273,7 +273,7 @@ def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- shipped agents
-@pytest.mark.parametrize("name", ["placement", "delay_timer"])
+@pytest.mark.parametrize("name", ["placement", "delay_timer", "scheduler"])
 def test_shipped_checkpoints_load_and_act_deterministically(name: str) -> None:
     path = SHIPPED / f"{name}.zip"
     if not path.is_file():
@@ -284,7 +284,7 @@ def test_shipped_checkpoints_load_and_act_deterministically(name: str) -> None:
     env = tiny_env(kind)
     pol = make_env_policy(f"agent:{path}", env)
     obs, _ = env.reset(seed=11)
-    mask = env.unwrapped.action_masks() if kind == "Placement" else None
+    mask = env.unwrapped.action_masks() if kind in ("Placement", "Scheduler") else None
     kw = {"action_masks": mask} if mask is not None else {}
     a1, _ = pol.predict(obs, deterministic=True, **kw)
     a2, _ = pol.predict(obs, deterministic=True, **kw)
@@ -299,3 +299,25 @@ def _tiny_scenario() -> dict:
     from dlcluster_gym.envs.base import deep_merge
 
     return deep_merge(load_scenario("dally-poisson-2rack").model_dump(), TINY)
+
+
+def test_scheduler_agent_trains_and_runs_natively_as_in_the_env(tmp_path: Path) -> None:
+    cfg = tiny_config("scheduler")
+    cfg["algorithm"] = "maskable_ppo"
+    cfg["warm_start"]["teacher"] = "srw-slots"
+    cfg["env_kwargs"] = {"max_waiting": 8, "max_running": 4}
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "run"
+    res = CliRunner().invoke(
+        main, ["train", "--agent", "scheduler", "--config", str(path), "--out", str(out), "-q"]
+    )
+    assert res.exit_code == 0, res.output
+    ckpt = out / "best.zip"
+    meta = read_agent_meta(ckpt)
+    assert meta["env_kind"] == "Scheduler" and meta["warm_start"]["teacher"] == "srw-slots"
+    env = tiny_env("Scheduler", max_waiting=8, max_running=4)
+    info, _, _ = rollout(env, make_env_policy(f"agent:{ckpt}", env), seed=9)
+    native = simulate(_tiny_scenario(), f"agent:{ckpt}", 9).summary
+    got = {k: v for k, v in info["results"].items() if k != "wall_s"}
+    assert got == {k: v for k, v in native.items() if k != "wall_s"}

@@ -67,9 +67,10 @@ def test_gymnasium_check_env_with_warnings_as_errors(env_id: str) -> None:
 @pytest.mark.parametrize("env_id", IDS)
 def test_sb3_check_env(env_id: str) -> None:
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    env = gym.make(env_id).unwrapped  # (v0 ids warn that a newer version exists)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sb3_checker.check_env(gym.make(env_id).unwrapped, warn=True)
+        sb3_checker.check_env(env, warn=True)
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -115,7 +116,7 @@ def test_no_truncation_after_one_step(env_id: str) -> None:
     assert not term and not trunc
 
 
-@pytest.mark.parametrize("kind", ["Placement", "DelayTimer"])
+@pytest.mark.parametrize("kind", ["Placement", "DelayTimer", "Scheduler"])
 @pytest.mark.parametrize("vec", ["sync", "async"])
 def test_gymnasium_vector_envs(kind: str, vec: str) -> None:
     cls = gym.vector.SyncVectorEnv if vec == "sync" else gym.vector.AsyncVectorEnv
@@ -131,7 +132,7 @@ def test_gymnasium_vector_envs(kind: str, vec: str) -> None:
         envs.close()
 
 
-@pytest.mark.parametrize("kind", ["Placement", "DelayTimer"])
+@pytest.mark.parametrize("kind", ["Placement", "DelayTimer", "Scheduler"])
 def test_sb3_subproc_vec_env(kind: str) -> None:
     vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
     envs = vec_env.SubprocVecEnv(
@@ -246,7 +247,7 @@ def test_reward_components_are_named_and_weighted() -> None:
     total = 0.0
     while True:
         _, r, term, trunc, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[-1]))
-        assert set(info["rewards"]) == {"jct", "makespan", "comm", "invalid"}
+        assert set(info["rewards"]) == {"jct", "makespan", "comm", "invalid", "unfinished"}
         assert r == pytest.approx(info["rewards"]["makespan"])
         total += r
         if term or trunc:
@@ -425,6 +426,38 @@ def test_candidate_features_match_the_engine() -> None:
         obs, _, term, _, _ = env.step(int(np.flatnonzero(offer.mask)[-1]))
         if term:
             break
+
+
+@pytest.mark.parametrize("policy", ["dally", "gandiva"])
+def test_placement_v1_wait_limit_keeps_dally_and_gandiva_exact(policy: str) -> None:
+    env = gym.make(
+        "DLCluster/Placement-v1", scenario=SCEN, scenario_overrides=OVER, base_policy=policy
+    )
+    info, _, _ = rollout(env, make_env_policy(policy, env), seed=1)
+    got = {k: v for k, v in info["results"].items() if k != "wall_s"}
+    assert got == _native(policy, 1)
+
+
+def test_placement_v1_an_always_waiting_agent_still_finishes_every_job() -> None:
+    env = gym.make("DLCluster/Placement-v1", scenario=SCEN, scenario_overrides=SMALL)
+    assert env.unwrapped.wait_limit == "rack_timer" and env.spec.id.endswith("-v1")
+    env.reset(seed=0)
+    masked_waits = 0
+    for steps in range(1, 10_000):  # noqa: B007
+        masked_waits += not env.unwrapped.action_masks()[0]
+        _, _, term, trunc, info = env.step(0)
+        if term or trunc:
+            break
+    assert term and not trunc
+    assert info["results"]["jobs_completed"] == 30
+    assert masked_waits > 0  # the limit, not luck, ended the waiting
+
+
+def test_placement_v0_id_keeps_unbounded_waiting() -> None:
+    env = gym.make("DLCluster/Placement-v0")
+    assert env.unwrapped.wait_limit == "none" and env.unwrapped.env_name == "Placement-v0"
+    with pytest.raises(dlcluster_gym.errors.ConfigError, match="wait_limit must be one of"):
+        gym.make("DLCluster/Placement-v1", wait_limit="forever")
 
 
 def test_an_always_waiting_agent_ends_truncated_after_bounded_retries() -> None:

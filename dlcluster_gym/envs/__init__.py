@@ -1,9 +1,13 @@
 """Gymnasium environments, registered under the ``DLCluster/`` namespace on import.
 
-- ``DLCluster/Placement-v0``: answer resource offers (wait or a candidate placement).
+- ``DLCluster/Placement-v1``: answer resource offers (wait or a candidate placement); a job
+  past the base policy's rack timer may no longer wait while a placement is valid.
+  ``Placement-v0`` keeps the old dynamics (unbounded waiting, bounded only by the stall
+  retries) for reproducing earlier results.
 - ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class.
+- ``DLCluster/Scheduler-v0``: run the whole queue (which job, where; optionally preempt/move).
 
-Both run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
+All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
 envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
 """
 
@@ -15,6 +19,7 @@ NAMESPACE = "DLCluster"
 ENVS: dict[str, str] = {
     "Placement": "dlcluster_gym.envs.placement:PlacementEnv",
     "DelayTimer": "dlcluster_gym.envs.delay_timer:DelayTimerEnv",
+    "Scheduler": "dlcluster_gym.envs.scheduler_env:SchedulerEnv",
 }
 PRESET_SCENARIOS: tuple[str, ...] = (
     "dally-batch-2rack",
@@ -26,24 +31,38 @@ PRESET_SCENARIOS: tuple[str, ...] = (
     "dally-poisson-16rack",
     "cassini-testbed-poisson",
 )
-VERSION = 0
+# Versions of each env and the kwargs that give a version its dynamics (the newest is the
+# class's defaults). Bump when dynamics or rewards change; old ids keep working.
+VERSIONS: dict[str, dict[int, dict]] = {
+    "Placement": {0: {"wait_limit": "none"}, 1: {}},
+    "DelayTimer": {0: {}},
+    "Scheduler": {0: {}},
+}
+VERSION = 0  # the first version of every env
+
+
+def latest(name: str) -> int:
+    """The newest version of env ``name``."""
+    return max(VERSIONS[name])
 
 
 def env_ids() -> list[str]:
     """Every id this package registers."""
     ids = []
     for name in ENVS:
-        ids.append(f"{NAMESPACE}/{name}-v{VERSION}")
-        ids.extend(f"{NAMESPACE}/{name}-{s}-v{VERSION}" for s in PRESET_SCENARIOS)
+        for v in VERSIONS[name]:
+            ids.append(f"{NAMESPACE}/{name}-v{v}")
+            ids.extend(f"{NAMESPACE}/{name}-{s}-v{v}" for s in PRESET_SCENARIOS)
     return ids
 
 
 def register_envs() -> None:
     """Register every env id (idempotent)."""
     for name, entry in ENVS.items():
-        _register(f"{NAMESPACE}/{name}-v{VERSION}", entry, {})
-        for s in PRESET_SCENARIOS:
-            _register(f"{NAMESPACE}/{name}-{s}-v{VERSION}", entry, {"scenario": s})
+        for v, kw in VERSIONS[name].items():
+            _register(f"{NAMESPACE}/{name}-v{v}", entry, dict(kw))
+            for s in PRESET_SCENARIOS:
+                _register(f"{NAMESPACE}/{name}-{s}-v{v}", entry, {**kw, "scenario": s})
 
 
 def _register(env_id: str, entry: str, kwargs: dict) -> None:

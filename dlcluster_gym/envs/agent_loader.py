@@ -23,6 +23,7 @@ META_FORMAT = 1
 AGENT_PARAMS: dict[str, tuple[str, ...]] = {
     "Placement": ("base_policy", "base_params"),
     "DelayTimer": ("decision_period_s", "max_timer_s", "dally_params"),
+    "Scheduler": (),
 }
 
 
@@ -77,7 +78,11 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
     """A native scheduler around ``factory(env) -> env policy`` for an agent with ``meta``:
     a placement agent answers the offers of the base policy recorded in ``meta``; a
     delay-timer agent sets Dally's timers. ``params`` override the recorded env kwargs."""
-    from dlcluster_gym.envs.native import OfferPolicyScheduler, TimerPolicyScheduler
+    from dlcluster_gym.envs.native import (
+        OfferPolicyScheduler,
+        QueuePolicyScheduler,
+        TimerPolicyScheduler,
+    )
 
     allowed = AGENT_PARAMS.get(meta["env_kind"], ())
     unknown = sorted(set(params) - set(allowed))
@@ -98,6 +103,8 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
         return TimerPolicyScheduler(
             factory, dally_params=kw.get("dally_params") or {}, name=name, **extra
         )
+    if meta["env_kind"] == "Scheduler":
+        return QueuePolicyScheduler(factory, env_kwargs=kw, name=name)
     raise ConfigError(f"agent {name!r}: unknown env kind {meta['env_kind']!r}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +16,7 @@ from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
 from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
+from dlcluster_gym.envs.sampling import ScenarioSampler
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.actions import Start, WakeUp
 from dlcluster_gym.sim.engine import Engine
@@ -23,11 +24,18 @@ from dlcluster_gym.sim.results import Results
 from dlcluster_gym.sim.view import ClusterView
 
 DEFAULT_SCENARIO = "dally-poisson-4rack"
-REWARD_COMPONENTS: tuple[str, ...] = ("jct", "makespan", "comm", "invalid")
-DEFAULT_WEIGHTS: dict[str, float] = {"jct": 1.0, "makespan": 0.0, "comm": 0.0, "invalid": 1.0}
+REWARD_COMPONENTS: tuple[str, ...] = ("jct", "makespan", "comm", "invalid", "unfinished")
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "jct": 1.0,
+    "makespan": 0.0,
+    "comm": 0.0,
+    "invalid": 1.0,
+    "unfinished": 1.0,
+}
 COMMON_KWARGS: tuple[str, ...] = (
     "scenario",
     "scenario_overrides",
+    "scenarios",
     "reward_weights",
     "reward_scale_s",
     "render_mode",
@@ -97,15 +105,21 @@ class ClusterEnv(gym.Env):
         scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
         *,
         scenario_overrides: Mapping[str, Any] | None = None,
+        scenarios: Sequence[Any] | None = None,
         reward_weights: Mapping[str, float] | None = None,
         reward_scale_s: float = 3600.0,
         render_mode: str | None = None,
         traces_dir: str | Path | None = None,
     ) -> None:
         super().__init__()
-        cfg = load_scenario(scenario)
-        if scenario_overrides:
-            cfg = load_scenario(deep_merge(cfg.model_dump(), scenario_overrides))
+        self._sampler: ScenarioSampler | None = None
+        if scenarios is not None:  # drawn per reset; replaces `scenario`
+            self._sampler = ScenarioSampler(scenarios, self.env_name)
+            cfg = self._sampler.first
+        else:
+            cfg = load_scenario(scenario)
+            if scenario_overrides:
+                cfg = load_scenario(deep_merge(cfg.model_dump(), scenario_overrides))
         self.scenario: ScenarioConfig = cfg
         self.cluster = Cluster(cfg.cluster)
         weights = dict(DEFAULT_WEIGHTS)
@@ -137,6 +151,7 @@ class ClusterEnv(gym.Env):
         self._init_kwargs: dict[str, Any] = {
             "scenario": scenario,
             "scenario_overrides": scenario_overrides,
+            "scenarios": scenarios,
             "reward_weights": reward_weights,
             "reward_scale_s": reward_scale_s,
             "render_mode": render_mode,
@@ -181,7 +196,9 @@ class ClusterEnv(gym.Env):
 
     def _start(self, seed: int) -> Any:
         """Build the engine for ``seed`` and run to the first decision point."""
-        cfg, cluster, jobs, pol_rng = prepare(self.scenario, seed, self.traces_dir)
+        scen = self._sampler.draw(seed) if self._sampler is not None else self.scenario
+        self.episode_scenario: ScenarioConfig = scen
+        cfg, cluster, jobs, pol_rng = prepare(scen, seed, self.traces_dir)
         self.cluster = cluster
         self.base = self._make_base()
         self.engine = Engine(cfg, cluster, jobs, self.base, pol_rng)
@@ -207,6 +224,7 @@ class ClusterEnv(gym.Env):
         except StopIteration as stop:
             self.results = stop.value
             self._account(self.engine.now)  # type: ignore[union-attr]
+            self._episode_end_rewards()
             return None
 
     def _episode_seed_for(self, seed: int | None) -> int:
@@ -238,6 +256,9 @@ class ClusterEnv(gym.Env):
         else:
             self._comm_rate = 0.0
 
+    def _episode_end_rewards(self) -> None:
+        """Rewards charged once when the run ends (subclasses: unfinished jobs)."""
+
     def _take_rewards(self) -> tuple[float, dict[str, float]]:
         comps = self._pending
         self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
@@ -251,6 +272,8 @@ class ClusterEnv(gym.Env):
 
     # ------------------------------------------------------------------ info
     def _final_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        if self._sampler is not None and self.engine is not None:
+            info["scenario"] = self.episode_scenario.name
         if self.results is not None:
             info["results"] = dict(self.results.summary)
         return info

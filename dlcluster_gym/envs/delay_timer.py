@@ -198,7 +198,8 @@ class DelayTimerEnv(ClusterEnv):
 
     ## Arguments
 
-    ``scenario``, ``scenario_overrides``, ``decision_period_s`` (3600), ``max_timer_s``
+    ``scenario``, ``scenario_overrides``, ``scenarios`` (sampled per reset, ``envs.sampling``),
+    ``decision_period_s`` (3600), ``max_timer_s``
     (48 h), ``dally_params`` (Dally's own parameters, e.g. ``preemption``), ``reward_weights``,
     ``reward_scale_s``, ``wait_retry_s``, ``render_mode``, ``traces_dir``.
 

@@ -2,7 +2,8 @@
 
 ``OfferPolicyScheduler`` answers the base policy's resource offers with a Placement-v0
 policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer-v0 policy sets at
-each decision point. Both build exactly the observations the env would, so a policy trained
+each decision point; ``QueuePolicyScheduler`` takes every decision with a Scheduler-v0
+policy. All build exactly the observations the env would, so a policy trained
 in the env behaves the same in ``dlcluster simulate`` and in leaderboards, and the results
 equal an env rollout with the same seed (including the env's ``StallGuard``: when declined
 offers leave the cluster idle with nothing scheduled, the base policy is called again an hour
@@ -37,7 +38,9 @@ def _action(policy: Any, obs: np.ndarray, mask: np.ndarray | None = None) -> Any
 
 class OfferPolicyScheduler(BaseScheduler):
     """The base policy's job order, preemption and migration; each offer decided by an
-    env policy on its Placement-v0 observation (a masked choice counts as wait)."""
+    env policy on its Placement observation (a masked choice counts as wait, or, when
+    ``wait_limit="rack_timer"`` masks wait as Placement-v1 does, as the most consolidated
+    valid candidate)."""
 
     name = "placement-policy"
 
@@ -49,9 +52,11 @@ class OfferPolicyScheduler(BaseScheduler):
         base_params: Mapping[str, Any] | None = None,
         name: str | None = None,
         retry_s: float = 3600.0,
+        wait_limit: str = "none",
     ) -> None:
         super().__init__(base_policy=base_policy, base_params=dict(base_params or {}))
         self.retry_s = float(retry_s)
+        self.wait_limit = wait_limit  # "none": Placement-v0; "rack_timer": Placement-v1
         self.factory = factory
         self.base_policy = base_policy
         self.base_params = dict(base_params or {})
@@ -66,11 +71,18 @@ class OfferPolicyScheduler(BaseScheduler):
         self.base.reset(view, rng)
         self._guard = StallGuard(self.retry_s)
         self.observer = PlacementObserver(view)
-        self.policy = self.factory(PlacementEnv(view.scenario, base_policy=self.base_policy))
+        env = PlacementEnv(view.scenario, base_policy=self.base_policy, wait_limit=self.wait_limit)
+        self.policy = self.factory(env)
 
     def choose(self, offer: Offer) -> int:
-        a = int(np.asarray(_action(self.policy, self.observer.observe(offer), offer.mask)))
-        return a if 0 <= a < offer.mask.size and offer.mask[a] else WAIT
+        mask = offer.mask
+        if self.wait_limit == "rack_timer" and offer.past_rack_timer and offer.past_machine_timer:
+            mask = mask.copy()
+            mask[WAIT] = not mask[1:].any()
+        a = int(np.asarray(_action(self.policy, self.observer.observe(offer), mask)))
+        if 0 <= a < mask.size and mask[a]:
+            return a
+        return WAIT if mask[WAIT] else int(np.flatnonzero(mask)[0])
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         return self._guard(view, drive(self.base.offers(view), self.choose))
@@ -132,3 +144,46 @@ class TimerPolicyScheduler(BaseScheduler):
             p = self.decision_period_s
             self._next = (math.floor(view.now / p) + 1.0) * p
         return self._guard(view, self.base.schedule(view))
+
+
+class QueuePolicyScheduler(BaseScheduler):
+    """Every decision of the run taken by a Scheduler-v0 policy on its observation, one
+    decision at a time, exactly as in the env (the same slots, masks and observation code:
+    ``SchedulerEnv`` attached to this run). A masked choice counts as "no more starts now"."""
+
+    name = "scheduler-policy"
+
+    def __init__(
+        self,
+        factory: PolicyFactory,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(env_kwargs=dict(env_kwargs or {}))
+        self.factory = factory
+        self.env_kwargs = dict(env_kwargs or {})
+        if name:
+            self.name = name
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        from dlcluster_gym.envs.scheduler_env import SchedulerEnv
+
+        super().reset(view, rng)
+        self.env = SchedulerEnv(view.scenario, **self.env_kwargs)
+        self.env.attach(view)
+        self.policy = self.factory(self.env)
+        self._guard = StallGuard(self.env.wait_retry_s)
+
+    def schedule(self, view: ClusterView) -> Sequence[Action]:
+        env = self.env
+        gen = env._decide(view)
+        try:
+            next(gen)
+            while True:
+                mask = env._mask
+                a = int(np.asarray(_action(self.policy, env._observe(), mask)))
+                gen.send(a if 0 <= a < mask.size and mask[a] else 0)
+        except StopIteration as stop:
+            actions = stop.value
+        return self._guard(view, actions)

@@ -1,4 +1,5 @@
-"""``DLCluster/Placement-v0``: the agent answers resource offers (wait, or a candidate)."""
+"""``DLCluster/Placement-v1`` (and ``-v0``): the agent answers resource offers (wait, or a
+candidate)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def _obs_index() -> dict[str, int]:
 OBS_INDEX: dict[str, int] = _obs_index()
 VALID_INDEX = np.array([OBS_INDEX[f"{n}.valid"] for n in ACTION_NAMES[1:]])
 PLACEMENT_KWARGS = (*COMMON_KWARGS, "base_policy", "base_params", "invalid_action",
-                    "invalid_penalty", "wait_retry_s")  # fmt: skip
+                    "invalid_penalty", "wait_retry_s", "wait_limit")  # fmt: skip
+WAIT_LIMITS: tuple[str, ...] = ("rack_timer", "none")
 _LOG_WORK = math.log1p(1e4)
 
 
@@ -215,6 +217,16 @@ class PlacementEnv(ClusterEnv):
     is treated as wait with the ``invalid`` reward component of ``-invalid_penalty``, or is an
     error with ``invalid_action="raise"``.
 
+    Wait limit (v1, ``wait_limit="rack_timer"``): once the offered job has waited past both
+    of the base policy's delay timers (``job.past_machine_timer`` and ``job.past_rack_timer``;
+    Dally's auto-tuned or manual T_Mc, T_Rk; 12 h and 24 h for bases without timers), wait
+    is masked while some placement is
+    valid, so no policy can decline a job for ever; a masked action is then answered with
+    the most consolidated valid candidate (machine, rack, network, ... in action order).
+    Dally's and Gandiva's own answers never wait there, so they run exactly as natively;
+    Tiresias's high-skew rule can, so Tiresias reproduces its native run in v0 only.
+    ``wait_limit="none"`` (v0) keeps unbounded waiting.
+
     ## Observation Space
 
     ``Box(0, 1, (63,), float32)``, the same size on any cluster: 17 job features
@@ -247,20 +259,24 @@ class PlacementEnv(ClusterEnv):
     ## Arguments
 
     ``scenario`` (preset name, YAML path, mapping; default ``dally-poisson-4rack``),
-    ``scenario_overrides`` (nested mapping merged into it), ``base_policy`` (``dally``,
+    ``scenario_overrides`` (nested mapping merged into it), ``scenarios`` (a list drawn per
+    reset instead of ``scenario``, ``envs.sampling``), ``base_policy`` (``dally``,
     ``tiresias``, ``gandiva`` or any policy with an ``offers`` generator) and
     ``base_params``, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
     (``"wait"`` or ``"raise"``), ``invalid_penalty`` (1.0), ``wait_retry_s`` (3600: when
     declined offers leave the cluster idle with nothing scheduled, the base policy is called
     again after this long, up to 24 times in a row; then the episode ends, truncated, with the
-    waiting jobs unfinished), ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``.
+    waiting jobs unfinished), ``wait_limit`` (``rack_timer`` in v1, ``none`` in v0),
+    ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``.
 
     ## Version History
 
-    * v0: initial version.
+    * v1: a finite default wait limit (``wait_limit="rack_timer"``); the ``unfinished``
+      reward component exists (weight 1, zero here: Placement never penalises it).
+    * v0: initial version (``gym.make("DLCluster/Placement-v0")`` still gives it).
     """
 
-    env_name = "Placement-v0"
+    env_name = "Placement-v1"
 
     def __init__(
         self,
@@ -271,9 +287,18 @@ class PlacementEnv(ClusterEnv):
         invalid_action: str = "wait",
         invalid_penalty: float = 1.0,
         wait_retry_s: float = 3600.0,
+        wait_limit: str = "rack_timer",
         **kwargs: Any,
     ) -> None:
+        if wait_limit == "none":
+            self.env_name = "Placement-v0"
         check_kwargs(self.env_name, kwargs, PLACEMENT_KWARGS)
+        if wait_limit not in WAIT_LIMITS:
+            raise ConfigError(
+                f"{self.env_name}: wait_limit must be one of {', '.join(WAIT_LIMITS)}, "
+                f"got {wait_limit!r}"
+            )
+        self.wait_limit = wait_limit
         super().__init__(scenario, **kwargs)
         if invalid_action not in ("wait", "raise"):
             raise ConfigError(
@@ -300,6 +325,7 @@ class PlacementEnv(ClusterEnv):
             invalid_action=invalid_action,
             invalid_penalty=invalid_penalty,
             wait_retry_s=wait_retry_s,
+            wait_limit=wait_limit,
         )
         self.action_space = gym.spaces.Discrete(NUM_ACTIONS)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_SIZE,), np.float32)
@@ -328,15 +354,16 @@ class PlacementEnv(ClusterEnv):
         if self._offer is None:
             raise gym.error.ResetNeeded("the episode is over; call reset()")
         a = self._check_action(action)
-        if not self._offer.mask[a]:
+        mask = self.action_masks()
+        if not mask[a]:
             if self.invalid_action == "raise":
                 raise InvalidActionError(
                     f"{self.env_name}: action {a} ({ACTION_NAMES[a]}) is masked for job "
-                    f"{self._offer.job}; mask {self._offer.mask.astype(int).tolist()} over "
+                    f"{self._offer.job}; mask {mask.astype(int).tolist()} over "
                     f"{list(ACTION_NAMES)}"
                 )
             self._pending["invalid"] -= self.invalid_penalty
-            a = WAIT
+            a = WAIT if mask[WAIT] else int(np.flatnonzero(mask)[0])
         self._actions.append(a)
         self._offer = self._advance(a)
         obs = self._observe()
@@ -396,7 +423,11 @@ class PlacementEnv(ClusterEnv):
             m = np.zeros(NUM_ACTIONS, dtype=bool)
             m[WAIT] = True
             return m
-        return self._offer.mask.copy()
+        m = self._offer.mask.copy()
+        o = self._offer
+        if self.wait_limit == "rack_timer" and o.past_rack_timer and o.past_machine_timer:
+            m[WAIT] = not m[1:].any()
+        return m
 
     def _restore(self, seed: int, actions: list[Any]) -> None:
         self._offer = self._start(seed)
@@ -418,7 +449,7 @@ class PlacementEnv(ClusterEnv):
             info["demand"] = offer.demand
             info["starvation_s"] = offer.starvation_s
             info["timers_s"] = offer.timers
-            info["action_mask"] = offer.mask.copy()
+            info["action_mask"] = self.action_masks()
         info["time_s"] = self.engine.now if self.engine is not None else 0.0
         return self._final_info(info)
 

@@ -55,6 +55,27 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
         ),
         "random": ("baselines.env_policies:RandomMasked", "uniform random timers"),
     },
+    "Scheduler": {
+        "fcfs": ("baselines.queue_policies:FCFSInScheduler", "native fcfs through the env"),
+        "dally": ("baselines.queue_policies:DallyInScheduler", "native dally through the env"),
+        "tiresias": (
+            "baselines.queue_policies:TiresiasInScheduler",
+            "native tiresias through the env",
+        ),
+        "gandiva": (
+            "baselines.queue_policies:GandivaInScheduler",
+            "native gandiva through the env",
+        ),
+        "srw": (
+            "baselines.queue_policies:SRWInScheduler",
+            "clairvoyant shortest remaining work (needs known_durations=True)",
+        ),
+        "srw-slots": (
+            "baselines.queue_policies:ClairvoyantSlots",
+            "teacher: clairvoyant shortest remaining work among the slots, best tier",
+        ),
+        "random": ("baselines.queue_policies:RandomScheduler", "uniform over action_masks()"),
+    },
 }
 
 

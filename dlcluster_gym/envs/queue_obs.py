@@ -1,0 +1,251 @@
+"""Observations of ``DLCluster/Scheduler-v0``: padded, masked slots of waiting and running jobs
+plus cluster features, all in [0, 1], vectorized over slots (numpy, no per-job Python loops
+except a per-job cache of model sensitivities).
+
+Future information is hidden by default: a job's total iterations (its duration, progress
+and remaining work) are unknown; what it has attained so far (GPU-seconds, iterations done,
+time held) is known, as a real scheduler would see it. ``known_durations=True`` fills the
+``remaining_*`` features for oracle studies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Tier
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature
+from dlcluster_gym.envs.placement import _sensitivity
+from dlcluster_gym.perf.network import net_params
+from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
+from dlcluster_gym.sim.view import ClusterView, Plan
+
+WAITING_FEATURES: tuple[str, ...] = (
+    "valid",  # 1 for a filled slot
+    "demand",  # log2(GPUs) / 8
+    "fits_machine",  # 1 if the job fits on one machine of this cluster
+    "fits_rack",  # 1 if it fits in one rack
+    "sens_machine",  # exposed comm / compute of its model at each tier, f / (1 + f)
+    "sens_rack",
+    "sens_network",
+    "starvation",  # time since it entered the wait queue (log scale, 1 = a week)
+    "age",  # time since it arrived (log scale)
+    "attained",  # GPU-hours of service so far, log1p(h) / log1p(10^4)
+    "nw_sens",  # Dally's Nw_sens: ideal compute time of the work done / time held (1: new)
+    "preemptions",  # min(preemptions / 10, 1)
+    "high_skew",  # 1 if Tiresias calls its model high-skew
+    *(f"cand_{n}" for n in ACTION_NAMES[1:]),  # 1 if that candidate placement exists now
+    "remaining_work",  # known_durations only: remaining ideal GPU-hours (log scale), else 0
+    "remaining_time",  # known_durations only: remaining ideal hours alone (log scale), else 0
+)
+RUNNING_FEATURES: tuple[str, ...] = (
+    "valid",
+    "demand",
+    "tier_machine",  # one-hot tier of its placement
+    "tier_rack",
+    "tier_network",
+    "wider_than_best",  # 1 if placed at a wider tier than the cluster allows it
+    "comm",  # exposed comm / compute on its placement, f / (1 + f)
+    "attained",
+    "running_for",  # time since its last start (log scale)
+    "nw_sens",
+    "preemptions",
+    *(f"move_{n}" for n in ACTION_NAMES[1:]),  # 1 if it could move there (preemption on)
+    "remaining_work",  # known_durations only
+    "remaining_time",
+)
+GLOBAL_FEATURES: tuple[str, ...] = (
+    *CLUSTER_FEATURES,
+    "hidden_waiting",  # waiting jobs not in a slot (log-scaled count)
+    "hidden_demand",  # their GPUs / cluster GPUs (capped at 1)
+    "hidden_max_starvation",  # the longest wait among them (log scale)
+    "decisions_now",  # decisions already taken at this instant (log-scaled count)
+)
+NW, NR, NG = len(WAITING_FEATURES), len(RUNNING_FEATURES), len(GLOBAL_FEATURES)
+_W = {k: i for i, k in enumerate(WAITING_FEATURES)}
+_R = {k: i for i, k in enumerate(RUNNING_FEATURES)}
+_LOG_T = math.log1p(168.0)
+_LOG_WORK = math.log1p(1e4)
+MACHINE_FEATURES: tuple[str, ...] = ("valid", "free", "gpus", "rack")
+RACK_FEATURES: tuple[str, ...] = ("valid", "free", "max_free_machine", "empty_machines")
+
+
+def _logt(seconds: np.ndarray) -> np.ndarray:
+    return np.minimum(np.log1p(np.maximum(seconds, 0.0) / HOUR) / _LOG_T, 1.0)
+
+
+def _logw(gpu_seconds: np.ndarray) -> np.ndarray:
+    return np.minimum(np.log1p(np.maximum(gpu_seconds, 0.0) / HOUR) / _LOG_WORK, 1.0)
+
+
+class QueueObserver:
+    """Per-run constants and the feature arrays of one Scheduler-v0 episode."""
+
+    def __init__(self, view: ClusterView, known_durations: bool) -> None:
+        c = view.cluster
+        e = view._e
+        self.view, self.engine, self.cluster = view, e, c
+        self.known = known_durations
+        jobs = view.jobs
+        self.demand = np.array([j.num_gpus for j in jobs], dtype=np.int64)
+        self.compute = np.array([j.compute_s for j in jobs], dtype=np.float64)
+        self.iters = np.array([j.iterations for j in jobs], dtype=np.float64)
+        self.arrival = np.array([j.arrival_s for j in jobs], dtype=np.float64)
+        profiles = [e.profile(j.job_id) for j in jobs]  # the scenario's profile source
+        self.skew = np.array([p.skew == "high" for p in profiles], dtype=np.float32)
+        d = self.demand
+        self.f_demand = np.minimum(np.log2(np.maximum(d, 1)) / 8.0, 1.0).astype(np.float32)
+        self.f_machine = (d <= c.max_gpus_per_machine).astype(np.float32)
+        self.f_rack = (d <= c.max_gpus_per_rack).astype(np.float32)
+        self.best = np.where(
+            d <= c.max_gpus_per_machine,
+            int(Tier.MACHINE),
+            np.where(d <= c.max_gpus_per_rack, int(Tier.RACK), int(Tier.NETWORK)),
+        ).astype(np.int8)
+        shape_args = (
+            c.max_gpus_per_machine,
+            int(c.rack_num_machines.max()),
+            c.num_racks,
+            net_params(c, 0),
+        )
+        cache: dict[tuple[str, int], tuple[float, float, float]] = {}
+        sens = np.zeros((len(jobs), 3), dtype=np.float32)
+        for i, (j, p) in enumerate(zip(jobs, profiles, strict=True)):
+            key = (j.model, j.num_gpus)
+            if key not in cache:
+                cache[key] = _sensitivity(p, j.num_gpus, *shape_args)
+            sens[i] = cache[key]
+        self.sens = sens
+        # per-job constant features, gathered in one indexing per step
+        self.static_w = np.zeros((len(jobs), 6), dtype=np.float32)
+        self.static_w[:, 0] = self.f_demand
+        self.static_w[:, 1] = self.f_machine
+        self.static_w[:, 2] = self.f_rack
+        self.static_w[:, 3:6] = sens
+        self.tier = np.full(len(jobs), -1, dtype=np.int8)  # tier of a running job's placement
+        self.num_gpus = float(c.num_gpus)
+        self.num_jobs = max(len(jobs), 1)
+        self.machine_gpus = c.machine_num_gpus
+        self.rack_gpus = c.rack_num_gpus
+
+    def note_placement(self, job: int, gpus: np.ndarray) -> None:
+        """Remember the tier of a job's new placement (a start or a move)."""
+        self.tier[job] = int(self.cluster.placement_tier(gpus))
+
+    # ------------------------------------------------------------------ slots
+    def waiting_block(self, ids: np.ndarray, cand: np.ndarray, out: np.ndarray, now: float) -> None:
+        """Fill ``out`` (K, NW) for the waiting jobs ``ids`` (first rows) with candidate
+        masks ``cand`` (len(ids), 6)."""
+        out[:] = 0.0
+        k = ids.size
+        if k == 0:
+            return
+        e = self.engine
+        rows = out[:k]
+        rows[:, _W["valid"]] = 1.0
+        rows[:, _W["demand"] : _W["sens_network"] + 1] = self.static_w[ids]
+        rows[:, _W["starvation"]] = _logt(now - e.wait_since[ids])
+        rows[:, _W["age"]] = _logt(now - self.arrival[ids])
+        att = e.attained[ids]  # waiting jobs' counters are current
+        rows[:, _W["attained"]] = _logw(att)
+        done, run = e.done_iters[ids], e.run_s[ids]
+        nws = np.ones(k)
+        ran = run > 0
+        nws[ran] = np.minimum(done[ran] * self.compute[ids[ran]] / run[ran], 1.0)
+        rows[:, _W["nw_sens"]] = nws
+        rows[:, _W["preemptions"]] = np.minimum(e.preemptions[ids] / 10.0, 1.0)
+        rows[:, _W["high_skew"]] = self.skew[ids]
+        c0 = _W[f"cand_{ACTION_NAMES[1]}"]
+        rows[:, c0 : c0 + NUM_CANDIDATES] = cand
+        if self.known:
+            left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
+            rows[:, _W["remaining_work"]] = _logw(left * self.demand[ids])
+            rows[:, _W["remaining_time"]] = _logt(left)
+
+    def running_block(self, ids: np.ndarray, move: np.ndarray, out: np.ndarray, now: float) -> None:
+        """Fill ``out`` (R, NR) for the running jobs ``ids`` with move masks ``move``."""
+        out[:] = 0.0
+        k = ids.size
+        if k == 0:
+            return
+        e = self.engine
+        rows = out[:k]
+        rows[:, _R["valid"]] = 1.0
+        rows[:, _R["demand"]] = self.f_demand[ids]
+        tier = self.tier[ids]
+        rows[np.arange(k), _R["tier_machine"] + np.maximum(tier, 0)] = 1.0
+        rows[:, _R["wider_than_best"]] = tier > self.best[ids]
+        cpi = e.compute_per_iter[ids]
+        f = np.where(cpi > 0, e.comm_per_iter[ids] / np.where(cpi > 0, cpi, 1.0), 0.0)
+        rows[:, _R["comm"]] = f / (1.0 + f)
+        dt = now - e.last_update[ids]  # running jobs' counters, brought up to now
+        busy = np.maximum(now - np.maximum(e.last_update[ids], e.resume_at[ids]), 0.0)
+        done = np.minimum(e.done_iters[ids] + busy / e.iter_time[ids], self.iters[ids])
+        run = e.run_s[ids] + dt
+        att = e.attained[ids] + dt * e.alloc_n[ids]
+        rows[:, _R["attained"]] = _logw(att)
+        rows[:, _R["running_for"]] = _logt(now - e.last_start[ids])
+        nws = np.ones(k)
+        ran = run > 0
+        nws[ran] = np.minimum(done[ran] * self.compute[ids[ran]] / run[ran], 1.0)
+        rows[:, _R["nw_sens"]] = nws
+        rows[:, _R["preemptions"]] = np.minimum(e.preemptions[ids] / 10.0, 1.0)
+        m0 = _R[f"move_{ACTION_NAMES[1]}"]
+        rows[:, m0 : m0 + NUM_CANDIDATES] = move
+        if self.known:
+            left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
+            rows[:, _R["remaining_work"]] = _logw(left * self.demand[ids])
+            rows[:, _R["remaining_time"]] = _logt(left)
+
+    def global_block(
+        self, out: np.ndarray, plan: Plan, slots: np.ndarray, hidden: np.ndarray,
+        n_running: int, now: float, decisions: int,
+    ) -> None:  # fmt: skip
+        """``CLUSTER_FEATURES`` of the plan (the GPUs taken by this instant's decisions
+        count as busy; waiting = the jobs still startable now), then what the slots leave
+        out."""
+        c = self.cluster
+        fpm, fpr = plan.free_per_machine, plan.free_per_rack
+        free = float(fpr.sum())
+        empty_m = fpm == self.machine_gpus
+        ng = self.num_gpus
+        out[0] = free / ng
+        out[1] = fpm.max() / c.max_gpus_per_machine
+        out[2] = fpr.max() / c.max_gpus_per_rack
+        out[3] = empty_m.sum() / fpm.size
+        out[4] = (fpr == self.rack_gpus).sum() / fpr.size
+        out[5] = 1.0 - float(self.machine_gpus[empty_m].sum()) / free if free > 0 else 0.0
+        n_wait = slots.size + hidden.size
+        out[6] = count_feature(n_wait)
+        d = self.demand
+        out[7] = min(float(d[slots].sum() + d[hidden].sum()) / ng, 1.0) if n_wait else 0.0
+        out[8] = count_feature(n_running)
+        out[9] = self.engine.n_done / self.num_jobs
+        n = len(CLUSTER_FEATURES)
+        out[n] = count_feature(hidden.size)
+        if hidden.size:
+            out[n + 1] = min(float(d[hidden].sum()) / ng, 1.0)
+            out[n + 2] = _logt(np.array([now - self.engine.wait_since[hidden].min()]))[0]
+        else:
+            out[n + 1] = out[n + 2] = 0.0
+        out[n + 3] = count_feature(decisions)
+
+    def machines_block(self, out_m: np.ndarray, out_r: np.ndarray, plan: Plan) -> None:
+        """Machine and rack nodes (Dict observation): free share, size, rack of each."""
+        c = self.cluster
+        out_m[:] = 0.0
+        out_r[:] = 0.0
+        nm, nr = c.num_machines, c.num_racks
+        fpm = plan.free_per_machine
+        out_m[:nm, 0] = 1.0
+        out_m[:nm, 1] = fpm / c.machine_num_gpus
+        out_m[:nm, 2] = c.machine_num_gpus / c.max_gpus_per_machine
+        out_m[:nm, 3] = (c.machine_rack + 0.5) / nr
+        out_r[:nr, 0] = 1.0
+        out_r[:nr, 1] = plan.free_per_rack / c.rack_num_gpus
+        mx = np.zeros(nr)
+        np.maximum.at(mx, c.machine_rack, fpm)
+        out_r[:nr, 2] = mx / c.max_gpus_per_machine
+        empty = np.bincount(c.machine_rack, weights=fpm == c.machine_num_gpus, minlength=nr)
+        out_r[:nr, 3] = empty / c.rack_num_machines

@@ -1,0 +1,562 @@
+"""``DLCluster/Scheduler-v0``: the agent runs the whole queue (which job, where, whom to
+preempt or move)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from dlcluster_gym.config import ScenarioConfig
+from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
+from dlcluster_gym.envs.queue_obs import (
+    MACHINE_FEATURES,
+    NG,
+    NR,
+    NW,
+    RACK_FEATURES,
+    QueueObserver,
+)
+from dlcluster_gym.errors import ConfigError, InvalidActionError
+from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES, Offer
+from dlcluster_gym.sim.view import ClusterView, Plan
+
+STOP = 0
+ORDERS: tuple[str, ...] = ("las", "arrival", "nw_sens", "demand", "srw")
+RUNNING_ORDERS: tuple[str, ...] = ("attained", "recent", "wide")
+MOVE_MODES: tuple[str, ...] = ("migrate", "restart")
+SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", "move_as",
+                    "order", "running_order", "known_durations", "observation", "invalid_action",
+                    "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
+                    "max_racks", "skip_trivial")  # fmt: skip
+CANDIDATE_NAMES: tuple[str, ...] = ACTION_NAMES[1:]
+_C = NUM_CANDIDATES
+
+
+class SchedulerEnv(ClusterEnv):
+    """Run the whole queue: at each decision instant, start jobs one at a time (which waiting
+    job, on which candidate placement), optionally preempt or move running jobs, then stop.
+
+    ## Description
+
+    A discrete-event simulation of a hierarchical GPU cluster (GPU -> machine -> rack ->
+    spine) runs a scenario. At every instant where something happened (an arrival, a finish,
+    a wake-up, the stall retry) and where some decision is possible, the episode pauses and
+    the agent takes decisions one step at a time; each step sees the state left by the
+    previous ones (the GPUs it took). Action ``0`` ("no more starts now") hands the
+    instant's decisions to the engine, which runs to the next decision instant. Instants
+    where only ``0`` is valid are skipped (they cost no step). There is no base policy: the
+    order, placement, preemption and migration are all the agent's.
+
+    ## Action Space
+
+    ``Discrete(1 + K*6)``, or ``Discrete(1 + K*6 + R*7)`` with ``preemption=True``:
+
+    * ``0``: no more decisions at this instant.
+    * ``1 + k*6 + c``: start the job in waiting slot ``k`` on candidate ``c`` (the six
+      candidates of ``sim.offers``: machine, rack, network, fewest-machines, packed,
+      first-fit, computed on the GPUs still free at this step).
+    * ``1 + K*6 + r``: preempt the job in running slot ``r`` (checkpointed; it pays
+      checkpoint + restore when it starts again). Valid only while some job waits.
+    * ``1 + K*6 + R + r*6 + c``: move the job in running slot ``r`` to candidate ``c`` (on the
+      free GPUs, its own excluded): an engine migration (``move_as="migrate"``) or Dally
+      4.3.1's relocation, a preemption immediately restarted there (``move_as="restart"``).
+
+    A job touched at this instant (started, preempted, moved) cannot be acted on again at
+    the same instant, so an instant always ends. ``action_masks()`` gives the valid actions
+    (MaskablePPO convention). A masked action is treated as ``0`` with the ``invalid``
+    reward component of ``-invalid_penalty``, or is an error with ``invalid_action="raise"``.
+
+    ## Observation Space
+
+    Fixed size on any cluster. Slots: the ``K = max_waiting`` waiting jobs that could start
+    now (demand <= free GPUs) with the highest priority under ``order``, then padding;
+    the ``R = max_running`` running jobs first under ``running_order``: ``attained``
+    (default: the most attained GPU-service first, the first a least-attained-service
+    scheduler would preempt; ties: the latest started), ``recent`` (the latest started
+    first), ``wide`` (jobs placed wider than the best tier they could have first, the widest tier
+    first, then the earliest started: the ones a consolidating move helps). Default
+    ``order="las"``: least attained GPU-service first, then the longest waiting, then job
+    id (Tiresias's non-clairvoyant 2D-LAS priority, without queue discretization). Other
+    orders: ``arrival``, ``nw_sens`` (Dally 4.3.1), ``demand`` (fewest GPUs first), ``srw``
+    (shortest remaining work, only with ``known_durations=True``).
+
+    * ``observation="flat"`` (default): ``Box(0, 1, (K*NW + R*NR + NG,), float32)`` with the
+      waiting slots (``WAITING_FEATURES``), the running slots (``RUNNING_FEATURES``) and
+      ``GLOBAL_FEATURES`` (cluster features and the waiting jobs left out of the slots).
+    * ``observation="dict"``: a ``Dict`` of ``waiting`` (K, NW), ``running`` (R, NR),
+      ``globals`` (NG,), and the cluster as nodes, ``machines`` (``max_machines``, 4: valid,
+      free share, size, rack position) and ``racks`` (``max_racks``, 4), for set and graph
+      policies (a machine's rack feature is its edge to the rack node; links are not
+      nodes yet).
+
+    No future information by default: job durations, progress and remaining work are
+    hidden; attained service, time waited and time held are shown. ``known_durations=True``
+    fills ``remaining_work``/``remaining_time`` (oracle studies; an agent trained with it is
+    clairvoyant).
+
+    ## Rewards
+
+    Named components in ``info["rewards"]`` weighted by ``reward_weights``: ``jct`` =
+    -(jobs in the system) x elapsed time / ``reward_scale_s`` (summed over a finished episode:
+    minus the total JCT), ``makespan``, ``comm`` as in Placement-v0, ``invalid`` = -penalty
+    per masked action, and ``unfinished`` = -``unfinished_penalty_s`` / scale per job left
+    unfinished when the episode ends (default 7 days each: far more than any schedule that
+    finishes the jobs).
+
+    ## Starting State
+
+    ``reset(seed)`` builds the workload of the scenario (or of one drawn from
+    ``scenarios``) with that seed and runs to the first decision.
+
+    ## Episode End
+
+    Terminated when every job has finished. Episodes cannot stall: when the decisions leave
+    waiting jobs, nothing running and nothing scheduled, the agent is asked again after
+    ``wait_retry_s`` (3600 s), at most 24 times in a row; then the episode ends, truncated,
+    with the unfinished jobs penalised as above. Also truncated at the scenario's
+    ``max_sim_time_s``. The final ``info["results"]`` is the results summary.
+
+    ## Arguments
+
+    ``scenario``, ``scenario_overrides``, ``scenarios`` (a list sampled per reset, see
+    ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption``
+    (False), ``move_as`` (``migrate``), ``running_order`` (``attained``), ``order``
+    (``las``), ``known_durations`` (False), ``observation`` (``flat``/``dict``),
+    ``max_machines`` (256) and ``max_racks`` (32) for the dict observation,
+    ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
+    (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600),
+    ``unfinished_penalty_s`` (604800), ``skip_trivial`` (True; False makes every engine
+    instant a decision point, even when only ``0`` is valid: the native heuristics acting
+    in the env use it, because they keep timers and wake-ups at every instant),
+    ``render_mode``, ``traces_dir``.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    env_name = "Scheduler-v0"
+
+    def __init__(
+        self,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        *,
+        max_waiting: int = 16,
+        max_running: int = 16,
+        preemption: bool = False,
+        move_as: str = "migrate",
+        order: str = "las",
+        running_order: str = "attained",
+        known_durations: bool = False,
+        observation: str = "flat",
+        invalid_action: str = "stop",
+        invalid_penalty: float = 1.0,
+        wait_retry_s: float = 3600.0,
+        unfinished_penalty_s: float = 7 * 24 * 3600.0,
+        max_machines: int = 256,
+        max_racks: int = 32,
+        skip_trivial: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
+        super().__init__(scenario, **kwargs)
+        name = self.env_name
+        for key, v in (("max_waiting", max_waiting), ("max_running", max_running),
+                       ("max_machines", max_machines), ("max_racks", max_racks)):  # fmt: skip
+            if not isinstance(v, int | np.integer) or isinstance(v, bool) or not 1 <= v <= 4096:
+                raise ConfigError(f"{name}: {key} must be an integer in 1..4096, got {v!r}")
+        _choice(name, "move_as", move_as, MOVE_MODES)
+        _choice(name, "order", order, ORDERS)
+        _choice(name, "running_order", running_order, RUNNING_ORDERS)
+        _choice(name, "observation", observation, ("flat", "dict"))
+        _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
+        if order == "srw" and not known_durations:
+            raise ConfigError(f"{name}: order 'srw' needs known_durations=True (it uses them)")
+        for key, v in (("invalid_penalty", invalid_penalty), ("wait_retry_s", wait_retry_s),
+                       ("unfinished_penalty_s", unfinished_penalty_s)):  # fmt: skip
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name}: {key} must be a finite number >= 0, got {v!r}")
+        if wait_retry_s <= 0:
+            raise ConfigError(f"{name}: wait_retry_s must be > 0, got {wait_retry_s}")
+        self.K, self.R = int(max_waiting), int(max_running)
+        self.preemption = bool(preemption)
+        self.move_as = move_as
+        self.order = order
+        self.running_order = running_order
+        self.known_durations = bool(known_durations)
+        self.observation_kind = observation
+        self.invalid_action = invalid_action
+        self.invalid_penalty = float(invalid_penalty)
+        self.wait_retry_s = float(wait_retry_s)
+        self.unfinished_penalty_s = float(unfinished_penalty_s)
+        self.max_machines, self.max_racks = int(max_machines), int(max_racks)
+        self.skip_trivial = bool(skip_trivial)
+        self._init_kwargs.update(
+            max_waiting=max_waiting, max_running=max_running, preemption=preemption,
+            move_as=move_as, order=order, running_order=running_order,
+            known_durations=known_durations,
+            observation=observation, invalid_action=invalid_action,
+            invalid_penalty=invalid_penalty, wait_retry_s=wait_retry_s,
+            unfinished_penalty_s=unfinished_penalty_s, max_machines=max_machines,
+            max_racks=max_racks, skip_trivial=skip_trivial,
+        )  # fmt: skip
+        self.n_start = self.K * _C
+        self.n_preempt = self.R if self.preemption else 0
+        self.n_move = self.R * _C if self.preemption else 0
+        self.num_actions = 1 + self.n_start + self.n_preempt + self.n_move
+        self.action_space = gym.spaces.Discrete(self.num_actions)
+        flat = self.K * NW + self.R * NR + NG
+        if observation == "flat":
+            self.observation_space = gym.spaces.Box(0.0, 1.0, (flat,), np.float32)
+        else:
+            box = gym.spaces.Box
+            self.observation_space = gym.spaces.Dict(
+                {
+                    "waiting": box(0.0, 1.0, (self.K, NW), np.float32),
+                    "running": box(0.0, 1.0, (self.R, NR), np.float32),
+                    "globals": box(0.0, 1.0, (NG,), np.float32),
+                    "machines": box(0.0, 1.0, (self.max_machines, len(MACHINE_FEATURES)),
+                                    np.float32),
+                    "racks": box(0.0, 1.0, (self.max_racks, len(RACK_FEATURES)), np.float32),
+                }
+            )  # fmt: skip
+        self._wbuf = np.zeros((self.K, NW), dtype=np.float32)
+        self._rbuf = np.zeros((self.R, NR), dtype=np.float32)
+        self._gbuf = np.zeros(NG, dtype=np.float32)
+        self._point = False  # at a decision point
+        self.instant_index = -1  # engine instants seen this episode
+        self._mask = np.zeros(self.num_actions, dtype=bool)
+
+    # ------------------------------------------------------------------ episode
+    def _make_base(self) -> Any:
+        return _NoPolicy()
+
+    def _first_instant(self, view: ClusterView) -> None:
+        self.instant_index = -1
+        self._touched: set[int] = set()
+        self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
+        c = view.cluster
+        if self.observation_kind == "dict" and (
+            c.num_machines > self.max_machines or c.num_racks > self.max_racks
+        ):
+            raise ConfigError(
+                f"{self.env_name}: cluster {c.name} has {c.num_machines} machines and "
+                f"{c.num_racks} racks; the dict observation holds max_machines="
+                f"{self.max_machines}, max_racks={self.max_racks} (raise them)"
+            )
+        self.obs_state = QueueObserver(view, self.known_durations)
+
+    def attach(self, view: ClusterView) -> None:
+        """Decide inside a native run (``envs.native.QueuePolicyScheduler``): the env reads
+        that run's engine; its ``_decide`` then builds the same decision points."""
+        self.engine, self.view = view._e, view
+        self._first_instant(view)
+        self._at = self
+
+    def _decide(self, view: ClusterView) -> Generator[Any, int, Any]:
+        self._plan: Plan = view.plan()
+        self.instant_index += 1
+        if self._touched:
+            self._tmask[list(self._touched)] = False
+        self._touched = set()
+        self._n_started = 0  # running-job count change at this instant
+        self._decisions = 0
+        while True:
+            if not self._refresh() and (self.skip_trivial or self._decisions):
+                break
+            a = yield self
+            if a == STOP:
+                break
+            self._apply(a)
+            self._decisions += 1
+        self._point = False
+        return self._plan.actions
+
+    def wake_up(self, at_s: float) -> None:
+        """Ask for a decision instant at simulated time ``at_s`` (sent with this instant's
+        decisions; heuristics with timers use it)."""
+        if not self._point:
+            raise gym.error.ResetNeeded("wake_up() is only valid at a decision point")
+        self._plan.wake_up(float(at_s))
+
+    # ------------------------------------------------------------------ slots and mask
+    def _priority(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` sorted by ``order`` (documented in the class docstring)."""
+        e = self.engine
+        since = e.wait_since[ids]
+        if self.order == "las":
+            keys: tuple = (ids, since, e.attained[ids])
+        elif self.order == "arrival":
+            keys = (ids, self.obs_state.arrival[ids])
+        elif self.order == "demand":
+            keys = (ids, since, self.obs_state.demand[ids])
+        elif self.order == "nw_sens":
+            done, run = e.done_iters[ids], e.run_s[ids]
+            nws = np.ones(ids.size)
+            ran = run > 0
+            nws[ran] = done[ran] * self.obs_state.compute[ids[ran]] / run[ran]
+            keys = (ids, since, nws)
+        else:  # srw
+            o = self.obs_state
+            left = np.maximum(o.iters[ids] - e.done_iters[ids], 0.0) * o.compute[ids]
+            keys = (ids, since, left * o.demand[ids])
+        return ids[np.lexsort(keys)]
+
+    def _running_priority(self, ids: np.ndarray) -> np.ndarray:
+        """Running jobs in ``running_order`` (documented in the class docstring)."""
+        e = self.engine
+        recent = -e.last_start[ids]
+        if self.running_order == "recent":
+            return ids[np.lexsort((ids, recent))]
+        if self.running_order == "attained":
+            att = e.attained[ids] + (e.now - e.last_update[ids]) * e.alloc_n[ids]  # live
+            return ids[np.lexsort((ids, recent, -att))]
+        o = self.obs_state
+        tier = o.tier[ids]
+        wide = tier > o.best[ids]
+        return ids[np.lexsort((ids, -recent, -tier, ~wide))]
+
+    def _refresh(self) -> bool:
+        """Slots, candidate masks and the action mask for the current plan; False when only
+        STOP is valid."""
+        e, plan = self.engine, self._plan
+        assert e is not None
+        nf = plan.num_free
+        touched = self._touched
+        demand = self.obs_state.demand
+        waiting = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
+        tmask = self._tmask
+        if touched and waiting.size:
+            waiting = waiting[~tmask[waiting]]
+        wd = demand[waiting]
+        ok = wd <= nf
+        if self.skip_trivial and not self.preemption and not ok.any():
+            return False  # nothing can start: skip the slots and masks
+        fits, hidden = waiting[ok], waiting[~ok]
+        if fits.size > self.K:
+            ordered = self._priority(fits)
+            slots, hidden = ordered[: self.K], np.concatenate((hidden, ordered[self.K :]))
+        else:
+            slots = self._priority(fits) if fits.size > 1 else fits
+        self._offers: dict[int, Offer] = {}
+        cand = np.zeros((slots.size, _C), dtype=bool)
+        sd = demand[slots]
+        for d in np.unique(sd).tolist():
+            cand[sd == d] = self._offer(d).mask[1:]
+        running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+        if touched and running.size:
+            running = running[~tmask[running]]
+        if running.size > 1:
+            running = self._running_priority(running)[: self.R]
+        move = np.zeros((running.size, _C), dtype=bool)
+        if self.preemption and nf and running.size:
+            rd = demand[running]
+            for d in np.unique(rd).tolist():
+                move[rd == d] = self._offer(d).mask[1:]
+        self._slots_w, self._slots_r, self._hidden = slots, running, hidden
+        self._cand, self._move = cand, move
+        m = self._mask
+        m[:] = False
+        m[STOP] = True
+        m[1 : 1 + slots.size * _C] = cand.reshape(-1)
+        if self.preemption and running.size:
+            b = 1 + self.n_start
+            m[b : b + running.size] = bool(waiting.size)
+            b += self.R
+            m[b : b + running.size * _C] = move.reshape(-1)
+        self._point = True
+        return bool(m[1:].any())
+
+    def _offer(self, demand: int) -> Offer:
+        """The candidates for ``demand`` GPUs on the plan now (cached per step)."""
+        o = self._offers.get(demand)
+        if o is None:
+            o = self._offers[demand] = Offer(self._plan, -1, demand, 0.0, (0.0, 0.0))
+        return o
+
+    def decode(self, action: int) -> tuple[str, int, int]:
+        """``(kind, job, candidate)`` of an action at this decision point: kind is
+        ``stop``, ``start``, ``preempt`` or ``move``; candidate is 1..6 (``sim.offers``)
+        or 0."""
+        if action == STOP:
+            return "stop", -1, 0
+        a = action - 1
+        if a < self.n_start:
+            k, c = divmod(a, _C)
+            job = int(self._slots_w[k]) if k < self._slots_w.size else -1
+            return "start", job, c + 1
+        a -= self.n_start
+        if a < self.n_preempt:
+            return "preempt", int(self._slots_r[a]) if a < self._slots_r.size else -1, 0
+        a -= self.n_preempt
+        r, c = divmod(a, _C)
+        return "move", int(self._slots_r[r]) if r < self._slots_r.size else -1, c + 1
+
+    def encode(self, kind: str, job: int, candidate: int = 0) -> int | None:
+        """The action index of ``(kind, job, candidate)`` now, None if the job is in no
+        slot (inverse of ``decode``)."""
+        if kind == "stop":
+            return STOP
+        if kind == "start":
+            k = np.flatnonzero(self._slots_w == job)
+            return None if k.size == 0 else 1 + int(k[0]) * _C + candidate - 1
+        r = np.flatnonzero(self._slots_r == job)
+        if r.size == 0 or not self.preemption:
+            return None
+        if kind == "preempt":
+            return 1 + self.n_start + int(r[0])
+        return 1 + self.n_start + self.R + int(r[0]) * _C + candidate - 1
+
+    def candidate_gpus(self, demand: int, candidate: int) -> np.ndarray | None:
+        """GPUs of ``candidate`` (1..6) for ``demand`` GPUs at this decision point."""
+        return self._offer(demand).placement(candidate)
+
+    def _apply(self, action: int) -> None:
+        kind, job, c = self.decode(action)
+        plan = self._plan
+        n = int(self.obs_state.demand[job])
+        if kind == "preempt":
+            plan.preempt(job)
+            self._n_started -= 1
+        else:
+            self._n_started += kind == "start"
+            gpus = self._offer(n).placement(c)
+            assert gpus is not None
+            if kind == "start":
+                plan.start(job, gpus)
+            elif self.move_as == "migrate":
+                plan.migrate(job, gpus)
+            else:
+                plan.preempt(job)
+                plan.start(job, gpus)
+            self.obs_state.note_placement(job, gpus)
+        self._touched.add(job)
+        self._tmask[job] = True
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._point = False
+        self._at = self._start(self._episode_seed_for(seed))
+        return self._observe(), self._info({})
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self._gen is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._at is None:
+            raise gym.error.ResetNeeded("the episode is over; call reset()")
+        a = self._check_action(action)
+        if not self._mask[a]:
+            if self.invalid_action == "raise":
+                kind, job, c = self.decode(a)
+                raise InvalidActionError(
+                    f"{self.env_name}: action {a} ({kind} job {job}"
+                    f"{' on ' + CANDIDATE_NAMES[c - 1] if c else ''}) is masked; valid: "
+                    f"{np.flatnonzero(self._mask).tolist()}"
+                )
+            self._pending["invalid"] -= self.invalid_penalty
+            a = STOP
+        self._actions.append(a)
+        self._at = self._advance(a)
+        obs = self._observe()
+        reward, comps = self._take_rewards()
+        terminated = truncated = False
+        if self.results is not None:
+            truncated = self.results.summary.get("jobs_unfinished", 0) > 0
+            terminated = not truncated
+        return obs, reward, terminated, truncated, self._info({"rewards": comps})
+
+    def _check_action(self, action: Any) -> int:
+        arr = np.asarray(action)
+        n = self.num_actions
+        if arr.size != 1:
+            raise InvalidActionError(f"{self.env_name}: expected one action in 0..{n - 1}, "
+                                     f"got {action!r}")  # fmt: skip
+        v = arr.reshape(()).item()
+        if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
+            raise InvalidActionError(f"{self.env_name}: action {v!r} is not an integer in "
+                                     f"0..{n - 1}")  # fmt: skip
+        if not 0 <= int(v) < n:
+            raise InvalidActionError(f"{self.env_name}: action {int(v)} is out of range; "
+                                     f"actions are 0..{n - 1}")  # fmt: skip
+        return int(v)
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now (MaskablePPO convention); only STOP at the end."""
+        if self._at is None:
+            m = np.zeros(self.num_actions, dtype=bool)
+            m[STOP] = True
+            return m
+        return self._mask.copy()
+
+    def _restore(self, seed: int, actions: list[Any]) -> None:
+        self._at = self._start(seed)
+        for a in actions:
+            self._actions.append(a)
+            self._at = self._advance(a)
+        self._pending = dict.fromkeys(self._pending, 0.0)
+
+    def _episode_end_rewards(self) -> None:
+        left = self.results.summary.get("jobs_unfinished", 0) if self.results else 0
+        if left:
+            self._pending["unfinished"] -= left * self.unfinished_penalty_s / self.reward_scale_s
+
+    # ------------------------------------------------------------------ observation
+    def _observe(self) -> Any:
+        if self._at is None:
+            self._wbuf[:] = 0.0
+            self._rbuf[:] = 0.0
+            self._gbuf[:] = 0.0
+        else:
+            o = self.obs_state
+            now = self.engine.now
+            o.waiting_block(self._slots_w, self._cand, self._wbuf, now)
+            o.running_block(self._slots_r, self._move, self._rbuf, now)
+            n_run = len(self.engine.running) + self._n_started
+            o.global_block(self._gbuf, self._plan, self._slots_w, self._hidden, n_run, now,
+                           self._decisions)  # fmt: skip
+        if self.observation_kind == "flat":
+            return np.concatenate((self._wbuf.reshape(-1), self._rbuf.reshape(-1), self._gbuf))
+        machines = np.zeros((self.max_machines, len(MACHINE_FEATURES)), dtype=np.float32)
+        racks = np.zeros((self.max_racks, len(RACK_FEATURES)), dtype=np.float32)
+        if self._at is not None:
+            self.obs_state.machines_block(machines, racks, self._plan)
+        return {
+            "waiting": self._wbuf.copy(),
+            "running": self._rbuf.copy(),
+            "globals": self._gbuf.copy(),
+            "machines": machines,
+            "racks": racks,
+        }
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        if self._at is not None:
+            info["waiting_slots"] = self._slots_w.tolist()
+            info["running_slots"] = self._slots_r.tolist()
+            info["action_mask"] = self._mask.copy()
+        info["time_s"] = self.engine.now if self.engine is not None else 0.0
+        return self._final_info(info)
+
+
+class _NoPolicy:
+    """The engine's policy slot in Scheduler-v0 (the agent decides everything)."""
+
+    name = "scheduler-env"
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        """Nothing to set up."""
+
+    def schedule(self, view: ClusterView) -> list[Any]:  # pragma: no cover - env drives
+        raise RuntimeError("Scheduler-v0 decides through the env, not schedule()")
+
+
+def _choice(env: str, key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{env}: {key} must be one of {', '.join(allowed)}; got {value!r}")

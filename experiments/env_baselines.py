@@ -1,0 +1,118 @@
+"""Baseline returns and average JCTs per env and scenario (issue #17): random, each heuristic
+and the shipped agents acting in the Gymnasium envs (env rollouts, not native runs).
+
+Each policy runs in its env with the env arguments it declares (Scheduler-v0's heuristics:
+their slot orders, windows and preemption; Placement heuristics: their own base policy), on
+held-out seeds. The return is the sum of rewards with the default weights (``jct``: minus the
+total JCT in hours, plus any penalties), so returns of one env and scenario are comparable.
+
+Usage: python experiments/env_baselines.py [--seeds 101 102] [--out experiments/results/agents]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import dlcluster_gym  # noqa: F401  (registers the envs)
+from dlcluster_gym.envs import latest
+from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
+from dlcluster_gym.scheduler import _import
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ("dally-poisson-4rack", "dally-batch-2rack")
+AGENTS = {
+    "Placement": "agents/checkpoints/placement.zip",
+    "DelayTimer": "agents/checkpoints/delay_timer.zip",
+    "Scheduler": "agents/checkpoints/scheduler.zip",
+}
+POLICIES = {
+    "Placement": ("random", "dally", "tiresias", "gandiva"),
+    "DelayTimer": ("random", "dally", "dally-manual"),
+    "Scheduler": ("random", "fcfs", "dally", "tiresias", "gandiva", "srw"),
+}
+
+
+def env_kwargs(kind: str, policy: str) -> dict:
+    """The env arguments a policy needs (Placement: its base policy)."""
+    if policy.startswith("agent:"):
+        from dlcluster_gym.envs.agent_loader import read_agent_meta
+
+        return dict(read_agent_meta(policy[len("agent:") :]).get("env_kwargs", {}))
+    cls = _import(ENV_POLICIES[kind][policy][0])
+    kw = dict(getattr(cls, "env_kwargs", {}))
+    if kind == "Placement" and policy != "random":
+        kw["base_policy"] = getattr(cls, "base_policy", "dally")
+    return kw
+
+
+def run(kind: str, scenario: str, policy: str, seed: int) -> dict:
+    env = gym.make(f"DLCluster/{kind}-v{latest(kind)}", scenario=scenario,
+                   **env_kwargs(kind, policy))  # fmt: skip
+    pol = make_env_policy(policy, env, **({"seed": seed} if policy == "random" else {}))
+    t0 = time.perf_counter()
+    info, total, steps = rollout(env, pol, seed=seed)
+    res = info["results"]
+    return {"env": f"{kind}-v{latest(kind)}", "scenario": scenario, "policy": policy,
+            "seed": seed, "return": total, "steps": steps, "avg_jct_h": res["avg_jct_s"] / 3600,
+            "unfinished": res.get("jobs_unfinished", 0),
+            "wall_s": time.perf_counter() - t0}  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| env | scenario | policy | return (mean) | avg JCT (h, mean) | steps |",
+             "|---|---|---|---:|---:|---:|"]  # fmt: skip
+    keys = list(dict.fromkeys((r["env"], r["scenario"], r["policy"]) for r in rows))
+    for env, sc, p in keys:
+        sub = [r for r in rows if (r["env"], r["scenario"], r["policy"]) == (env, sc, p)]
+        ret = np.mean([r["return"] for r in sub])
+        jct = np.mean([r["avg_jct_h"] for r in sub])
+        steps = np.mean([r["steps"] for r in sub])
+        unf = sum(r["unfinished"] for r in sub)
+        tail = f", {unf} unfinished" if unf else ""
+        lines.append(f"| {env} | {sc} | {p} | {ret:,.0f} | {jct:.2f}{tail} | {steps:,.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="*", default=[101, 102])
+    ap.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "agents")
+    ap.add_argument("--kinds", nargs="*", default=list(POLICIES))
+    args = ap.parse_args()
+    rows = []
+    t0 = time.perf_counter()
+    for kind in args.kinds:
+        pols = list(POLICIES[kind])
+        if (ROOT / AGENTS[kind]).is_file():
+            pols.append(f"agent:{AGENTS[kind]}")
+        for sc in SCENARIOS:
+            for p in pols:
+                if p == "tiresias" and "batch" in sc:
+                    continue  # tens of thousands of preemptions, each an env step: minutes
+                for seed in args.seeds:
+                    rows.append(run(kind, sc, p, seed))
+                    r = rows[-1]
+                    print(f"{r['env']} {sc} {p} {seed}: {r['return']:.0f}, "
+                          f"{r['avg_jct_h']:.2f} h", flush=True)  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    wall = time.perf_counter() - t0
+    (args.out / "env_baselines.json").write_text(json.dumps({"rows": rows, "wall_s": wall},
+                                                            indent=1))  # fmt: skip
+    md = table(rows)
+    (args.out / "env_baselines.md").write_text(
+        "# Baseline returns and average JCTs per env and scenario\n\n"
+        f"`python experiments/env_baselines.py` (seeds {args.seeds}; {wall:.0f} s). Return: "
+        "sum of rewards with the default weights (minus total JCT in hours, plus penalties).\n\n"
+        f"{md}\n"
+    )
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
