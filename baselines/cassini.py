@@ -29,12 +29,13 @@ Cassini profiles jobs in isolation. Migrations and other actions of the base pas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
+from baselines.affinity_index import AffinityIndex
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.contention import SharedLinks, job_link_profiles
@@ -44,7 +45,6 @@ from dlcluster_gym.perf.geometry import (
     CommProfile,
     affinity_graph,
     assign_time_shifts,
-    has_loop,
     link_compatibility,
 )
 from dlcluster_gym.scheduler import BaseScheduler, make_policy
@@ -54,6 +54,7 @@ from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.models import get_model
 
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
+_LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)
 
 
 class Cassini(BaseScheduler):
@@ -86,6 +87,12 @@ class Cassini(BaseScheduler):
         self.links = SharedLinks(view.cluster)
         self._models = {j.model: get_model(j.model) for j in view.jobs}
         self._shift = np.zeros(len(view.jobs))  # shifts this policy assigned
+        # Per job: (its GPUs as bytes, link profiles, links) of its current placement, and the
+        # per-link solutions keyed by the members' placements; both are pure functions of
+        # their keys, so reusing them across calls changes no decision.
+        self._placed: dict[int, tuple[bytes, dict[int, CommProfile], np.ndarray]] = {}
+        self._link_cache: dict[tuple, tuple[float, dict[int, float]]] = {}
+        self._comp_cache: dict[tuple, dict[int, float]] = {}  # component -> Algorithm 1 shifts
         self.candidates_scored = 0
         self.loops_discarded = 0
 
@@ -94,6 +101,17 @@ class Cassini(BaseScheduler):
         spec = view.jobs[job]
         compute = spec.compute_s * spec.num_gpus / gpus.size
         return job_link_profiles(self.links, self._models[spec.model], compute, gpus)
+
+    def _placement(
+        self, view: ClusterView, job: int, gpus: np.ndarray
+    ) -> tuple[bytes, dict[int, CommProfile], np.ndarray]:
+        """(GPUs as bytes, link profiles, links) of ``job`` on ``gpus``, cached per job."""
+        key = gpus.tobytes()
+        hit = self._placed.get(job)
+        if hit is None or hit[0] != key:
+            hit = (key, self._profiles(view, job, gpus), self.links.links(gpus))
+            self._placed[job] = hit
+        return hit
 
     def _link_result(
         self,
@@ -119,34 +137,61 @@ class Cassini(BaseScheduler):
         return res.score, dict(zip(members, res.time_shifts, strict=True))
 
     # ---------------------------------------------------------------- scoring
+    def _link_score(self, link: int, members: list[int], tokens, profs, cache) -> float:
+        return self._link_result(link, sorted(members), profs, tokens, cache)[0]
+
     def _score(
         self,
-        job_links: dict[int, np.ndarray],
+        index: AffinityIndex,
+        job: int,
+        links: np.ndarray,
+        base_sum: float,
+        base_count: int,
+        scores: dict[int, float],
         profs: dict[int, dict[int, CommProfile]],
         tokens: dict[int, Hashable],
         cache: dict[tuple, tuple[float, dict[int, float]]],
-    ) -> tuple[float, nx.Graph] | None:
-        graph = affinity_graph({j: ls.tolist() for j, ls in job_links.items()})
-        if has_loop(graph):
+    ) -> float | None:
+        """Mean link score of the Affinity graph with ``job`` added on ``links`` (None when
+        the graph has a loop). Only the links the job joins change their score; the others
+        keep theirs (``base_sum`` over ``base_count`` shared links before the job)."""
+        if index.has_loop:
             return None
-        scores = []
-        for node in graph.nodes:
-            if node[0] != LINK:
-                continue
-            members = sorted(k[1] for k in graph[node])
-            scores.append(self._link_result(node[1], members, profs, tokens, cache)[0])
-        return (float(np.mean(scores)) if scores else 1.0), graph
+        loop, joined, fresh = index.attach(links.tolist())
+        if loop:
+            return None
+        count = base_count + len(fresh)
+        if count == 0:
+            return 1.0
+        terms = [base_sum]
+        for link in joined:
+            terms.append(-scores[link])
+        for link in joined + fresh:
+            terms.append(self._link_score(link, [*index.members[link], job], tokens, profs, cache))
+        return math.fsum(terms) / count
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         actions = list(self.base.schedule(view))
         if not any(isinstance(a, Start | Migrate | Resize) for a in actions):
             return actions
         free = np.asarray(view.free_mask).copy()
-        placed: dict[int, np.ndarray] = {j: np.asarray(view.gpus_of(j)) for j in view.running()}
-        profs = {j: self._profiles(view, j, g) for j, g in placed.items()}
-        tokens: dict[int, Hashable] = dict.fromkeys(placed, "running")
-        job_links = {j: self.links.links(g) for j, g in placed.items()}
-        cache: dict[tuple, tuple[float, dict[int, float]]] = {}
+        running = view.running()
+        if len(self._placed) > 4 * len(running) + 64:  # drop finished jobs now and then
+            self._placed = {j: self._placed[j] for j in running if j in self._placed}
+        placed: dict[int, np.ndarray] = {}
+        profs: dict[int, dict[int, CommProfile]] = {}
+        tokens: dict[int, Hashable] = {}
+        job_links: dict[int, list[int]] = {}
+        for j in running:
+            g = np.asarray(view.gpus_of(j))
+            placed[j] = g
+            tokens[j], profs[j], links = self._placement(view, j, g)
+            if links.size:
+                job_links[j] = links.tolist()
+        if len(self._link_cache) > _LINK_CACHE_MAX:
+            self._link_cache.clear()
+        cache = self._link_cache
+        index: AffinityIndex | None = None  # built when first needed, rebuilt after removals
         out: list[Action] = []
         started: list[int] = []
         # GPUs the base's later actions take stay out of earlier jobs' candidates.
@@ -162,43 +207,47 @@ class Cassini(BaseScheduler):
                 profs.pop(a.job, None)
                 tokens.pop(a.job, None)
                 job_links.pop(a.job, None)
+                index = None
             elif isinstance(a, Migrate | Resize):
                 free[placed[a.job]] = True
                 g = np.asarray(a.gpus, dtype=np.int64)
                 free[g] = False
                 placed[a.job] = g
-                profs[a.job] = self._profiles(view, a.job, g)
-                tokens[a.job] = ("moved", g.tobytes())
-                job_links[a.job] = self.links.links(g)
+                tokens[a.job], profs[a.job], links = self._placement(view, a.job, g)
+                job_links[a.job] = links.tolist()  # keeps the job's place in the order
+                index = None
             elif isinstance(a, Start):
-                g, prof = self._choose(
+                if index is None:
+                    index = AffinityIndex(job_links.items())
+                g = self._choose(
                     view,
                     a.job,
                     np.asarray(a.gpus, dtype=np.int64),
                     free & ~reserved,
-                    job_links,
+                    index,
                     profs,
                     tokens,
                     cache,
                 )
                 free[g] = False
                 placed[a.job] = g
-                profs[a.job] = prof
-                tokens[a.job] = ("placed", g.tobytes())
-                job_links[a.job] = self.links.links(g)
+                tokens[a.job], profs[a.job], links = self._placement(view, a.job, g)
+                job_links[a.job] = links.tolist()
+                index.add(a.job, job_links[a.job])
                 started.append(a.job)
                 a = Start(a.job, tuple(g.tolist()), a.time_shift_s)
             out.append(a)
-        return self._with_shifts(out, job_links, profs, tokens, cache, set(started))
+        if index is None:
+            index = AffinityIndex(job_links.items())
+        return self._with_shifts(out, index, profs, tokens, cache, set(started))
 
-    def _choose(
-        self, view, job, base_gpus, free, job_links, profs, tokens, cache
-    ) -> tuple[np.ndarray, dict[int, CommProfile]]:
-        """The most compatible candidate (the base's own first) and its link profiles."""
+    def _choose(self, view, job, base_gpus, free, index, profs, tokens, cache) -> np.ndarray:
+        """The most compatible candidate (the base's own first). Leaves the last candidate's
+        entries in ``profs``/``tokens``; the caller replaces them with the chosen one's."""
         cluster = view.cluster
         tier = cluster.placement_tier(base_gpus)
         if tier == Tier.MACHINE:  # one machine crosses no shared link: nothing to choose
-            return base_gpus, self._profiles(view, job, base_gpus)
+            return base_gpus
         scratch = free.copy()
         fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
         fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
@@ -210,43 +259,36 @@ class Cassini(BaseScheduler):
                 break
             if not np.array_equal(c, cands[0]):
                 cands.append(c)
-        best, best_prof, best_score = cands[0], None, -np.inf
+        scores: dict[int, float] = {}
+        if not index.has_loop:
+            for link in index.shared_links():
+                scores[link] = self._link_score(link, index.members[link], tokens, profs, cache)
+        base_sum, base_count = math.fsum(scores.values()), len(scores)
+        best, best_score = cands[0], -np.inf
         for c in cands:
-            prof = self._profiles(view, job, c)
-            trial_links = {**job_links, job: self.links.links(c)}
+            tokens[job], profs[job], links = self._placement(view, job, c)
             self.candidates_scored += 1
-            got = self._score(
-                trial_links, {**profs, job: prof}, {**tokens, job: ("placed", c.tobytes())}, cache
-            )
+            got = self._score(index, job, links, base_sum, base_count, scores, profs, tokens, cache)
             if got is None:
                 self.loops_discarded += 1
                 continue
-            if got[0] > best_score + 1e-12:
-                best, best_prof, best_score = c, prof, got[0]
-        if best_prof is None:
-            best_prof = self._profiles(view, job, best)
-        return best, best_prof
+            if got > best_score + 1e-12:
+                best, best_score = c, got
+        return best
 
-    def _with_shifts(self, actions, job_links, profs, tokens, cache, started) -> list[Action]:
-        graph = affinity_graph({j: ls.tolist() for j, ls in job_links.items()})
+    def _with_shifts(self, actions, index, profs, tokens, cache, started) -> list[Action]:
         shifts: dict[int, float] = {}
-        for comp in nx.connected_components(graph):
-            sub = graph.subgraph(comp)
-            if has_loop(sub):
+        for jobs, loop in index.components():
+            if loop:
                 continue
-            link_shifts = {}
-            for node in sub.nodes:
-                if node[0] == LINK:
-                    members = sorted(k[1] for k in sub[node])
-                    link_shifts[node[1]] = self._link_result(
-                        node[1], members, profs, tokens, cache
-                    )[1]
-            periods = {
-                n[1]: next(iter(profs[n[1]].values())).iteration_time
-                for n in sub.nodes
-                if n[0] == JOB
-            }
-            shifts.update(assign_time_shifts(sub, link_shifts, periods))
+            key = tuple((j, tokens[j]) for j in jobs)
+            got = self._comp_cache.get(key)
+            if got is None:
+                got = self._component_shifts(jobs, index, profs, tokens, cache)
+                self._comp_cache[key] = got
+            shifts.update(got)
+        if len(self._comp_cache) > _LINK_CACHE_MAX:
+            self._comp_cache.clear()
         out: list[Action] = []
         for a in actions:
             if isinstance(a, Start) and a.job in shifts:
@@ -258,6 +300,19 @@ class Cassini(BaseScheduler):
                 self._shift[job] = t
                 out.append(SetTimeShift(job, float(t)))
         return out
+
+    def _component_shifts(self, jobs, index, profs, tokens, cache) -> dict[int, float]:
+        """Algorithm 1 on one loop-free component (its Affinity subgraph, same node order)."""
+        sub = affinity_graph({j: index.links_of[j] for j in jobs})
+        link_shifts = {}
+        for node in sub.nodes:
+            if node[0] == LINK:
+                members = sorted(k[1] for k in sub[node])
+                link_shifts[node[1]] = self._link_result(node[1], members, profs, tokens, cache)[1]
+        periods = {
+            n[1]: next(iter(profs[n[1]].values())).iteration_time for n in sub.nodes if n[0] == JOB
+        }
+        return assign_time_shifts(sub, link_shifts, periods)
 
 
 class DallyCassini(Cassini):
