@@ -34,7 +34,7 @@ import numpy as np
 from baselines.consolidation import make_room
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.actions import Action, WakeUp
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 
@@ -78,36 +78,44 @@ class Themis(BaseScheduler):
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         now = view.now
         epoch = now >= self._next_epoch
+        if epoch:
+            self._next_epoch = (math.floor(now / self.lease_s) + 1) * self.lease_s
+        n_running = view.num_running
+        if not (view.num_waiting and (view.num_free or (epoch and n_running))):
+            # Nothing can start: only the lease renewal wake-up (no plan to build).
+            return [WakeUp(self._next_epoch)] if n_running else []
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)
         plan = view.plan()
-        if epoch:
-            self._next_epoch = (math.floor(now / self.lease_s) + 1) * self.lease_s
-        if waiting.size and (plan.num_free or (epoch and running.size)):
-            ids = np.concatenate((waiting, running))
-            is_run = np.zeros(ids.size, dtype=bool)
-            is_run[waiting.size :] = True
-            rho = self.rho(view, ids, is_run)
-            rho_w, rho_r = rho[: waiting.size], rho[waiting.size :]
-            vorder = np.lexsort((running, rho_r))  # lowest rho first: the first to lose
-            victims, victim_rho = running[vorder], rho_r[vorder]
-            victim_open = np.ones(victims.size, dtype=bool)
-            for k in np.lexsort((waiting, -rho_w)).tolist():
-                job = int(waiting[k])
-                gpus = self.place(plan, job)
-                if gpus is None and epoch:
-                    lower = victim_open & (victim_rho < rho_w[k])
-                    plan, gpus = make_room(
-                        plan,
-                        lambda p, j=job: self.place(p, j),
-                        int(self._demand[job]),
-                        victims,
-                        self._demand[victims],
-                        lower,
-                    )
-                    victim_open &= ~(victim_rho < rho_w[k]) | lower
-                if gpus is not None:
-                    plan.start(job, gpus)
+        ids = np.concatenate((waiting, running))
+        is_run = np.zeros(ids.size, dtype=bool)
+        is_run[waiting.size :] = True
+        rho = self.rho(view, ids, is_run)
+        rho_w, rho_r = rho[: waiting.size], rho[waiting.size :]
+        vorder = np.lexsort((running, rho_r))  # lowest rho first: the first to lose
+        victims, victim_rho = running[vorder], rho_r[vorder]
+        victim_open = np.ones(victims.size, dtype=bool)
+        for k in np.lexsort((waiting, -rho_w)).tolist():
+            job = int(waiting[k])
+            gpus = self.place(plan, job)
+            if gpus is None and epoch:
+                lower = victim_open & (victim_rho < rho_w[k])
+                if plan.num_free == 0 and not lower.any():
+                    # Later jobs have no higher rho, so no victim is open to them either.
+                    break
+                plan, gpus = make_room(
+                    plan,
+                    lambda p, j=job: self.place(p, j),
+                    int(self._demand[job]),
+                    victims,
+                    self._demand[victims],
+                    lower,
+                )
+                victim_open &= ~(victim_rho < rho_w[k]) | lower
+            elif gpus is None and plan.num_free == 0:
+                break  # between epochs nobody is preempted: nothing left to give
+            if gpus is not None:
+                plan.start(job, gpus)
         if running.size or plan.actions:  # leases to renew; nothing to renew once idle
             plan.wake_up(self._next_epoch)
         return plan.actions
