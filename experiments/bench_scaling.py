@@ -141,7 +141,7 @@ def main() -> None:
     if not args.json:
         print(
             "| policy | GPUs | jobs | sim s | CPU s | load s | us/job | events | peak MB (base) |"
-        )  # noqa: E501
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for policy in args.policies:
         for gpus in args.gpus:
