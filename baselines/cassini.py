@@ -29,8 +29,9 @@ Cassini profiles jobs in isolation. Migrations and other actions of the base pas
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ from dlcluster_gym.workload.models import get_model
 
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
 _LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)
+_Entry = tuple[bytes, dict[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 
 
 class Cassini(BaseScheduler):
@@ -90,7 +92,10 @@ class Cassini(BaseScheduler):
         # Per job: (its GPUs as bytes, link profiles, links) of its current placement, and the
         # per-link solutions keyed by the members' placements; both are pure functions of
         # their keys, so reusing them across calls changes no decision.
-        self._placed: dict[int, tuple[bytes, dict[int, CommProfile], np.ndarray]] = {}
+        self._placed: dict[int, _Entry] = {}
+        self._linked: dict[int, _Entry] = {}  # running jobs on shared links, start order
+        self._start_seq: dict[int, int] = {}
+        self._seq = itertools.count()
         self._link_cache: dict[tuple, tuple[float, dict[int, float]]] = {}
         self._comp_cache: dict[tuple, dict[int, float]] = {}  # component -> Algorithm 1 shifts
         self.candidates_scored = 0
@@ -102,14 +107,13 @@ class Cassini(BaseScheduler):
         compute = spec.compute_s * spec.num_gpus / gpus.size
         return job_link_profiles(self.links, self._models[spec.model], compute, gpus)
 
-    def _placement(
-        self, view: ClusterView, job: int, gpus: np.ndarray
-    ) -> tuple[bytes, dict[int, CommProfile], np.ndarray]:
-        """(GPUs as bytes, link profiles, links) of ``job`` on ``gpus``, cached per job."""
+    def _placement(self, view: ClusterView, job: int, gpus: np.ndarray) -> _Entry:
+        """(GPUs as bytes, link profiles, links) of ``job`` on ``gpus`` (the last one asked
+        for is cached per job, for the candidate chosen after scoring)."""
         key = gpus.tobytes()
         hit = self._placed.get(job)
         if hit is None or hit[0] != key:
-            hit = (key, self._profiles(view, job, gpus), self.links.links(gpus))
+            hit = (key, self._profiles(view, job, gpus), self.links.links(gpus).tolist())
             self._placed[job] = hit
         return hit
 
@@ -117,14 +121,14 @@ class Cassini(BaseScheduler):
         self,
         link: int,
         members: list[int],
-        profs: dict[int, dict[int, CommProfile]],
-        tokens: dict[int, Hashable],
+        entries: dict[int, _Entry],
         cache: dict[tuple, tuple[float, dict[int, float]]],
     ) -> tuple[float, dict[int, float]]:
-        """Score and per-job shifts of ``members`` on ``link``, cached per member profiles."""
-        key = (link, tuple((j, tokens[j]) for j in members))
+        """Score and per-job shifts of ``members`` on ``link``, cached per member placements."""
+        key = (link, tuple((j, entries[j][0]) for j in members))
         if key not in cache:
-            cache[key] = self._solve_link(link, [profs[j][link] for j in members], members)
+            ps = [entries[j][1][link] for j in members]
+            cache[key] = self._solve_link(link, ps, members)
         return cache[key]
 
     def _solve_link(
@@ -137,19 +141,18 @@ class Cassini(BaseScheduler):
         return res.score, dict(zip(members, res.time_shifts, strict=True))
 
     # ---------------------------------------------------------------- scoring
-    def _link_score(self, link: int, members: list[int], tokens, profs, cache) -> float:
-        return self._link_result(link, sorted(members), profs, tokens, cache)[0]
+    def _link_score(self, link: int, members: list[int], entries, cache) -> float:
+        return self._link_result(link, sorted(members), entries, cache)[0]
 
     def _score(
         self,
         index: AffinityIndex,
         job: int,
-        links: np.ndarray,
+        links: list[int],
         base_sum: float,
         base_count: int,
         scores: dict[int, float],
-        profs: dict[int, dict[int, CommProfile]],
-        tokens: dict[int, Hashable],
+        entries: dict[int, _Entry],
         cache: dict[tuple, tuple[float, dict[int, float]]],
     ) -> float | None:
         """Mean link score of the Affinity graph with ``job`` added on ``links`` (None when
@@ -157,7 +160,7 @@ class Cassini(BaseScheduler):
         keep theirs (``base_sum`` over ``base_count`` shared links before the job)."""
         if index.has_loop:
             return None
-        loop, joined, fresh = index.attach(links.tolist())
+        loop, joined, fresh = index.attach(links)
         if loop:
             return None
         count = base_count + len(fresh)
@@ -167,7 +170,7 @@ class Cassini(BaseScheduler):
         for link in joined:
             terms.append(-scores[link])
         for link in joined + fresh:
-            terms.append(self._link_score(link, [*index.members[link], job], tokens, profs, cache))
+            terms.append(self._link_score(link, [*index.members[link], job], entries, cache))
         return math.fsum(terms) / count
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
@@ -175,19 +178,10 @@ class Cassini(BaseScheduler):
         if not any(isinstance(a, Start | Migrate | Resize) for a in actions):
             return actions
         free = np.asarray(view.free_mask).copy()
-        running = view.running()
-        if len(self._placed) > 4 * len(running) + 64:  # drop finished jobs now and then
-            self._placed = {j: self._placed[j] for j in running if j in self._placed}
-        placed: dict[int, np.ndarray] = {}
-        profs: dict[int, dict[int, CommProfile]] = {}
-        tokens: dict[int, Hashable] = {}
-        job_links: dict[int, list[int]] = {}
-        for j in running:
-            g = np.asarray(view.gpus_of(j))
-            placed[j] = g
-            tokens[j], profs[j], links = self._placement(view, j, g)
-            if links.size:
-                job_links[j] = links.tolist()
+        # Running jobs that cross shared links, in start order (the order of the Affinity
+        # graph's nodes): kept from the last decision, less the jobs that finished since.
+        linked = {j: e for j, e in self._linked.items() if view.is_running(j)}
+        moved: dict[int, np.ndarray] = {}  # GPUs of jobs this decision moves
         if len(self._link_cache) > _LINK_CACHE_MAX:
             self._link_cache.clear()
         cache = self._link_cache
@@ -203,47 +197,55 @@ class Cassini(BaseScheduler):
             if isinstance(a, Start | Migrate | Resize):
                 reserved[list(a.gpus)] = False
             if isinstance(a, Preempt):
-                free[placed.pop(a.job)] = True
-                profs.pop(a.job, None)
-                tokens.pop(a.job, None)
-                job_links.pop(a.job, None)
+                free[moved.pop(a.job, None) if a.job in moved else view.gpus_of(a.job)] = True
+                linked.pop(a.job, None)
                 index = None
             elif isinstance(a, Migrate | Resize):
-                free[placed[a.job]] = True
+                free[moved[a.job] if a.job in moved else view.gpus_of(a.job)] = True
                 g = np.asarray(a.gpus, dtype=np.int64)
                 free[g] = False
-                placed[a.job] = g
-                tokens[a.job], profs[a.job], links = self._placement(view, a.job, g)
-                job_links[a.job] = links.tolist()  # keeps the job's place in the order
+                moved[a.job] = g
+                self._link(linked, a.job, self._placement(view, a.job, g))
                 index = None
             elif isinstance(a, Start):
                 if index is None:
-                    index = AffinityIndex(job_links.items())
-                g = self._choose(
-                    view,
-                    a.job,
-                    np.asarray(a.gpus, dtype=np.int64),
-                    free & ~reserved,
-                    index,
-                    profs,
-                    tokens,
-                    cache,
-                )
+                    index = AffinityIndex((j, e[2]) for j, e in linked.items())
+                self._start_seq[a.job] = next(self._seq)
+                g = self._choose(view, a.job, np.asarray(a.gpus, dtype=np.int64),
+                                 free & ~reserved, index, linked, cache)  # fmt: skip
                 free[g] = False
-                placed[a.job] = g
-                tokens[a.job], profs[a.job], links = self._placement(view, a.job, g)
-                job_links[a.job] = links.tolist()
-                index.add(a.job, job_links[a.job])
+                moved[a.job] = g
+                self._link(linked, a.job, self._placement(view, a.job, g))
+                if a.job in linked:
+                    index.add(a.job, linked[a.job][2])
                 started.append(a.job)
                 a = Start(a.job, tuple(g.tolist()), a.time_shift_s)
             out.append(a)
+        self._linked = linked
         if index is None:
-            index = AffinityIndex(job_links.items())
-        return self._with_shifts(out, index, profs, tokens, cache, set(started))
+            index = AffinityIndex((j, e[2]) for j, e in linked.items())
+        return self._with_shifts(out, index, linked, cache, set(started))
 
-    def _choose(self, view, job, base_gpus, free, index, profs, tokens, cache) -> np.ndarray:
+    def _link(self, linked: dict[int, _Entry], job: int, entry: _Entry) -> None:
+        """Record ``job``'s placement in ``linked`` (kept in start order) when it crosses
+        shared links, else drop it from there."""
+        self._placed.pop(job, None)
+        if not entry[2]:
+            linked.pop(job, None)
+            return
+        fresh = job not in linked
+        linked[job] = entry
+        if fresh and len(linked) > 1:
+            it = reversed(linked)
+            next(it)
+            if self._start_seq[next(it)] > self._start_seq[job]:  # a move gave it links
+                items = sorted(linked.items(), key=lambda kv: self._start_seq[kv[0]])
+                linked.clear()
+                linked.update(items)
+
+    def _choose(self, view, job, base_gpus, free, index, entries, cache) -> np.ndarray:
         """The most compatible candidate (the base's own first). Leaves the last candidate's
-        entries in ``profs``/``tokens``; the caller replaces them with the chosen one's."""
+        entry under ``entries[job]``; the caller replaces it with the chosen one's."""
         cluster = view.cluster
         tier = cluster.placement_tier(base_gpus)
         if tier == Tier.MACHINE:  # one machine crosses no shared link: nothing to choose
@@ -262,13 +264,15 @@ class Cassini(BaseScheduler):
         scores: dict[int, float] = {}
         if not index.has_loop:
             for link in index.shared_links():
-                scores[link] = self._link_score(link, index.members[link], tokens, profs, cache)
+                scores[link] = self._link_score(link, index.members[link], entries, cache)
         base_sum, base_count = math.fsum(scores.values()), len(scores)
         best, best_score = cands[0], -np.inf
         for c in cands:
-            tokens[job], profs[job], links = self._placement(view, job, c)
+            entries[job] = self._placement(view, job, c)
             self.candidates_scored += 1
-            got = self._score(index, job, links, base_sum, base_count, scores, profs, tokens, cache)
+            got = self._score(
+                index, job, entries[job][2], base_sum, base_count, scores, entries, cache
+            )
             if got is None:
                 self.loops_discarded += 1
                 continue
@@ -276,15 +280,15 @@ class Cassini(BaseScheduler):
                 best, best_score = c, got
         return best
 
-    def _with_shifts(self, actions, index, profs, tokens, cache, started) -> list[Action]:
+    def _with_shifts(self, actions, index, entries, cache, started) -> list[Action]:
         shifts: dict[int, float] = {}
         for jobs, loop in index.components():
             if loop:
                 continue
-            key = tuple((j, tokens[j]) for j in jobs)
+            key = tuple((j, entries[j][0]) for j in jobs)
             got = self._comp_cache.get(key)
             if got is None:
-                got = self._component_shifts(jobs, index, profs, tokens, cache)
+                got = self._component_shifts(jobs, index, entries, cache)
                 self._comp_cache[key] = got
             shifts.update(got)
         if len(self._comp_cache) > _LINK_CACHE_MAX:
@@ -301,16 +305,18 @@ class Cassini(BaseScheduler):
                 out.append(SetTimeShift(job, float(t)))
         return out
 
-    def _component_shifts(self, jobs, index, profs, tokens, cache) -> dict[int, float]:
+    def _component_shifts(self, jobs, index, entries, cache) -> dict[int, float]:
         """Algorithm 1 on one loop-free component (its Affinity subgraph, same node order)."""
         sub = affinity_graph({j: index.links_of[j] for j in jobs})
         link_shifts = {}
         for node in sub.nodes:
             if node[0] == LINK:
                 members = sorted(k[1] for k in sub[node])
-                link_shifts[node[1]] = self._link_result(node[1], members, profs, tokens, cache)[1]
+                link_shifts[node[1]] = self._link_result(node[1], members, entries, cache)[1]
         periods = {
-            n[1]: next(iter(profs[n[1]].values())).iteration_time for n in sub.nodes if n[0] == JOB
+            n[1]: next(iter(entries[n[1]][1].values())).iteration_time
+            for n in sub.nodes
+            if n[0] == JOB
         }
         return assign_time_shifts(sub, link_shifts, periods)
 

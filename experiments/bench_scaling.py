@@ -6,8 +6,9 @@ Replays 1k, 10k, 100k and 1M Dally-style Poisson jobs (offered load 0.9, the
 
 Each cell runs in its own single-threaded process, so its peak memory (``ru_maxrss``) is its
 own; ``base MB`` is that process's resident size after imports, before the workload is built.
-A cell that passes ``--timeout`` seconds is reported as ``>S`` and the larger job counts of
-that (policy, GPUs) row are skipped.
+A cell that passes ``--timeout`` CPU seconds is reported as ``>S`` and the larger job counts
+of that (policy, GPUs) row are skipped. ``sim s`` is wall time, ``CPU s`` the process's CPU
+time (the figure to compare on a shared machine); ``us/job`` is CPU microseconds per job.
 
 Usage: python experiments/bench_scaling.py [--jobs 1000 10000 ...] [--gpus 512 4096 ...]
        [--policies fcfs dally] [--timeout S] [--json]
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -90,16 +93,20 @@ def run_once(jobs: int, gpus: int, policy: str) -> dict:
 
 def cell(jobs: int, gpus: int, policy: str, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--once", f"{jobs}:{gpus}:{policy}"]
+    limit = max(1, math.ceil(timeout))
     try:
         out = subprocess.run(
             cmd,
             env={**os.environ, **ONE_CORE},
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=6 * timeout,  # the CPU limit below is the real one; this guards a stall
             check=False,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5)),
         )
     except subprocess.TimeoutExpired:
+        return {"policy": policy, "jobs": jobs, "gpus": gpus, "timeout_s": timeout}
+    if out.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return {"policy": policy, "jobs": jobs, "gpus": gpus, "timeout_s": timeout}
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -125,7 +132,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, nargs="*", default=list(JOBS))
     ap.add_argument("--gpus", type=int, nargs="*", default=list(GPUS))
     ap.add_argument("--policies", nargs="*", default=list(POLICIES))
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per cell")
+    ap.add_argument("--timeout", type=float, default=600.0, help="CPU seconds per cell")
     ap.add_argument("--json", action="store_true", help="one JSON object per cell")
     ap.add_argument("--once", metavar="JOBS:GPUS:POLICY", help=argparse.SUPPRESS)
     args = ap.parse_args()
