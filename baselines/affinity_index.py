@@ -58,17 +58,22 @@ class AffinityIndex:
         return len(roots) != len(set(roots)), joined, fresh
 
     def add(self, job: int, links: Sequence[int]) -> None:
-        """Add ``job`` crossing ``links`` (unique link ids); updates the loop flag."""
-        loop, _, _ = self.attach(links)
-        self.has_loop |= loop
+        """Add ``job`` crossing ``links`` (unique link ids); updates the loop flag: the job
+        closes a loop iff two of the shared links it joins already lie in one component."""
+        parent = self._parent
+        parent[job] = job
         self.links_of[job] = links
-        self._parent[job] = job
+        members = self.members
         for link in links:
-            m = self.members.setdefault(link, [])
-            if m:
-                ra, rb = self._find(m[0]), self._find(job)
-                if ra != rb:
-                    self._parent[rb] = ra
+            m = members.get(link)
+            if m is None:
+                members[link] = [job]
+                continue
+            r = self._find(m[0])
+            if r == job:  # reached through an earlier link of this job: a loop
+                self.has_loop = True
+            else:
+                parent[r] = job  # the job's component absorbs this one
             m.append(job)
 
     def shared_links(self) -> list[int]:

@@ -25,6 +25,18 @@ Choices: links whose jobs' summed peak demand fits the capacity score 1 without 
 and that component's shifts are left as they were; jobs' demand profiles are their
 uncontended Up/Down patterns on the placement (``perf.contention.job_link_profiles``), as
 Cassini profiles jobs in isolation. Migrations and other actions of the base pass through.
+
+Implementation at trace scale (issue #19; the decisions are those of the direct form, checked
+bit for bit on Philly and ITP prefixes): the running jobs that cross shared links are kept
+across decisions in start order (the Affinity graph's node order) with their link profiles;
+the graph is a ``baselines.affinity_index.AffinityIndex`` (link memberships + union-find), so
+scoring a candidate touches only the links it joins (the mean over the other links is carried
+as a sum, ``math.fsum``); per-link solutions are cached by the members' placements across
+decisions; Algorithm 1 runs per component, on that component's own graph in insertion order,
+and is reused while the component is unchanged. (The direct form took the BFS root from a
+networkx subgraph view, whose node order for a small component follows the iteration order of
+a set of ``("job", id)`` tuples, i.e. Python's string hashing; here it is always the
+component's first job in start order, as ``assign_time_shifts`` documents.)
 """
 
 from __future__ import annotations
@@ -94,6 +106,7 @@ class Cassini(BaseScheduler):
         # their keys, so reusing them across calls changes no decision.
         self._placed: dict[int, _Entry] = {}
         self._linked: dict[int, _Entry] = {}  # running jobs on shared links, start order
+        self._index: AffinityIndex | None = AffinityIndex()  # their Affinity graph
         self._start_seq: dict[int, int] = {}
         self._seq = itertools.count()
         self._link_cache: dict[tuple, tuple[float, dict[int, float]]] = {}
@@ -185,7 +198,9 @@ class Cassini(BaseScheduler):
         if len(self._link_cache) > _LINK_CACHE_MAX:
             self._link_cache.clear()
         cache = self._link_cache
-        index: AffinityIndex | None = None  # built when first needed, rebuilt after removals
+        # The index of ``linked``: the last decision's while no job left it, else built when
+        # first needed (and rebuilt after removals).
+        index = self._index if len(linked) == len(self._linked) else None
         out: list[Action] = []
         started: list[int] = []
         # GPUs the base's later actions take stay out of earlier jobs' candidates.
@@ -221,9 +236,9 @@ class Cassini(BaseScheduler):
                 started.append(a.job)
                 a = Start(a.job, tuple(g.tolist()), a.time_shift_s)
             out.append(a)
-        self._linked = linked
         if index is None:
             index = AffinityIndex((j, e[2]) for j, e in linked.items())
+        self._linked, self._index = linked, index
         return self._with_shifts(out, index, linked, cache, set(started))
 
     def _link(self, linked: dict[int, _Entry], job: int, entry: _Entry) -> None:
