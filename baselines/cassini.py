@@ -25,16 +25,30 @@ Choices: links whose jobs' summed peak demand fits the capacity score 1 without 
 and that component's shifts are left as they were; jobs' demand profiles are their
 uncontended Up/Down patterns on the placement (``perf.contention.job_link_profiles``), as
 Cassini profiles jobs in isolation. Migrations and other actions of the base pass through.
+
+Implementation at trace scale (issue #19; the decisions are those of the direct form, checked
+bit for bit on Philly and ITP prefixes): the running jobs that cross shared links are kept
+across decisions in start order (the Affinity graph's node order) with their link profiles;
+the graph is a ``baselines.affinity_index.AffinityIndex`` (link memberships + union-find), so
+scoring a candidate touches only the links it joins (the mean over the other links is carried
+as a sum, ``math.fsum``); per-link solutions are cached by the members' placements across
+decisions; Algorithm 1 runs per component, on that component's own graph in insertion order,
+and is reused while the component is unchanged. (The direct form took the BFS root from a
+networkx subgraph view, whose node order for a small component follows the iteration order of
+a set of ``("job", id)`` tuples, i.e. Python's string hashing; here it is always the
+component's first job in start order, as ``assign_time_shifts`` documents.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import itertools
+import math
+from collections.abc import Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
+from baselines.affinity_index import AffinityIndex
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.contention import SharedLinks, job_link_profiles
@@ -44,7 +58,6 @@ from dlcluster_gym.perf.geometry import (
     CommProfile,
     affinity_graph,
     assign_time_shifts,
-    has_loop,
     link_compatibility,
 )
 from dlcluster_gym.scheduler import BaseScheduler, make_policy
@@ -53,6 +66,8 @@ from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, SetTimeS
 from dlcluster_gym.sim.view import ClusterView
 
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
+_LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)
+_Entry = tuple[bytes, dict[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 
 
 class Cassini(BaseScheduler):
@@ -85,6 +100,16 @@ class Cassini(BaseScheduler):
         self.links = SharedLinks(view.cluster)
         self._models = {j.model: view.model_profile(j.job_id) for j in view.jobs}
         self._shift = np.zeros(len(view.jobs))  # shifts this policy assigned
+        # Per job: (its GPUs as bytes, link profiles, links) of its current placement, and the
+        # per-link solutions keyed by the members' placements; both are pure functions of
+        # their keys, so reusing them across calls changes no decision.
+        self._placed: dict[int, _Entry] = {}
+        self._linked: dict[int, _Entry] = {}  # running jobs on shared links, start order
+        self._index: AffinityIndex | None = AffinityIndex()  # their Affinity graph
+        self._start_seq: dict[int, int] = {}
+        self._seq = itertools.count()
+        self._link_cache: dict[tuple, tuple[float, dict[int, float]]] = {}
+        self._comp_cache: dict[tuple, dict[int, float]] = {}  # component -> Algorithm 1 shifts
         self.candidates_scored = 0
         self.loops_discarded = 0
 
@@ -94,18 +119,28 @@ class Cassini(BaseScheduler):
         compute = spec.compute_s * spec.num_gpus / gpus.size
         return job_link_profiles(self.links, self._models[spec.model], compute, gpus)
 
+    def _placement(self, view: ClusterView, job: int, gpus: np.ndarray) -> _Entry:
+        """(GPUs as bytes, link profiles, links) of ``job`` on ``gpus`` (the last one asked
+        for is cached per job, for the candidate chosen after scoring)."""
+        key = gpus.tobytes()
+        hit = self._placed.get(job)
+        if hit is None or hit[0] != key:
+            hit = (key, self._profiles(view, job, gpus), self.links.links(gpus).tolist())
+            self._placed[job] = hit
+        return hit
+
     def _link_result(
         self,
         link: int,
         members: list[int],
-        profs: dict[int, dict[int, CommProfile]],
-        tokens: dict[int, Hashable],
+        entries: dict[int, _Entry],
         cache: dict[tuple, tuple[float, dict[int, float]]],
     ) -> tuple[float, dict[int, float]]:
-        """Score and per-job shifts of ``members`` on ``link``, cached per member profiles."""
-        key = (link, tuple((j, tokens[j]) for j in members))
+        """Score and per-job shifts of ``members`` on ``link``, cached per member placements."""
+        key = (link, tuple((j, entries[j][0]) for j in members))
         if key not in cache:
-            cache[key] = self._solve_link(link, [profs[j][link] for j in members], members)
+            ps = [entries[j][1][link] for j in members]
+            cache[key] = self._solve_link(link, ps, members)
         return cache[key]
 
     def _solve_link(
@@ -118,34 +153,53 @@ class Cassini(BaseScheduler):
         return res.score, dict(zip(members, res.time_shifts, strict=True))
 
     # ---------------------------------------------------------------- scoring
+    def _link_score(self, link: int, members: list[int], entries, cache) -> float:
+        return self._link_result(link, sorted(members), entries, cache)[0]
+
     def _score(
         self,
-        job_links: dict[int, np.ndarray],
-        profs: dict[int, dict[int, CommProfile]],
-        tokens: dict[int, Hashable],
+        index: AffinityIndex,
+        job: int,
+        links: list[int],
+        base_sum: float,
+        base_count: int,
+        scores: dict[int, float],
+        entries: dict[int, _Entry],
         cache: dict[tuple, tuple[float, dict[int, float]]],
-    ) -> tuple[float, nx.Graph] | None:
-        graph = affinity_graph({j: ls.tolist() for j, ls in job_links.items()})
-        if has_loop(graph):
+    ) -> float | None:
+        """Mean link score of the Affinity graph with ``job`` added on ``links`` (None when
+        the graph has a loop). Only the links the job joins change their score; the others
+        keep theirs (``base_sum`` over ``base_count`` shared links before the job)."""
+        if index.has_loop:
             return None
-        scores = []
-        for node in graph.nodes:
-            if node[0] != LINK:
-                continue
-            members = sorted(k[1] for k in graph[node])
-            scores.append(self._link_result(node[1], members, profs, tokens, cache)[0])
-        return (float(np.mean(scores)) if scores else 1.0), graph
+        loop, joined, fresh = index.attach(links)
+        if loop:
+            return None
+        count = base_count + len(fresh)
+        if count == 0:
+            return 1.0
+        terms = [base_sum]
+        for link in joined:
+            terms.append(-scores[link])
+        for link in joined + fresh:
+            terms.append(self._link_score(link, [*index.members[link], job], entries, cache))
+        return math.fsum(terms) / count
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         actions = list(self.base.schedule(view))
         if not any(isinstance(a, Start | Migrate | Resize) for a in actions):
             return actions
         free = np.asarray(view.free_mask).copy()
-        placed: dict[int, np.ndarray] = {j: np.asarray(view.gpus_of(j)) for j in view.running()}
-        profs = {j: self._profiles(view, j, g) for j, g in placed.items()}
-        tokens: dict[int, Hashable] = dict.fromkeys(placed, "running")
-        job_links = {j: self.links.links(g) for j, g in placed.items()}
-        cache: dict[tuple, tuple[float, dict[int, float]]] = {}
+        # Running jobs that cross shared links, in start order (the order of the Affinity
+        # graph's nodes): kept from the last decision, less the jobs that finished since.
+        linked = {j: e for j, e in self._linked.items() if view.is_running(j)}
+        moved: dict[int, np.ndarray] = {}  # GPUs of jobs this decision moves
+        if len(self._link_cache) > _LINK_CACHE_MAX:
+            self._link_cache.clear()
+        cache = self._link_cache
+        # The index of ``linked``: the last decision's while no job left it, else built when
+        # first needed (and rebuilt after removals).
+        index = self._index if len(linked) == len(self._linked) else None
         out: list[Action] = []
         started: list[int] = []
         # GPUs the base's later actions take stay out of earlier jobs' candidates.
@@ -157,47 +211,59 @@ class Cassini(BaseScheduler):
             if isinstance(a, Start | Migrate | Resize):
                 reserved[list(a.gpus)] = False
             if isinstance(a, Preempt):
-                free[placed.pop(a.job)] = True
-                profs.pop(a.job, None)
-                tokens.pop(a.job, None)
-                job_links.pop(a.job, None)
+                free[moved.pop(a.job, None) if a.job in moved else view.gpus_of(a.job)] = True
+                linked.pop(a.job, None)
+                index = None
             elif isinstance(a, Migrate | Resize):
-                free[placed[a.job]] = True
+                free[moved[a.job] if a.job in moved else view.gpus_of(a.job)] = True
                 g = np.asarray(a.gpus, dtype=np.int64)
                 free[g] = False
-                placed[a.job] = g
-                profs[a.job] = self._profiles(view, a.job, g)
-                tokens[a.job] = ("moved", g.tobytes())
-                job_links[a.job] = self.links.links(g)
+                moved[a.job] = g
+                self._link(linked, a.job, self._placement(view, a.job, g))
+                index = None
             elif isinstance(a, Start):
-                g, prof = self._choose(
-                    view,
-                    a.job,
-                    np.asarray(a.gpus, dtype=np.int64),
-                    free & ~reserved,
-                    job_links,
-                    profs,
-                    tokens,
-                    cache,
-                )
+                if index is None:
+                    index = AffinityIndex((j, e[2]) for j, e in linked.items())
+                self._start_seq[a.job] = next(self._seq)
+                g = self._choose(view, a.job, np.asarray(a.gpus, dtype=np.int64),
+                                 free & ~reserved, index, linked, cache)  # fmt: skip
                 free[g] = False
-                placed[a.job] = g
-                profs[a.job] = prof
-                tokens[a.job] = ("placed", g.tobytes())
-                job_links[a.job] = self.links.links(g)
+                moved[a.job] = g
+                self._link(linked, a.job, self._placement(view, a.job, g))
+                if a.job in linked:
+                    index.add(a.job, linked[a.job][2])
                 started.append(a.job)
                 a = Start(a.job, tuple(g.tolist()), a.time_shift_s)
             out.append(a)
-        return self._with_shifts(out, job_links, profs, tokens, cache, set(started))
+        if index is None:
+            index = AffinityIndex((j, e[2]) for j, e in linked.items())
+        self._linked, self._index = linked, index
+        return self._with_shifts(out, index, linked, cache, set(started))
 
-    def _choose(
-        self, view, job, base_gpus, free, job_links, profs, tokens, cache
-    ) -> tuple[np.ndarray, dict[int, CommProfile]]:
-        """The most compatible candidate (the base's own first) and its link profiles."""
+    def _link(self, linked: dict[int, _Entry], job: int, entry: _Entry) -> None:
+        """Record ``job``'s placement in ``linked`` (kept in start order) when it crosses
+        shared links, else drop it from there."""
+        self._placed.pop(job, None)
+        if not entry[2]:
+            linked.pop(job, None)
+            return
+        fresh = job not in linked
+        linked[job] = entry
+        if fresh and len(linked) > 1:
+            it = reversed(linked)
+            next(it)
+            if self._start_seq[next(it)] > self._start_seq[job]:  # a move gave it links
+                items = sorted(linked.items(), key=lambda kv: self._start_seq[kv[0]])
+                linked.clear()
+                linked.update(items)
+
+    def _choose(self, view, job, base_gpus, free, index, entries, cache) -> np.ndarray:
+        """The most compatible candidate (the base's own first). Leaves the last candidate's
+        entry under ``entries[job]``; the caller replaces it with the chosen one's."""
         cluster = view.cluster
         tier = cluster.placement_tier(base_gpus)
         if tier == Tier.MACHINE:  # one machine crosses no shared link: nothing to choose
-            return base_gpus, self._profiles(view, job, base_gpus)
+            return base_gpus
         scratch = free.copy()
         fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
         fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
@@ -209,43 +275,38 @@ class Cassini(BaseScheduler):
                 break
             if not np.array_equal(c, cands[0]):
                 cands.append(c)
-        best, best_prof, best_score = cands[0], None, -np.inf
+        scores: dict[int, float] = {}
+        if not index.has_loop:
+            for link in index.shared_links():
+                scores[link] = self._link_score(link, index.members[link], entries, cache)
+        base_sum, base_count = math.fsum(scores.values()), len(scores)
+        best, best_score = cands[0], -np.inf
         for c in cands:
-            prof = self._profiles(view, job, c)
-            trial_links = {**job_links, job: self.links.links(c)}
+            entries[job] = self._placement(view, job, c)
             self.candidates_scored += 1
             got = self._score(
-                trial_links, {**profs, job: prof}, {**tokens, job: ("placed", c.tobytes())}, cache
+                index, job, entries[job][2], base_sum, base_count, scores, entries, cache
             )
             if got is None:
                 self.loops_discarded += 1
                 continue
-            if got[0] > best_score + 1e-12:
-                best, best_prof, best_score = c, prof, got[0]
-        if best_prof is None:
-            best_prof = self._profiles(view, job, best)
-        return best, best_prof
+            if got > best_score + 1e-12:
+                best, best_score = c, got
+        return best
 
-    def _with_shifts(self, actions, job_links, profs, tokens, cache, started) -> list[Action]:
-        graph = affinity_graph({j: ls.tolist() for j, ls in job_links.items()})
+    def _with_shifts(self, actions, index, entries, cache, started) -> list[Action]:
         shifts: dict[int, float] = {}
-        for comp in nx.connected_components(graph):
-            sub = graph.subgraph(comp)
-            if has_loop(sub):
+        for jobs, loop in index.components():
+            if loop:
                 continue
-            link_shifts = {}
-            for node in sub.nodes:
-                if node[0] == LINK:
-                    members = sorted(k[1] for k in sub[node])
-                    link_shifts[node[1]] = self._link_result(
-                        node[1], members, profs, tokens, cache
-                    )[1]
-            periods = {
-                n[1]: next(iter(profs[n[1]].values())).iteration_time
-                for n in sub.nodes
-                if n[0] == JOB
-            }
-            shifts.update(assign_time_shifts(sub, link_shifts, periods))
+            key = tuple((j, entries[j][0]) for j in jobs)
+            got = self._comp_cache.get(key)
+            if got is None:
+                got = self._component_shifts(jobs, index, entries, cache)
+                self._comp_cache[key] = got
+            shifts.update(got)
+        if len(self._comp_cache) > _LINK_CACHE_MAX:
+            self._comp_cache.clear()
         out: list[Action] = []
         for a in actions:
             if isinstance(a, Start) and a.job in shifts:
@@ -257,6 +318,21 @@ class Cassini(BaseScheduler):
                 self._shift[job] = t
                 out.append(SetTimeShift(job, float(t)))
         return out
+
+    def _component_shifts(self, jobs, index, entries, cache) -> dict[int, float]:
+        """Algorithm 1 on one loop-free component (its Affinity subgraph, same node order)."""
+        sub = affinity_graph({j: index.links_of[j] for j in jobs})
+        link_shifts = {}
+        for node in sub.nodes:
+            if node[0] == LINK:
+                members = sorted(k[1] for k in sub[node])
+                link_shifts[node[1]] = self._link_result(node[1], members, entries, cache)[1]
+        periods = {
+            n[1]: next(iter(entries[n[1]][1].values())).iteration_time
+            for n in sub.nodes
+            if n[0] == JOB
+        }
+        return assign_time_shifts(sub, link_shifts, periods)
 
 
 class DallyCassini(Cassini):

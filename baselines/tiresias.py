@@ -221,16 +221,21 @@ class Tiresias(BaseScheduler):
         victim_open = np.ones(victims.size, dtype=bool)
         top_victim_q = int(victim_q[0]) if self.preemption and victims.size else -1
         failed: set[tuple[int, int, bool]] = set()  # what cannot fit stays unfit this call
-        for k in order.tolist():
-            job = int(waiting[k])
-            qj = int(q_wait[k])
+        in_order = waiting[order]  # plain lists: this loop runs at every decision
+        for job, qj, n, skew, wait_since in zip(
+            in_order.tolist(),
+            q_wait[order].tolist(),
+            self._demand[in_order].tolist(),
+            self._high_skew[in_order].tolist(),
+            since[: waiting.size][order].tolist(),
+            strict=True,
+        ):
             if qj >= top_victim_q and plan.num_free == 0:
                 break  # no free GPUs and nobody left that this or any later job may preempt
-            n = int(self._demand[job])
-            key = (qj, n, bool(self._high_skew[job]))
+            key = (qj, n, skew)
             if key in failed:
                 continue
-            starv = now - float(view.wait_since[job])
+            starv = now - wait_since
             gpus = None
             if plan.num_free >= n:
                 offer = make_offer(plan, job, n, starv)

@@ -15,22 +15,40 @@ rows with ToR uplinks over-subscribed X:1 (default 4 for the synthetic cells; 0:
 
 Usage: python experiments/bench_engine.py [--repeat N] [--cells SCENARIO:POLICY ...]
        [--oversubscription X] [--json]
+       python experiments/bench_engine.py --sweep [--scenarios S ...] [--policies P ...]
+       [--repeat N] [--timeout S] [--json]
 Trace-backed cells are skipped with a message when the trace root is absent.
+
+``--sweep`` (issue #19) times every registered policy (or ``--policies``) on each scenario
+(default ``philly-1024gpu`` and ``itp-cluster04``) as the scenario is configured: each run
+is its own single-threaded process (one core), the figure is the median of ``--repeat`` runs,
+and a run that passes ``--timeout`` CPU seconds is reported as ``>S`` (then not repeated).
+Each row gives wall seconds (``sim s``) and the process's CPU seconds (``CPU s``): on a shared
+machine the CPU figure is the one to compare.
+Policies that do not apply to a scenario (``NotApplicableError``) show as n/a. Targets:
+every policy <= 60 s, ``fcfs`` and ``dally`` on Philly <= 15 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import platform
+import resource
+import signal
+import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
 from dlcluster_gym.api import prepare
 from dlcluster_gym.config import load_scenario
-from dlcluster_gym.errors import TraceError
-from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.errors import NotApplicableError, TraceError
+from dlcluster_gym.scheduler import make_policy, policies
 from dlcluster_gym.sim.engine import Engine
 
 DEFAULT_CELLS = (
@@ -50,6 +68,10 @@ TARGETS = {
     "philly-1024gpu:dally": 60.0,
 }
 CONTENDED_CELLS = ("dally-batch-8rack:fcfs", "dally-poisson-8rack:fcfs")
+SWEEP_SCENARIOS = ("philly-1024gpu", "itp-cluster04")
+SWEEP_TARGETS = {"philly-1024gpu:fcfs": 15.0, "philly-1024gpu:dally": 15.0}
+SWEEP_TARGET_S = 60.0
+ONE_CORE = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
 LAYOUT_A = {  # preset (a), a100-4nic-tor3: the network only (machine counts stay)
@@ -125,6 +147,108 @@ def _row(r: dict, base: dict | None) -> str:
     )
 
 
+def run_once(cell: str) -> dict:
+    """One timed run of ``cell`` in this process (what ``--once`` prints for ``--sweep``)."""
+    scenario, policy = cell.split(":", 1)
+    t0 = time.perf_counter()
+    cfg, cluster, jobs, rng = prepare(scenario)
+    load_s = time.perf_counter() - t0
+    try:
+        engine = Engine(cfg, cluster, jobs, make_policy(policy), rng)
+        t1, c1 = time.perf_counter(), time.process_time()
+        res = engine.run()
+    except NotApplicableError as exc:
+        return {"cell": cell, "na": str(exc).splitlines()[0]}
+    sim_s = time.perf_counter() - t1
+    cpu_s = time.process_time() - c1
+    s = res.summary
+    return {
+        "cell": cell,
+        "jobs": len(jobs),
+        "gpus": cluster.num_gpus,
+        "load_s": round(load_s, 3),
+        "sim_s": round(sim_s, 3),
+        "cpu_s": round(cpu_s, 3),
+        "events": s["sim_events"],
+        "preemptions": s["preemptions"],
+        "avg_jct_s": s["avg_jct_s"],
+    }
+
+
+def _cpu_limit(seconds: float) -> None:
+    """In the child: SIGXCPU after ``seconds`` of CPU time (robust on a shared machine)."""
+    s = max(1, math.ceil(seconds))
+    resource.setrlimit(resource.RLIMIT_CPU, (s, s + 5))
+
+
+def sweep_cell(cell: str, repeat: int, timeout: float, wall_factor: float = 6.0) -> dict:
+    """Median sim seconds of ``repeat`` single-threaded subprocess runs of ``cell``. A run
+    stops after ``timeout`` CPU seconds (or ``wall_factor`` x that in wall time)."""
+    env = {**os.environ, **ONE_CORE}
+    runs: list[dict] = []
+    for _ in range(repeat):
+        cmd = [sys.executable, os.path.abspath(__file__), "--once", cell]
+        try:
+            out = subprocess.run(
+                cmd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=wall_factor * timeout,
+                check=False,
+                preexec_fn=lambda: _cpu_limit(timeout),
+            )
+        except subprocess.TimeoutExpired:
+            return {"cell": cell, "timeout_s": timeout, "runs": len(runs)}
+        if out.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+            return {"cell": cell, "timeout_s": timeout, "runs": len(runs)}
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+        if out.returncode != 0 or not lines:
+            err = (out.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"cell": cell, "error": err}
+        r = json.loads(lines[-1])
+        if "na" in r:
+            return r
+        runs.append(r)
+    row = dict(runs[0])
+    row["sim_s"] = round(statistics.median(r["sim_s"] for r in runs), 2)
+    row["sim_s_runs"] = [r["sim_s"] for r in runs]
+    row["cpu_s"] = round(statistics.median(r["cpu_s"] for r in runs), 2)
+    row["target_s"] = SWEEP_TARGETS.get(cell, SWEEP_TARGET_S)
+    return row
+
+
+def _sweep_row(r: dict) -> str:
+    if "na" in r:
+        return f"| {r['cell']} | n/a | | | | | |"
+    if "timeout_s" in r:
+        return f"| {r['cell']} | > {r['timeout_s']:g} | | | | | <= {SWEEP_TARGET_S:g} s: no |"
+    if "error" in r:
+        return f"| {r['cell']} | error: {r['error']} | | | | | |"
+    ok = "yes" if r["cpu_s"] <= r["target_s"] else "no"  # CPU s: robust to machine load
+    return (
+        f"| {r['cell']} | {r['sim_s']:.1f} | {r['cpu_s']:.1f} | {r['load_s']:.1f} | "
+        f"{r['events']:,} | "
+        f"{r['preemptions']:,} | <= {r['target_s']:g} s: {ok} |"
+    )
+
+
+def sweep(args: argparse.Namespace) -> None:
+    names = args.policies or [n for n, spec in policies().items() if not spec.bound]
+    print(
+        f"# median of {args.repeat} single-threaded runs, timeout {args.timeout:g} CPU s; "
+        f"load average {os.getloadavg()[0]:.1f} at start"
+    )
+    if not args.json:
+        print("| scenario : policy | sim s | CPU s | load s | events | preemptions | target |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+    for scenario in args.scenarios:
+        for name in names:
+            r = sweep_cell(f"{scenario}:{name}", args.repeat, args.timeout)
+            print(json.dumps(r) if args.json else _sweep_row(r), flush=True)
+    print(f"# load average {os.getloadavg()[0]:.1f} at end")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -136,7 +260,18 @@ def main() -> None:
         help="ToR oversubscription for the extra contended rows (0: none)",
     )
     ap.add_argument("--json", action="store_true", help="one JSON object per cell")
+    ap.add_argument("--sweep", action="store_true", help="every policy x --scenarios")
+    ap.add_argument("--scenarios", nargs="*", default=list(SWEEP_SCENARIOS))
+    ap.add_argument("--policies", nargs="*", help="sweep only these (default: all)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="sweep: seconds per run")
+    ap.add_argument("--once", metavar="CELL", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.once:
+        print(json.dumps(run_once(args.once)))
+        return
+    if args.sweep:
+        sweep(args)
+        return
     print(
         f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
         f"best of {args.repeat}; 'vs off' = sim s / sim s of the same cell without contention"

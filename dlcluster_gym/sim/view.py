@@ -18,6 +18,8 @@ from dlcluster_gym.workload.models import ModelProfile
 if TYPE_CHECKING:
     from dlcluster_gym.sim.engine import Engine
 
+_SMALL = 16  # placements up to this many GPUs update free counts in a Python loop
+
 
 @dataclass(frozen=True, slots=True)
 class Trigger:
@@ -136,11 +138,8 @@ class Plan:
         self.free_mask = view.free_mask.copy()
         self.free_per_machine = view.free_per_machine.copy()
         self.free_per_rack = view.free_per_rack.copy()
+        self.num_free = int(self.free_per_rack.sum())  # kept up to date by _mark
         self.actions: list[Action] = []
-
-    @property
-    def num_free(self) -> int:
-        return int(self.free_per_rack.sum())
 
     def copy(self) -> Plan:
         """An independent copy (to try a move and throw it away)."""
@@ -149,14 +148,23 @@ class Plan:
         other.free_mask = self.free_mask.copy()
         other.free_per_machine = self.free_per_machine.copy()
         other.free_per_rack = self.free_per_rack.copy()
+        other.num_free = self.num_free
         other.actions = list(self.actions)
         return other
 
     def _mark(self, gpus: np.ndarray, free: bool) -> None:
         self.free_mask[gpus] = free
         d = 1 if free else -1
-        np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
-        np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
+        self.num_free += d * int(gpus.size)
+        if gpus.size <= _SMALL:  # a Python loop beats ufunc.at's overhead on a few GPUs
+            fpm, fpr = self.free_per_machine, self.free_per_rack
+            for m in self.cluster.gpu_machine[gpus].tolist():
+                fpm[m] += d
+            for r in self.cluster.gpu_rack[gpus].tolist():
+                fpr[r] += d
+        else:
+            np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
+            np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
 
     def first_fit(self, n: int) -> np.ndarray | None:
         return placement.first_fit(self.free_mask, n)

@@ -1,0 +1,65 @@
+"""AffinityIndex answers what networkx gives on Cassini's Affinity graph of the same jobs."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from baselines.affinity_index import AffinityIndex
+from dlcluster_gym.perf.geometry import JOB, LINK, affinity_graph, has_loop
+
+
+def _random_job_links(rng: np.random.Generator, n_jobs: int, n_links: int) -> dict:
+    out = {}
+    for job in rng.permutation(3 * n_jobs)[:n_jobs].tolist():
+        k = int(rng.integers(0, min(4, n_links + 1)))
+        out[job] = sorted(rng.choice(n_links, size=k, replace=False).tolist())
+    return out
+
+
+def _nx_components(job_links: dict) -> list[tuple[list[int], bool]]:
+    """Components in networkx's order, jobs in the graph's insertion order (a subgraph view
+    of a small component iterates the component set, whose order follows string hashing)."""
+    graph = affinity_graph(job_links)
+    comps = []
+    for comp in nx.connected_components(graph):
+        sub = graph.subgraph(comp)
+        jobs = [n[1] for n in graph.nodes if n[0] == JOB and n in comp]
+        comps.append((jobs, sub.number_of_edges() >= sub.number_of_nodes()))
+    return comps
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_components_loops_and_attach_match_networkx(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    job_links = _random_job_links(rng, int(rng.integers(1, 25)), int(rng.integers(2, 15)))
+    index = AffinityIndex(job_links.items())
+    graph = affinity_graph(job_links)
+    assert index.has_loop == has_loop(graph)
+    assert index.components() == _nx_components(job_links)
+    assert index.shared_links() == [n[1] for n in graph.nodes if n[0] == LINK]
+    # A new job: loop and the links whose members change, without mutating the index.
+    new_links = sorted(rng.choice(15, size=int(rng.integers(0, 4)), replace=False).tolist())
+    loop, joined, fresh = index.attach(new_links)
+    trial = {**job_links, -1: new_links}
+    new_graph = affinity_graph(trial)
+    before = {n[1] for n in graph.nodes if n[0] == LINK}
+    after = {n[1] for n in new_graph.nodes if n[0] == LINK}
+    assert index.has_loop or loop == has_loop(new_graph)
+    assert set(joined) == before & set(new_links)
+    assert set(fresh) == after - before
+    assert index.components() == _nx_components(job_links)  # attach changed nothing
+    index.add(-1, new_links)
+    assert index.has_loop == has_loop(new_graph)
+    assert index.components() == _nx_components(trial)
+
+
+def test_two_jobs_on_two_shared_links_form_a_loop() -> None:
+    index = AffinityIndex([(0, [5, 9]), (1, [5])])
+    assert not index.has_loop
+    assert index.attach([9])[0] is False
+    assert index.attach([5, 9])[0] is True  # job - link 5 - job 0 - link 9 - job
+    index.add(2, [5, 9])
+    assert index.has_loop
+    assert index.components() == [([0, 1, 2], True)]
