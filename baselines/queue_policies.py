@@ -146,12 +146,6 @@ class DallyInScheduler(NativeInScheduler):
     ``dally`` + ``preemption=relocate``)."""
 
     native = "dally"
-
-    def _native(self) -> Any:
-        if self.env.preemption:
-            self.params.setdefault("preemption", "relocate")
-        return super()._native()
-
     env_kwargs: ClassVar[dict[str, Any]] = {
         "order": "nw_sens",
         "preemption": True,
@@ -160,6 +154,11 @@ class DallyInScheduler(NativeInScheduler):
         **WINDOWS,
     }
     preemption_param = "preemption"
+
+    def _native(self) -> Any:
+        if self.env.preemption:
+            self.params.setdefault("preemption", "relocate")
+        return super()._native()
 
 
 class TiresiasInScheduler(NativeInScheduler):
