@@ -24,6 +24,7 @@ from dlcluster_gym.perf.contention import (
     comm_profile,
     link_stretch,
     placement_traffic,
+    sharing_can_bind,
     up_phases,
 )
 from dlcluster_gym.perf.geometry import CommProfile, unified_circle
@@ -481,19 +482,22 @@ def with_(name: str, **kw):
     return load_scenario(data)
 
 
-def test_sharing_is_on_by_default_and_inert_on_the_dally_presets():
+def test_sharing_is_on_by_default_and_skipped_where_it_cannot_bind():
     a = run(with_("dally-poisson-2rack", contention=False))
     b = run(load_scenario("dally-poisson-2rack"))  # no flag: sharing on
-    assert set(a.timeseries) == {"t", "busy_gpus", "waiting", "running", "remaining"}
-    assert a.jobs["contention_s"].tolist() == [0.0] * len(a.jobs["contention_s"])
-    assert "avg_link_utilization" not in a.summary
-    assert "avg_link_utilization" in b.summary
-    # one NIC per GPU and no oversubscription: no link is ever over-subscribed, so sharing on
-    # gives bit-identical finish times and events
+    assert load_scenario("dally-poisson-2rack").contention
+    # one NIC per GPU, no oversubscription, no spine link: no link can be over-subscribed,
+    # so the engine skips the bookkeeping and the results are bit-identical
+    assert not sharing_can_bind(Cluster(load_scenario("dally-poisson-2rack").cluster))
     assert a.events == b.events
     np.testing.assert_array_equal(a.jobs["finish_s"], b.jobs["finish_s"])
-    assert b.summary["avg_contention_slowdown"] == 1.0
-    assert b.timeseries["links_contended"].max() == 0
+    assert set(b.timeseries) == {"t", "busy_gpus", "waiting", "running", "remaining"}
+    # the same cluster with its ToR uplinks over-subscribed does model the links
+    c = run(with_("dally-poisson-2rack", cluster={"rack_uplink_oversubscription": 2}))
+    assert "avg_link_utilization" in c.summary and "links_active" in c.timeseries
+    for fields in ({"nics_per_machine": 4}, {"spine_oversubscription": 2}):
+        assert sharing_can_bind(Cluster({"racks": 2, "machines_per_rack": 2,
+                                         "gpus_per_machine": 8, **fields}))  # fmt: skip
 
 
 def contended():

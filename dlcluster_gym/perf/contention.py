@@ -83,6 +83,7 @@ __all__ = [
     "link_phases",
     "link_stretch",
     "placement_traffic",
+    "sharing_can_bind",
     "up_phases",
     "water_level",
 ]
@@ -212,6 +213,19 @@ class SharedLinks:
                 self._phases.clear()
             got = self._phases[key] = link_phases(self.traffic(profile, gpus), profile.parallelism)
         return got
+
+
+def sharing_can_bind(cluster: Cluster) -> bool:
+    """False when no link of ``cluster`` can ever be over-subscribed, whatever runs on it:
+    every NIC serves one GPU (so one job), each rack (rail) uplink carries at least the NICs
+    below it, and no spine link is modelled. Then sharing changes no iteration time and the
+    engine skips the link bookkeeping (the Dally presets)."""
+    one_gpu_per_nic = bool((np.bincount(cluster.gpu_nic, minlength=cluster.num_nics) == 1).all())
+    return not (
+        one_gpu_per_nic
+        and cluster.config.rack_uplink_oversubscription <= 1.0
+        and cluster.spine_link < 0
+    )
 
 
 @dataclass(frozen=True, eq=False)

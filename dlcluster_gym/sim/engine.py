@@ -51,7 +51,12 @@ from dlcluster_gym.errors import (
     NotApplicableError,
     PolicyError,
 )
-from dlcluster_gym.perf.contention import LinkPhases, SharedLinks, link_stretch
+from dlcluster_gym.perf.contention import (
+    LinkPhases,
+    SharedLinks,
+    link_stretch,
+    sharing_can_bind,
+)
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
 from dlcluster_gym.sim.actions import (
@@ -170,7 +175,8 @@ class Engine:
         self.n_done = 0
         self.dropped: list[int] = []
         # Link contention (perf.contention); None when the scenario turns it off.
-        share = scenario.contention and not self._ideal
+        # Sharing is skipped where it provably cannot bind (sharing_can_bind): same results.
+        share = scenario.contention and not self._ideal and sharing_can_bind(cluster)
         self.links: SharedLinks | None = SharedLinks(cluster) if share else None
         self.contention_s = np.zeros(n)  # extra exposed-comm seconds due to link sharing
         if self.links is not None:
