@@ -71,6 +71,7 @@ from dlcluster_gym.sim.actions import (
 )
 from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
+from dlcluster_gym.sim.state import DONE, DROPPED, PENDING, RUNNING, WAITING
 from dlcluster_gym.sim.view import ClusterView, Trigger
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import ModelProfile
@@ -84,9 +85,6 @@ _NO_LINKS = np.zeros(0, dtype=np.int64)
 _NO_LINKS.setflags(write=False)
 _NO_GPUS = np.zeros(0, dtype=np.int64)  # what a parameter-server job holds of GPUs
 _NO_GPUS.setflags(write=False)
-
-# Job status codes.
-PENDING, WAITING, RUNNING, DONE, DROPPED = 0, 1, 2, 3, 4
 
 
 class Engine:

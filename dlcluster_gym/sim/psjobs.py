@@ -15,7 +15,7 @@ opening a new metric epoch (samples restart, with the cold-start ramp of ``perf.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -30,10 +30,8 @@ from dlcluster_gym.perf.ps import (
     spread_place,
     steady_state,
 )
+from dlcluster_gym.sim.state import EngineState
 from dlcluster_gym.workload.ps import MIN_NODE_VCPUS, PSModel, get_ps_model
-
-if TYPE_CHECKING:
-    from dlcluster_gym.sim.engine import Engine
 
 _EPS = 1e-6
 
@@ -41,7 +39,7 @@ _EPS = 1e-6
 class PSRuntime:
     """vCPU/memory bookkeeping, DT-configs, steady-state speeds and metric samples of PS jobs."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineState) -> None:
         self.engine = engine
         cl = engine.cluster
         self.cluster = cl

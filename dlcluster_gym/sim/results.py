@@ -26,14 +26,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
-
-if TYPE_CHECKING:
-    from dlcluster_gym.sim.engine import Engine
+from dlcluster_gym.sim.state import DONE, DROPPED, EngineState
 
 SUMMARY_KEYS = (
     "makespan_s",
@@ -278,10 +276,8 @@ def summarize(
     }
 
 
-def build_results(engine: Engine, wall_s: float) -> Results:
+def build_results(engine: EngineState, wall_s: float) -> Results:
     """Collect an engine's state into a Results object."""
-    from dlcluster_gym.sim.engine import DONE, DROPPED
-
     jobs = engine.jobs
     arrival = np.array([j.arrival_s for j in jobs], dtype=np.float64)
     ngpu = np.array([j.num_gpus for j in jobs], dtype=np.int64)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,11 +11,9 @@ from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, Start, WakeUp
 from dlcluster_gym.sim.psjobs import PSView
+from dlcluster_gym.sim.state import EngineState
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import ModelProfile
-
-if TYPE_CHECKING:
-    from dlcluster_gym.sim.engine import Engine
 
 _SMALL = 16  # placements up to this many GPUs update free counts in a Python loop
 
@@ -32,7 +29,7 @@ class Trigger:
 class ClusterView:
     """What a policy may look at. Arrays are read-only views that track the engine's state."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineState) -> None:
         self._e = engine
         self.cluster: Cluster = engine.cluster
         self.jobs: tuple[Job, ...] = tuple(engine.jobs)
