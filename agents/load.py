@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dlcluster_gym.envs.agent_loader import META_FORMAT, META_NAME, read_agent_meta
+from dlcluster_gym.envs.agent_meta import META_FORMAT, META_NAME, read_agent_meta
 from dlcluster_gym.errors import ConfigError
 
 ALGORITHMS = ("maskable_ppo", "ppo")

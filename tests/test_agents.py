@@ -21,7 +21,7 @@ from agents.config import load_agent_config
 from agents.envs import available
 from dlcluster_gym import simulate
 from dlcluster_gym.cli import main
-from dlcluster_gym.envs.agent_loader import META_NAME, read_agent_meta
+from dlcluster_gym.envs.agent_meta import META_NAME, read_agent_meta
 from dlcluster_gym.envs.placement import OBS_SIZE
 from dlcluster_gym.envs.policies import make_env_policy, rollout
 from dlcluster_gym.errors import ConfigError

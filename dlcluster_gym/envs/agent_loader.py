@@ -9,17 +9,14 @@ and only when an agent is actually used.
 
 from __future__ import annotations
 
-import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from dlcluster_gym.envs.agent_meta import env_kind, read_agent_meta
 from dlcluster_gym.errors import ConfigError
 
-META_NAME = "dlcluster_agent.json"
-META_FORMAT = 1
 AGENT_PARAMS: dict[str, tuple[str, ...]] = {
     "Placement": ("base_policy", "base_params"),
     "DelayTimer": ("decision_period_s", "max_timer_s", "dally_params"),
@@ -27,34 +24,8 @@ AGENT_PARAMS: dict[str, tuple[str, ...]] = {
 }
 
 
-def read_agent_meta(path: str | Path) -> dict[str, Any]:
-    """The metadata of checkpoint ``path``; clear errors for a missing file or a zip that is
-    not a DLCluster agent checkpoint."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"agent checkpoint {str(path)!r} not found")
-    try:
-        with zipfile.ZipFile(p) as zf:
-            if META_NAME not in zf.namelist():
-                raise ConfigError(
-                    f"agent checkpoint {str(path)!r} has no {META_NAME}: not a DLCluster agent "
-                    "(train one with `dlcluster train`)"
-                )
-            meta = json.loads(zf.read(META_NAME))
-    except zipfile.BadZipFile:
-        raise ConfigError(f"agent checkpoint {str(path)!r} is not a zip file") from None
-    if meta.get("format") != META_FORMAT:
-        raise ConfigError(
-            f"agent checkpoint {str(path)!r}: metadata format {meta.get('format')!r}, "
-            f"expected {META_FORMAT}"
-        )
-    return meta
-
-
 def check_agent_env(meta: dict[str, Any], env: gym.Env, path: str | Path) -> None:
     """The checkpoint must match the env kind and observation size (the error names both)."""
-    from dlcluster_gym.envs.policies import env_kind
-
     kind = env_kind(env)
     size = int(env.observation_space.shape[0])  # type: ignore[index]
     want_kind, want_size = meta["env_kind"], int(meta["observation_size"])

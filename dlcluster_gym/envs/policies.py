@@ -17,7 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.envs.agent_meta import env_kind
+from dlcluster_gym.errors import UnknownNameError
 from dlcluster_gym.scheduler import _import
 
 
@@ -77,15 +78,6 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
         "random": ("baselines.queue_policies:RandomScheduler", "uniform over action_masks()"),
     },
 }
-
-
-def env_kind(env: gym.Env) -> str:
-    """``"Placement"`` or ``"DelayTimer"`` for an env (wrapped or not)."""
-    name = getattr(env.unwrapped, "env_name", "")
-    kind = name.split("-")[0]
-    if kind not in ENV_POLICIES:
-        raise ConfigError(f"not a DLCluster env: {env!r}")
-    return kind
 
 
 def make_env_policy(name: str, env: gym.Env, **params: Any) -> EnvPolicy:
