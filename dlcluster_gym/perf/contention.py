@@ -56,7 +56,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -192,27 +192,31 @@ class SharedLinks:
         extra = [c.spine_link] if c.spine_link >= 0 else []
         return np.unique(np.concatenate((nics, c.nic_uplink[nics], extra))).astype(np.int64)
 
-    def traffic(self, profile: ModelProfile, gpus: np.ndarray) -> PlacementTraffic:
-        """:func:`perf.network.placement_traffic` on this cluster (cached per placement)."""
+    def _cached(self, store: dict, profile: ModelProfile, gpus: np.ndarray, make) -> Any:
+        """``make(gpus)`` for this placement, remembered in ``store`` (bounded)."""
         gpus = np.asarray(gpus, dtype=np.int64)
         key = (profile, np.sort(gpus).tobytes())
-        got = self._traffic.get(key)
+        got = store.get(key)
         if got is None:
-            if len(self._traffic) >= self._CACHE:
-                self._traffic.clear()
-            got = self._traffic[key] = placement_traffic(self.cluster, profile, gpus)
+            if len(store) >= self._CACHE:
+                store.clear()
+            got = store[key] = make(gpus)
         return got
+
+    def traffic(self, profile: ModelProfile, gpus: np.ndarray) -> PlacementTraffic:
+        """:func:`perf.network.placement_traffic` on this cluster (cached per placement)."""
+        return self._cached(
+            self._traffic, profile, gpus, lambda g: placement_traffic(self.cluster, profile, g)
+        )
 
     def phases(self, profile: ModelProfile, gpus: np.ndarray) -> dict[int, LinkPhases]:
         """:func:`link_phases` of ``profile`` on ``gpus`` (cached per placement)."""
-        gpus = np.asarray(gpus, dtype=np.int64)
-        key = (profile, np.sort(gpus).tobytes())
-        got = self._phases.get(key)
-        if got is None:
-            if len(self._phases) >= self._CACHE:
-                self._phases.clear()
-            got = self._phases[key] = link_phases(self.traffic(profile, gpus), profile.parallelism)
-        return got
+        return self._cached(
+            self._phases,
+            profile,
+            gpus,
+            lambda g: link_phases(self.traffic(profile, g), profile.parallelism),
+        )
 
 
 def sharing_can_bind(cluster: Cluster) -> bool:

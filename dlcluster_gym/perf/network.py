@@ -181,7 +181,6 @@ def net_params(cluster: Cluster, group: int = 0) -> NetParams:
     if got is None:
         machines = np.flatnonzero(cluster.machine_group == group)
         m = int(machines[0])
-        rack = int(cluster.machine_rack[m])
         nics = np.flatnonzero(cluster.nic_machine == m)
         first = int(cluster.machine_first_gpu[m])
         gpus = cluster.gpu_nic[first : first + int(cluster.machine_num_gpus[m])]
@@ -200,7 +199,6 @@ def net_params(cluster: Cluster, group: int = 0) -> NetParams:
             rails=cluster.num_rails > 1,
             collective=cluster.config.collective,
         )
-        del rack
         cache[group] = got
     return got
 
