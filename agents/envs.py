@@ -9,11 +9,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents import AGENT_KINDS
-from agents.config import AgentConfig, ScenarioSpec
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.envs.base import deep_merge
 from dlcluster_gym.workload.traces import trace_root
+
+from . import AGENT_KINDS
+from .config import AgentConfig, ScenarioSpec
 
 
 def scenario_mapping(spec: ScenarioSpec) -> dict[str, Any]:
@@ -102,7 +103,7 @@ class ScenarioMixEnv(gym.Env):
     def action_masks(self) -> np.ndarray:
         mask = self.env.action_masks()  # type: ignore[attr-defined]
         if self.wait_limit == "rack_timer" and self._obs is not None:
-            from agents.load import limit_wait
+            from .load import limit_wait
 
             mask = limit_wait(self._obs, mask)
         return mask

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from agents.config import ScenarioSpec
-from agents.envs import available, scenario_mapping
 from dlcluster_gym.api import simulate
+
+from .config import ScenarioSpec
+from .envs import available, scenario_mapping
 
 HEURISTICS: dict[str, tuple[str, ...]] = {
     "placement": ("dally", "dally-manual", "tiresias", "gandiva"),

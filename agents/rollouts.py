@@ -97,8 +97,8 @@ def label_episode(
     traces_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """One training episode labelled by rollouts (runs in a worker process)."""
-    from agents.config import AgentConfig
-    from agents.envs import make_mix_env
+    from .config import AgentConfig
+    from .envs import make_mix_env
 
     cfg = AgentConfig.model_validate(cfg_data)
     mix = make_mix_env(cfg, traces_dir)

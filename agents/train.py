@@ -18,13 +18,14 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-from agents import AGENT_KINDS
-from agents.config import AgentConfig
-from agents.envs import env_id, make_mix_env, make_train_env_fn
-from agents.evaluate import relative_score, run_set
-from agents.load import AgentPolicy, algorithm_class, save_checkpoint
 from dlcluster_gym.envs.agent_loader import scheduler_for
 from dlcluster_gym.errors import ConfigError
+
+from . import AGENT_KINDS
+from .config import AgentConfig
+from .envs import env_id, make_mix_env, make_train_env_fn
+from .evaluate import relative_score, run_set
+from .load import AgentPolicy, algorithm_class, save_checkpoint
 
 
 @dataclass
@@ -123,7 +124,7 @@ def warm_start(
     t0 = time.perf_counter()
     labels: dict[str, Any] = {}
     if ws.rollout is not None:
-        from agents.rollouts import rollout_data
+        from .rollouts import rollout_data
 
         r = ws.rollout
         d, labels = rollout_data(

@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 
-from baselines.affinity_index import AffinityIndex
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.contention import SharedLinks, job_link_profiles
@@ -64,6 +63,8 @@ from dlcluster_gym.scheduler import BaseScheduler, make_policy
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, SetTimeShift, Start
 from dlcluster_gym.sim.view import ClusterView
+
+from .affinity_index import AffinityIndex
 
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
 _LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)

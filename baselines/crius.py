@@ -61,18 +61,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.heterogeneous import (
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf.parallelism import cell_estimate, stage_choices
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.view import ClusterView
+
+from .heterogeneous import (
     Alloc,
     current_alloc,
     finalize,
     requested_type,
     require_adaptive_jobs,
 )
-from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.perf.parallelism import cell_estimate, stage_choices
-from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action
-from dlcluster_gym.sim.view import ClusterView
 
 
 def estimate_noise_rng(noise_seed: int, key: int) -> np.random.Generator:

@@ -74,7 +74,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from baselines.consolidation import best_tiers, wake_at_earliest, worth_moving
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
@@ -84,6 +83,8 @@ from dlcluster_gym.sim.offers import NETWORK as NETWORK_SLOT
 from dlcluster_gym.sim.offers import RACK as RACK_SLOT
 from dlcluster_gym.sim.offers import WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView
+
+from .consolidation import best_tiers, wake_at_earliest, worth_moving
 
 HOUR = 3600.0
 MANUAL_MACHINE_TIMER_S = 12 * HOUR  # 4.3.2

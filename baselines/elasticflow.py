@@ -28,11 +28,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.heterogeneous import Alloc, finalize, requested_type, require_adaptive_jobs
 from dlcluster_gym.perf.parallelism import data_parallel_plan
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.view import ClusterView
+
+from .heterogeneous import Alloc, finalize, requested_type, require_adaptive_jobs
 
 
 class ElasticFlowLS(BaseScheduler):

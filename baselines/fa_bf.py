@@ -14,13 +14,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.ps_common import Resources, check_node_fits, check_positive, fit, require_ps
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.ps import DTConfig
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, StartPS
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
+
+from .ps_common import Resources, check_node_fits, check_positive, fit, require_ps
 
 
 def best_fixed(ps: PSView, job: int, node_vcpus: float) -> tuple[int, int, float]:

@@ -23,11 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import best_possible_tier
-from baselines.ps_common import Resources, start_in_order
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.view import ClusterView, Plan
+
+from .consolidation import best_possible_tier
+from .ps_common import Resources, start_in_order
 
 
 class FCFS(BaseScheduler):

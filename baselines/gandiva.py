@@ -25,12 +25,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import best_tiers, worth_moving
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.offers import FIRST_FIT, WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView, Plan
+
+from .consolidation import best_tiers, worth_moving
 
 
 class Gandiva(BaseScheduler):

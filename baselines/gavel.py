@@ -27,17 +27,18 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import linprog
 
-from baselines.heterogeneous import (
+from dlcluster_gym.perf.parallelism import data_parallel_plan
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action, WakeUp
+from dlcluster_gym.sim.view import ClusterView
+
+from .heterogeneous import (
     Alloc,
     current_alloc,
     finalize,
     requested_type,
     require_adaptive_jobs,
 )
-from dlcluster_gym.perf.parallelism import data_parallel_plan
-from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, WakeUp
-from dlcluster_gym.sim.view import ClusterView
 
 
 def max_sum_throughput(thr: np.ndarray, demand: np.ndarray, caps: np.ndarray) -> np.ndarray:

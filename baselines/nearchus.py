@@ -44,7 +44,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.ps_common import (
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf.ps import DTConfig, Samples
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action, Reconfigure, StartPS, WakeUp
+from dlcluster_gym.sim.psjobs import PSView
+from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.workload.ps import MIN_CONFIG_NODES
+
+from .ps_common import (
     Resources,
     check_node_fits,
     check_positive,
@@ -53,13 +61,6 @@ from baselines.ps_common import (
     fit,
     require_ps,
 )
-from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.perf.ps import DTConfig, Samples
-from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, Reconfigure, StartPS, WakeUp
-from dlcluster_gym.sim.psjobs import PSView
-from dlcluster_gym.sim.view import ClusterView
-from dlcluster_gym.workload.ps import MIN_CONFIG_NODES
 
 _EPS = 1e-9
 

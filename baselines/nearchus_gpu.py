@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.ps_common import check_positive, check_unit
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Resize
 from dlcluster_gym.sim.view import ClusterView
+
+from .ps_common import check_positive, check_unit
 
 
 class NearchusGPU(BaseScheduler):

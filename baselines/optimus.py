@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from baselines.ps_common import (
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim.actions import Action, Reconfigure, WakeUp
+from dlcluster_gym.sim.psjobs import PSView
+from dlcluster_gym.sim.view import ClusterView
+
+from .ps_common import (
     Resources,
     check_node_fits,
     check_positive,
@@ -37,11 +43,6 @@ from baselines.ps_common import (
     require_ps,
     start_in_order,
 )
-from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, Reconfigure, WakeUp
-from dlcluster_gym.sim.psjobs import PSView
-from dlcluster_gym.sim.view import ClusterView
 
 PROFILE_CONFIGS: tuple[tuple[int, int], ...] = tuple(
     (p, w) for p in range(1, 5) for w in range(1, 6)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.fcfs import FCFS
 from dlcluster_gym.sim.view import ClusterView, Plan
+
+from .fcfs import FCFS
 
 
 class RandomPlacement(FCFS):

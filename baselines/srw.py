@@ -20,10 +20,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import best_possible_tier
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.view import ClusterView
+
+from .consolidation import best_possible_tier
 
 
 class ShortestRemainingWork(BaseScheduler):

@@ -50,11 +50,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import make_room
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Preempt, Start
 from dlcluster_gym.sim.view import ClusterView, Plan
+
+from .consolidation import make_room
 
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")

@@ -50,7 +50,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.consolidation import make_room, wake_at_earliest
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Preempt, Start
@@ -65,6 +64,8 @@ from dlcluster_gym.sim.offers import (
 )
 from dlcluster_gym.sim.view import ClusterView, Plan
 from dlcluster_gym.workload.models import get_model
+
+from .consolidation import make_room, wake_at_earliest
 
 DEFAULT_THRESHOLDS = (3250.0, 7200.0)  # the authors' simulator (GPU-seconds)
 # Median ideal GPU-service of the simulator's 60-job trace (tiresias-60job, seed 1, physics

@@ -593,8 +593,8 @@ def train(
     quiet: bool,
 ) -> None:
     """Train a learned agent (needs the `agents` extra: torch, stable-baselines3)."""
-    agents_train = _import_agents("agents.train")
-    from agents.config import DEFAULT_CONFIGS, load_agent_config
+    agents_train = _import_agents("dlcluster_gym.agents.train")
+    from dlcluster_gym.agents.config import DEFAULT_CONFIGS, load_agent_config
 
     cfg = load_agent_config(config_file or DEFAULT_CONFIGS[agent])
     if cfg.agent != agent:
@@ -707,10 +707,10 @@ def evaluate(
     from dlcluster_gym.envs.agent_loader import read_agent_meta
 
     meta = read_agent_meta(checkpoint)
-    _import_agents("agents.load")
-    from agents.config import AgentConfig, ScenarioSpec
-    from agents.envs import available
-    from agents.evaluate import makespan_table, markdown_table, run_set, summary_table
+    _import_agents("dlcluster_gym.agents.load")
+    from dlcluster_gym.agents.config import AgentConfig, ScenarioSpec
+    from dlcluster_gym.agents.envs import available
+    from dlcluster_gym.agents.evaluate import makespan_table, markdown_table, run_set, summary_table
 
     held_out = AgentConfig.model_validate(meta["config"]).evaluation
     specs = [ScenarioSpec(scenario=s) for s in scenarios] if scenarios else list(held_out.scenarios)

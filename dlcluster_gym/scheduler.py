@@ -264,100 +264,102 @@ def parse_policy_args(items: Sequence[str]) -> dict[str, Any]:
 # Built-in policies (imported lazily).
 register_policy(
     "fcfs",
-    "baselines.fcfs:FCFS",
+    "dlcluster_gym.baselines.fcfs:FCFS",
     "strict arrival order, head-of-line blocking, first fit, no preemption",
 )
 register_policy(
     "fcfs-consolidated",
-    "baselines.fcfs:FCFSConsolidated",
+    "dlcluster_gym.baselines.fcfs:FCFSConsolidated",
     "FCFS that waits for the most consolidated placement the job can have",
 )
 register_policy(
-    "random", "baselines.random_policy:RandomPlacement", "FCFS order, random feasible GPUs"
+    "random",
+    "dlcluster_gym.baselines.random_policy:RandomPlacement",
+    "FCFS order, random feasible GPUs",
 )
 register_policy(
     "dally",
-    "baselines.dally:Dally",
+    "dlcluster_gym.baselines.dally:Dally",
     "Dally: Nw_sens-ordered offers, delay scheduling with auto-tuned timers, preemption",
 )
 register_policy(
     "dally-manual",
-    "baselines.dally:DallyManual",
+    "dlcluster_gym.baselines.dally:DallyManual",
     "Dally with fixed delay timers (12 h machine, 24 h rack)",
 )
 register_policy(
     "tiresias",
-    "baselines.tiresias:Tiresias",
+    "dlcluster_gym.baselines.tiresias:Tiresias",
     "Tiresias: discretized 2D-LAS queues, preemption, skew-based consolidation",
 )
 register_policy(
     "gandiva",
-    "baselines.gandiva:Gandiva",
+    "dlcluster_gym.baselines.gandiva:Gandiva",
     "Gandiva: greedy network-agnostic placement, migration to consolidated GPUs",
 )
 register_policy(
     "themis",
-    "baselines.themis:Themis",
+    "dlcluster_gym.baselines.themis:Themis",
     "Themis: finish-time fairness, 10-minute leases and auctions (Cassini's base scheduler)",
 )
 register_policy(
     "cassini",
-    "baselines.cassini:Cassini",
+    "dlcluster_gym.baselines.cassini:Cassini",
     "Th+Cassini: Themis with Cassini's placement candidates, compatibility and time shifts",
 )
 register_policy(
     "dally+cassini",
-    "baselines.cassini:DallyCassini",
+    "dlcluster_gym.baselines.cassini:DallyCassini",
     "Dally with Cassini's placement candidates and time shifts (new combination)",
 )
 register_policy(
     "fcfs+cassini",
-    "baselines.cassini:FCFSCassini",
+    "dlcluster_gym.baselines.cassini:FCFSCassini",
     "FCFS with Cassini's placement candidates and time shifts (new combination)",
 )
 register_policy(
     "srw",
-    "baselines.srw:ShortestRemainingWork",
+    "dlcluster_gym.baselines.srw:ShortestRemainingWork",
     "CLAIRVOYANT reference: shortest true remaining work first, waits for the best tier",
 )
 register_policy(
     "ideal",
-    "baselines.ideal:IdealBound",
+    "dlcluster_gym.baselines.ideal:IdealBound",
     "BOUND: every job alone on a dedicated cluster (no queueing, no contention)",
     bound=True,
 )
 register_policy(
     "nearchus",
-    "baselines.nearchus:Nearchus",
+    "dlcluster_gym.baselines.nearchus:Nearchus",
     "Nearchus: PS jobs start small, scale up x1.5 when efficient, else add PS/worker (CPU)",
 )
 register_policy(
     "optimus",
-    "baselines.optimus:Optimus",
+    "dlcluster_gym.baselines.optimus:Optimus",
     "Optimus as in Nearchus V: 20 profiled configs, fitted speed model, +1 5-vCPU node / 10 min",
 )
 register_policy(
     "fa-bf",
-    "baselines.fa_bf:FABF",
+    "dlcluster_gym.baselines.fa_bf:FABF",
     "FA-BF (Nearchus V): best fixed (n_ps, n_wk) at 5 vCPUs/node by offline exhaustive search",
 )
 register_policy(
     "nearchus-gpu",
-    "baselines.nearchus_gpu:NearchusGPU",
+    "dlcluster_gym.baselines.nearchus_gpu:NearchusGPU",
     "our extension: Nearchus's scaling rule on GPU jobs with elastic worker counts (Resize)",
 )
 register_policy(
     "crius",
-    "baselines.crius:Crius",
+    "dlcluster_gym.baselines.crius:Crius",
     "Crius: Cells (GPU count x type x stages), agile estimation, Algorithm 1 with scaling",
 )
 register_policy(
     "gavel",
-    "baselines.gavel:Gavel",
+    "dlcluster_gym.baselines.gavel:Gavel",
     "Gavel: heterogeneity-aware max-sum-throughput LP (HiGHS), rounds, data-parallel profiles",
 )
 register_policy(
     "elasticflow-ls",
-    "baselines.elasticflow:ElasticFlowLS",
+    "dlcluster_gym.baselines.elasticflow:ElasticFlowLS",
     "ElasticFlow with loosened deadlines: elastic scaling by data-parallel marginal throughput",
 )

@@ -39,8 +39,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from baselines.crius import estimate_noise_rng
 from dlcluster_gym.api import prepare
+from dlcluster_gym.baselines.crius import estimate_noise_rng
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.perf import parallelism as par
 from dlcluster_gym.scheduler import make_policy

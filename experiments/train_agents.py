@@ -62,8 +62,8 @@ def ship() -> None:
 
 
 def evaluate() -> None:
-    from agents.config import AgentConfig
-    from agents.evaluate import run_set, summary_table
+    from dlcluster_gym.agents.config import AgentConfig
+    from dlcluster_gym.agents.evaluate import run_set, summary_table
     from dlcluster_gym.envs.agent_loader import read_agent_meta
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -127,7 +127,7 @@ def add_references() -> None:
 
 def tables() -> None:
     """Rewrite the Markdown tables from the evaluation JSON (no simulation)."""
-    from agents.evaluate import makespan_table, markdown_table, summary_table
+    from dlcluster_gym.agents.evaluate import makespan_table, markdown_table, summary_table
 
     for agent, name in AGENTS.items():
         d = json.loads((RESULTS / f"{name}_eval.json").read_text())

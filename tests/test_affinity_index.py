@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from baselines.affinity_index import AffinityIndex
+from dlcluster_gym.baselines.affinity_index import AffinityIndex
 from dlcluster_gym.perf.geometry import JOB, LINK, affinity_graph, has_loop
 
 

@@ -17,9 +17,9 @@ pytest.importorskip("sb3_contrib")
 from click.testing import CliRunner
 
 import dlcluster_gym  # noqa: F401
-from agents.config import load_agent_config
-from agents.envs import available
 from dlcluster_gym import simulate
+from dlcluster_gym.agents.config import load_agent_config
+from dlcluster_gym.agents.envs import available
 from dlcluster_gym.cli import main
 from dlcluster_gym.envs.agent_meta import META_NAME, read_agent_meta
 from dlcluster_gym.envs.placement import OBS_SIZE
@@ -106,8 +106,8 @@ def test_rollout_value_is_the_jct_reward_of_following_the_base_policy() -> None:
     """With a horizon past the episode's end, the value of Dally's own answer is exactly the
     sum of the env's jct rewards (job-hours) from that offer on when Dally keeps deciding;
     the forked rollouts leave the env itself untouched."""
-    from agents.rollouts import _rollout_value
-    from baselines.dally import Dally
+    from dlcluster_gym.agents.rollouts import _rollout_value
+    from dlcluster_gym.baselines.dally import Dally
 
     env = tiny_env("Placement").unwrapped
     env.reset(seed=11)
@@ -124,8 +124,8 @@ def test_rollout_value_is_the_jct_reward_of_following_the_base_policy() -> None:
 
 
 def test_rollout_labels_do_not_depend_on_workers_and_margin_clones_the_teacher() -> None:
-    from agents.config import AgentConfig
-    from agents.rollouts import rollout_data
+    from dlcluster_gym.agents.config import AgentConfig
+    from dlcluster_gym.agents.rollouts import rollout_data
 
     cfg = AgentConfig.model_validate(tiny_config("placement"))
     one, s1 = rollout_data(cfg, 2, 0, horizon_h=24.0, margin=0.0, workers=1)
@@ -144,8 +144,8 @@ def test_rollout_labels_do_not_depend_on_workers_and_margin_clones_the_teacher()
 
 
 def test_rollout_labels_need_the_base_policy_as_teacher() -> None:
-    from agents.config import AgentConfig
-    from agents.rollouts import rollout_data
+    from dlcluster_gym.agents.config import AgentConfig
+    from dlcluster_gym.agents.rollouts import rollout_data
 
     data = tiny_config("placement")
     data["env_kwargs"] = {"base_policy": "tiresias"}
@@ -217,7 +217,7 @@ def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None
 
 
 def test_training_resumes_from_a_checkpoint(trained: dict[str, Path], tmp_path: Path) -> None:
-    from agents.train import train
+    from dlcluster_gym.agents.train import train
 
     cfg = load_agent_config(tiny_config("placement"))
     res = train(

@@ -469,5 +469,9 @@ def test_env_rejects_a_text_action_and_human_rendering_without_pygame():
     if importlib.util.find_spec("pygame") is None:  # no human mode: an error when made
         from dlcluster_gym.envs.placement import PlacementEnv
 
-        with pytest.raises(ConfigError, match="render_mode 'human' is not one of"):
+        with pytest.raises(ConfigError, match="render_mode 'human' needs pygame"):
             PlacementEnv(render_mode="human")
+        # through gym.make too: not accepted first and failing at the first render
+        for env_id in ("DLCluster/Placement-v0", "DLCluster/Scheduler-v0"):
+            with pytest.raises(ConfigError, match="render_mode 'human' needs pygame"):
+                gym.make(env_id, render_mode="human")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.crius import Crius
-from baselines.elasticflow import ElasticFlowLS
-from baselines.gavel import max_sum_throughput
 from dlcluster_gym import simulate
+from dlcluster_gym.baselines.crius import Crius
+from dlcluster_gym.baselines.elasticflow import ElasticFlowLS
+from dlcluster_gym.baselines.gavel import max_sum_throughput
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.errors import ConfigError, InvalidActionError, NotApplicableError
@@ -171,7 +171,7 @@ def test_crius_estimate_noise_is_seeded_and_deterministic():
     """Estimation error (Crius 8.2, optional): the same noise_seed gives identical Cells and
     runs; another seed other Cells; sigma 0 is the exact estimator; the engine's true plan
     times are untouched."""
-    from baselines.crius import estimate_noise_rng
+    from dlcluster_gym.baselines.crius import estimate_noise_rng
 
     jobs = [_job(i, m, n, 60.0 * i, 500.0, t=t) for i, (m, n, t) in enumerate(
         [("bert-0.76b", 2, "A40"), ("moe-0.69b", 2, "A10"), ("wresnet-0.5b", 1, "A10"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import frac, overhead_scenario, run_engine, small_scenario, starts
 
-from baselines.dally import Dally, WaitHistory
+from dlcluster_gym.baselines.dally import Dally, WaitHistory
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import make_policy

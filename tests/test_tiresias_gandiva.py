@@ -129,8 +129,8 @@ def test_tiresias_threshold_rules():
 
 @needs_traces
 def test_tiresias_scaled_thresholds_are_the_fixed_ones_on_the_60_job_trace():
-    from baselines.tiresias import REFERENCE_MEDIAN_GPU_S
     from dlcluster_gym.api import prepare
+    from dlcluster_gym.baselines.tiresias import REFERENCE_MEDIAN_GPU_S
 
     _, _, jobs, _ = prepare("tiresias-60job", seed=1)
     service = [j.num_gpus * j.iterations * j.compute_s for j in jobs]

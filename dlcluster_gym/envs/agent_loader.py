@@ -40,7 +40,7 @@ def load_agent_policy(path: str | Path, env: gym.Env) -> Any:
     """The trained agent at ``path`` as an env policy for ``env`` (SB3 ``predict``)."""
     meta = read_agent_meta(path)
     check_agent_env(meta, env, path)
-    from agents.load import load_policy
+    from dlcluster_gym.agents.load import load_policy
 
     return load_policy(path, meta)
 

@@ -92,10 +92,13 @@ class StallGuard:
 class ClusterEnv(gym.Env):
     """Base class of the DLCluster environments (not registered itself)."""
 
-    # "human" (a pygame window) only where pygame is installed: gymnasium's contract is that
-    # every declared mode works (check_env renders each).
+    # The class declares "human", so that gym.make hands that mode to the env instead of wrapping
+    # rgb_array in gymnasium's pygame window, which would fail only at the first render: without
+    # pygame, making the env in that mode is a one-line ConfigError (HumanWindow). An instance
+    # declares "human" only where pygame is installed, since gymnasium's contract is that every
+    # mode an env declares works (check_env renders each).
     metadata: ClassVar[dict[str, Any]] = {
-        "render_modes": ["ansi", "rgb_array", *(["human"] if HUMAN_RENDERING else [])],
+        "render_modes": ["ansi", "rgb_array", "human"],
         "render_fps": 4,
     }
     env_name = "DLCluster"
@@ -136,6 +139,10 @@ class ClusterEnv(gym.Env):
         if not (isinstance(reward_scale_s, int | float) and reward_scale_s > 0):
             raise ConfigError(f"{self.env_name}: reward_scale_s must be > 0, got {reward_scale_s}")
         self.reward_scale_s = float(reward_scale_s)
+        if render_mode == "human":
+            HumanWindow.require_pygame(self.env_name)
+        if not HUMAN_RENDERING:
+            self.metadata = {**self.metadata, "render_modes": ["ansi", "rgb_array"]}
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"{self.env_name}: render_mode {render_mode!r} is not one of "

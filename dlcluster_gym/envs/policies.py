@@ -37,45 +37,60 @@ class EnvPolicy(Protocol):
 
 ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
     "Placement": {
-        "dally": ("baselines.env_policies:DallyPlacement", "Algorithm 1 on each offer"),
+        "dally": (
+            "dlcluster_gym.baselines.env_policies:DallyPlacement",
+            "Algorithm 1 on each offer",
+        ),
         "tiresias": (
-            "baselines.env_policies:TiresiasPlacement",
+            "dlcluster_gym.baselines.env_policies:TiresiasPlacement",
             "skew-based consolidation: fewest machines for high skew, packed otherwise",
         ),
-        "gandiva": ("baselines.env_policies:GandivaPlacement", "first fit, any tier"),
-        "random": ("baselines.env_policies:RandomMasked", "uniform over valid actions"),
+        "gandiva": ("dlcluster_gym.baselines.env_policies:GandivaPlacement", "first fit, any tier"),
+        "random": (
+            "dlcluster_gym.baselines.env_policies:RandomMasked",
+            "uniform over valid actions",
+        ),
     },
     "DelayTimer": {
         "dally": (
-            "baselines.env_policies:DallyAutoTuner",
+            "dlcluster_gym.baselines.env_policies:DallyAutoTuner",
             "Algorithm 2's current estimate at each decision point",
         ),
         "dally-manual": (
-            "baselines.env_policies:DallyManualTimers",
+            "dlcluster_gym.baselines.env_policies:DallyManualTimers",
             "fixed timers: 12 h machine + another 12 h rack",
         ),
-        "random": ("baselines.env_policies:RandomMasked", "uniform random timers"),
+        "random": ("dlcluster_gym.baselines.env_policies:RandomMasked", "uniform random timers"),
     },
     "Scheduler": {
-        "fcfs": ("baselines.queue_policies:FCFSInScheduler", "native fcfs through the env"),
-        "dally": ("baselines.queue_policies:DallyInScheduler", "native dally through the env"),
+        "fcfs": (
+            "dlcluster_gym.baselines.queue_policies:FCFSInScheduler",
+            "native fcfs through the env",
+        ),
+        "dally": (
+            "dlcluster_gym.baselines.queue_policies:DallyInScheduler",
+            "native dally through the env",
+        ),
         "tiresias": (
-            "baselines.queue_policies:TiresiasInScheduler",
+            "dlcluster_gym.baselines.queue_policies:TiresiasInScheduler",
             "native tiresias through the env",
         ),
         "gandiva": (
-            "baselines.queue_policies:GandivaInScheduler",
+            "dlcluster_gym.baselines.queue_policies:GandivaInScheduler",
             "native gandiva through the env",
         ),
         "srw": (
-            "baselines.queue_policies:SRWInScheduler",
+            "dlcluster_gym.baselines.queue_policies:SRWInScheduler",
             "clairvoyant shortest remaining work (needs known_durations=True)",
         ),
         "srw-slots": (
-            "baselines.queue_policies:ClairvoyantSlots",
+            "dlcluster_gym.baselines.queue_policies:ClairvoyantSlots",
             "teacher: clairvoyant shortest remaining work among the slots, best tier",
         ),
-        "random": ("baselines.queue_policies:RandomScheduler", "uniform over action_masks()"),
+        "random": (
+            "dlcluster_gym.baselines.queue_policies:RandomScheduler",
+            "uniform over action_masks()",
+        ),
     },
 }
 

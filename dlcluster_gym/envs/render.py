@@ -72,10 +72,12 @@ HUMAN_RENDERING = importlib.util.find_spec("pygame") is not None
 
 
 class HumanWindow:
-    """``render_mode="human"``: the ``rgb_array`` frame in a pygame window (declared only when
-    pygame is installed; checked again here, when the env is made)."""
+    """``render_mode="human"``: the ``rgb_array`` frame in a pygame window. Without pygame the
+    env cannot be made in this mode: a one-line ConfigError when it is made."""
 
-    def __init__(self, env_name: str, fps: int) -> None:
+    @staticmethod
+    def require_pygame(env_name: str) -> None:
+        """Raise the ConfigError that says how to get ``human`` rendering, if pygame is absent."""
         if importlib.util.find_spec("pygame") is None:
             from dlcluster_gym.errors import ConfigError
 
@@ -83,6 +85,9 @@ class HumanWindow:
                 f"{env_name}: render_mode 'human' needs pygame (pip install pygame); "
                 "'ansi' and 'rgb_array' work without it"
             )
+
+    def __init__(self, env_name: str, fps: int) -> None:
+        self.require_pygame(env_name)
         self.fps = fps
         self.window: Any = None
         self.clock: Any = None
