@@ -58,7 +58,14 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
     },
     "Scheduler": {
         "fcfs": ("baselines.queue_policies:FCFSInScheduler", "native fcfs through the env"),
-        "dally": ("baselines.queue_policies:DallyInScheduler", "native dally through the env"),
+        "dally": (
+            "baselines.queue_policies:DallyInScheduler",
+            "native dally (paper preemption: requeue) through the env",
+        ),
+        "dally-relocate": (
+            "baselines.queue_policies:DallyRelocateInScheduler",
+            "native dally with preemption=relocate through the env",
+        ),
         "tiresias": (
             "baselines.queue_policies:TiresiasInScheduler",
             "native tiresias through the env",
