@@ -35,7 +35,7 @@ TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
-    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v2",
+    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v3",
 }
 # The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
 # consolidation) and the `ideal` bound (every job alone on the cluster).
@@ -65,7 +65,11 @@ def sim_tree() -> str | None:
     """Git tree hashes of the code a baseline run depends on (the simulator, the baselines,
     the scenario configs), or None when that code has uncommitted changes: two evaluations
     with the same value ran the same baselines on the same code."""
-    paths = ["dlcluster_gym", "baselines", "configs"]
+    paths = [
+        "dlcluster_gym",
+        "baselines",
+        *(f"configs/{d}" for d in ("clusters", "profiles", "scenarios")),
+    ]
     git = ["git", "-C", str(ROOT)]
     dirty = subprocess.run([*git, "status", "--porcelain", "--", *paths],
                            capture_output=True, text=True)  # fmt: skip
