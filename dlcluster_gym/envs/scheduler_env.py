@@ -22,7 +22,17 @@ from dlcluster_gym.envs.queue_obs import (
     QueueObserver,
 )
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES, Offer
+from dlcluster_gym.sim.offers import (
+    ACTION_NAMES,
+    FEWEST_MACHINES,
+    FIRST_FIT,
+    MACHINE,
+    NETWORK,
+    NUM_CANDIDATES,
+    PACKED,
+    RACK,
+    Offer,
+)
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 STOP = 0
@@ -241,6 +251,7 @@ class SchedulerEnv(ClusterEnv):
         self._point = False  # at a decision point
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
+        self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
 
     # ------------------------------------------------------------------ episode
     def _make_base(self) -> Any:
@@ -248,6 +259,7 @@ class SchedulerEnv(ClusterEnv):
 
     def _first_instant(self, view: ClusterView) -> None:
         self.instant_index = -1
+        self._rkey = None
         self._touched: set[int] = set()
         self._requeued: list[int] = []  # preempted at this instant, not started again
         self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
@@ -375,10 +387,7 @@ class SchedulerEnv(ClusterEnv):
         else:
             slots = self._priority(fits) if fits.size > 1 else fits
         self._offers: dict[int, Offer] = {}
-        cand = np.zeros((slots.size, _C), dtype=bool)
-        sd = demand[slots]
-        for d in np.unique(sd).tolist():
-            cand[sd == d] = self._offer(d).mask[1:]
+        cand = self._candidate_masks(demand[slots], nf)
         running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
         if touched and running.size:
             running = running[~tmask[running]]
@@ -402,6 +411,25 @@ class SchedulerEnv(ClusterEnv):
             m[b : b + running.size * _C] = move.reshape(-1)
         self._point = True
         return bool(m[1:].any())
+
+    def _candidate_masks(self, sd: np.ndarray, nf: int) -> np.ndarray:
+        """``Offer(plan, demand).mask[1:]`` for every waiting slot's demand ``sd`` (all <=
+        the free GPUs ``nf``), vectorized from the free-GPU counts; only ``fewest-machines``
+        for jobs larger than a machine needs a placement search (one per distinct demand)."""
+        cand = np.zeros((sd.size, _C), dtype=bool)
+        if sd.size == 0:
+            return cand
+        plan = self._plan
+        on_machine = sd <= int(plan.free_per_machine.max())
+        cand[:, MACHINE - 1] = on_machine
+        cand[:, RACK - 1] = sd <= int(plan.free_per_rack.max())
+        cand[:, NETWORK - 1] = cand[:, PACKED - 1] = cand[:, FIRST_FIT - 1] = True
+        cand[:, FEWEST_MACHINES - 1] = on_machine
+        big = sd > self.engine.cluster.max_gpus_per_machine
+        if big.any():
+            for d in set(sd[big].tolist()):
+                cand[sd == d, FEWEST_MACHINES - 1] = self._offer(d).mask[FEWEST_MACHINES]
+        return cand
 
     def _offer(self, demand: int) -> Offer:
         """The candidates for ``demand`` GPUs on the plan now (cached per step)."""
@@ -546,6 +574,7 @@ class SchedulerEnv(ClusterEnv):
     # ------------------------------------------------------------------ observation
     def _observe(self) -> Any:
         if self._at is None:
+            self._rkey = None
             self._wbuf[:] = 0.0
             self._rbuf[:] = 0.0
             self._gbuf[:] = 0.0
@@ -554,7 +583,10 @@ class SchedulerEnv(ClusterEnv):
             now = self.engine.now
             o.waiting_block(self._slots_w, self._cand, self._wbuf, now,
                             self._requeued_mask(self._slots_w))  # fmt: skip
-            o.running_block(self._slots_r, self._move, self._rbuf, now)
+            key = (self.instant_index, self._slots_r.tobytes())
+            if self.preemption or key != self._rkey:  # else: the same rows as the last step
+                o.running_block(self._slots_r, self._move, self._rbuf, now)
+                self._rkey = key
             n_run = len(self.engine.running) + self._n_started
             o.global_block(self._gbuf, self._plan, self._slots_w, self._hidden, n_run, now,
                            self._decisions)  # fmt: skip
