@@ -3,13 +3,15 @@
 Each policy holds the native scheduler, calls it on the env's view once per decision instant
 and plays its actions back one env step at a time: a ``Start`` becomes "start the job of that
 waiting slot on the candidate whose GPUs are exactly those", a ``Preempt`` followed by a
-``Start`` of the same job (Dally 4.3.1's relocation) becomes a move with
-``move_as="restart"``, a ``Migrate`` (Gandiva) a move with ``move_as="migrate"``, a lone
-``Preempt`` (Tiresias) a preempt action, a ``WakeUp`` goes to ``env.wake_up`` at once; then "no more
-starts now". An action the env cannot express (a job outside the slots, GPUs that are no
-candidate) is a clear error, never a silent substitute. So a heuristic's run in the env
-equals its native run exactly when the env's candidates, slots and instants express every
-decision it makes, which is what tests/test_scheduler_env.py checks.
+``Start`` of the same job (Dally 4.3.1's relocation) becomes a move with ``move_as="restart"``,
+a ``Migrate`` (Gandiva) a move with ``move_as="migrate"``, a lone ``Preempt`` (Tiresias) a
+preempt action, a ``WakeUp`` goes to ``env.wake_up`` at once; then "no more starts now". In an
+env with ``requeue=True`` (Dally 4.3's preemption) a ``Preempt`` is always a preempt action and
+a later ``Start`` of the same job at the same instant restarts it from the waiting slots, on
+any free GPUs, its own included. An action the env cannot express (a job outside the slots,
+GPUs that are no candidate) is a clear error, never a silent substitute. So a heuristic's run
+in the env equals its native run exactly when the env's candidates, slots and instants express
+every decision it makes, which is what tests/test_scheduler_env.py checks.
 
 These policies read the env's state (its view), not the observation: they act in one env
 (not a vector of envs). ``env_kwargs`` are the env arguments each needs for its full
@@ -81,7 +83,8 @@ class NativeInScheduler:
         while i < len(acts):
             a = acts[i]
             nxt = acts[i + 1] if i + 1 < len(acts) else None
-            if isinstance(a, Preempt) and isinstance(nxt, Start) and nxt.job == a.job:
+            pair = isinstance(a, Preempt) and isinstance(nxt, Start) and nxt.job == a.job
+            if pair and not self.env.requeue:
                 out.append(("move", a.job, nxt.gpus, "restart"))
                 i += 2
                 continue
@@ -138,18 +141,19 @@ class FCFSInScheduler(NativeInScheduler):
 
 
 class DallyInScheduler(NativeInScheduler):
-    """``dally`` with ``preemption="relocate"``: Nw_sens order, Algorithm 1 with auto-tuned
-    timers, relocation. The native default since issue 16, ``requeue`` (Dally 4.3: the
-    preempted job waits and is offered GPUs again in Nw_sens order), re-offers a job GPUs that
-    include its own in the same instant, which Scheduler-v0's move candidates cannot express
-    yet, so this env policy is the relocation variant (compare it with native
-    ``dally`` + ``preemption=relocate``)."""
+    """``dally``: Nw_sens order, Algorithm 1 with auto-tuned timers and the paper's
+    network-sensitive preemption (Dally 4.3, native ``preemption="requeue"``): the suffering
+    jobs are preempted back into the wait queue and re-offered the free GPUs, their own
+    included, in increasing Nw_sens at the same instant. It needs the env's ``requeue=True``
+    (its ``env_kwargs``). In an env with preemption but without ``requeue`` it runs the
+    relocation variant (native ``preemption="relocate"``, a move with ``move_as="restart"``),
+    in one without preemption the no-preemption variant."""
 
     native = "dally"
     env_kwargs: ClassVar[dict[str, Any]] = {
         "order": "nw_sens",
         "preemption": True,
-        "move_as": "restart",
+        "requeue": True,
         "running_order": "wide",
         **WINDOWS,
     }
@@ -157,8 +161,22 @@ class DallyInScheduler(NativeInScheduler):
 
     def _native(self) -> Any:
         if self.env.preemption:
-            self.params.setdefault("preemption", "relocate")
+            self.params.setdefault("preemption", "requeue" if self.env.requeue else "relocate")
         return super()._native()
+
+
+class DallyRelocateInScheduler(DallyInScheduler):
+    """``dally-relocate``: Dally with ``preemption="relocate"`` (our extension, the policy
+    before issue 16): a suffering job is preempted and restarted on its tightest tier at
+    the same instant, a move with ``move_as="restart"``."""
+
+    env_kwargs: ClassVar[dict[str, Any]] = {
+        "order": "nw_sens",
+        "preemption": True,
+        "move_as": "restart",
+        "running_order": "wide",
+        **WINDOWS,
+    }
 
 
 class TiresiasInScheduler(NativeInScheduler):

@@ -35,7 +35,7 @@ TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
-    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v2",
+    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v3",
 }
 # The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
 # consolidation) and the `ideal` bound (every job alone on the cluster).
@@ -61,24 +61,74 @@ def ship() -> None:
         print(f"shipped {CHECKPOINTS / f'{name}.zip'}")
 
 
+def sim_tree() -> str | None:
+    """Git tree hashes of the code a baseline run depends on (the simulator, the baselines,
+    the scenario configs), or None when that code has uncommitted changes: two evaluations
+    with the same value ran the same baselines on the same code."""
+    paths = [
+        "dlcluster_gym",
+        "baselines",
+        *(f"configs/{d}" for d in ("clusters", "profiles", "scenarios")),
+    ]
+    git = ["git", "-C", str(ROOT)]
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", *paths],
+                           capture_output=True, text=True)  # fmt: skip
+    if dirty.returncode or dirty.stdout.strip():
+        return None
+    out = subprocess.run([*git, "rev-parse", *(f"HEAD:{p}" for p in paths)],
+                         capture_output=True, text=True)  # fmt: skip
+    return out.stdout.replace("\n", " ").strip() if out.returncode == 0 else None
+
+
+def _reusable_rows(tree: str | None) -> dict[tuple[str, int, str], dict]:
+    """Baseline rows of earlier evaluations made on the same code (``sim_tree``), keyed by
+    (scenario spec, seed, policy): deterministic runs, so they need not be simulated again."""
+    out: dict[tuple[str, int, str], dict] = {}
+    if tree is None:
+        return out
+    for f in sorted(RESULTS.glob("*_eval.json")):
+        d = json.loads(f.read_text())
+        if d.get("sim_tree") != tree:
+            continue
+        specs = d.get("specs", {})
+        for r in d["rows"]:
+            if r["policy"] in BASELINES and r["scenario"] in specs:
+                out[(specs[r["scenario"]], r["seed"], r["policy"])] = r
+    return out
+
+
 def evaluate() -> None:
     from dlcluster_gym.agents.config import AgentConfig
-    from dlcluster_gym.agents.evaluate import run_set, summary_table
+    from dlcluster_gym.agents.evaluate import available, run_set, summary_table
     from dlcluster_gym.envs.agent_loader import read_agent_meta
 
     RESULTS.mkdir(parents=True, exist_ok=True)
+    tree = sim_tree()
+    cache = _reusable_rows(tree)
     for agent, name in AGENTS.items():
         path = CHECKPOINTS / f"{name}.zip"
         meta = read_agent_meta(path)
         held = AgentConfig.model_validate(meta["config"]).evaluation
         label = f"{agent}-agent"
-        policies = {label: f"agent:{path.relative_to(ROOT)}", **{b: b for b in BASELINES}}
+        specs = {s.name: json.dumps(s.model_dump(), sort_keys=True) for s in held.scenarios}
         t0 = time.perf_counter()
-        rows = run_set(policies, held.scenarios, held.seeds, progress=print)
+        rows = []
+        for spec in available(held.scenarios)[0]:
+            for seed in held.seeds:
+                pols = {label: f"agent:{path.relative_to(ROOT)}"}
+                got = {b: cache.get((specs[spec.name], int(seed), b)) for b in BASELINES}
+                pols.update({b: b for b, r in got.items() if r is None})
+                new = run_set(pols, [spec], [seed], progress=print)
+                for r in new:
+                    cache[(specs[spec.name], int(seed), r["policy"])] = r
+                rows += new + [dict(r, scenario=spec.name) for r in got.values() if r]
+                print(f"{spec.name} seed {seed}: reused {sum(r is not None for r in got.values())}"
+                      " baseline rows", flush=True)  # fmt: skip
         table = summary_table(rows, "dally")
         (RESULTS / f"{name}_eval.json").write_text(
             json.dumps({"checkpoint": str(path.relative_to(ROOT)), "command": meta["command"],
                         "seeds": list(held.seeds), "rows": rows, "summary": table,
+                        "specs": specs, "sim_tree": tree,
                         "wall_s": time.perf_counter() - t0}, indent=1)
         )  # fmt: skip
     tables()

@@ -26,6 +26,7 @@ VARIANTS = [
     {"preemption": True},
     {"preemption": True, "move_as": "restart", "order": "nw_sens", "running_order": "wide"},
     {"known_durations": True, "order": "srw"},
+    {"preemption": True, "requeue": True, "order": "nw_sens", "running_order": "wide"},
 ]
 
 
@@ -33,14 +34,15 @@ def _summary(info: dict) -> dict:
     return {k: v for k, v in info["results"].items() if k != "wall_s"}
 
 
-# Scheduler-v0's dally is the relocation variant (baselines/queue_policies.DallyInScheduler)
-NATIVE_PARAMS = {"dally": {"preemption": "relocate"}}
+# Scheduler-v0's dally-relocate is native dally's relocation variant; dally is the default
+NATIVE_PARAMS = {"dally-relocate": {"preemption": "relocate"}}
+HEURISTICS = ["fcfs", "dally", "dally-relocate", "tiresias", "gandiva", "srw"]
 
 
 def _native(scenario: str, over: dict, policy: str, seed: int, **params) -> dict:
     cfg = load_scenario(deep_merge(load_scenario(scenario).model_dump(), over))
     params = params or NATIVE_PARAMS.get(policy, {})
-    res = simulate(cfg, policy, seed=seed, policy_params=params or None)
+    res = simulate(cfg, policy.split("-")[0], seed=seed, policy_params=params or None)
     return {k: v for k, v in res.summary.items() if k != "wall_s"}
 
 
@@ -52,7 +54,7 @@ def _in_env(scenario: str, over: dict, policy: str, seed: int, **kw) -> tuple[di
 
 
 # ---------------------------------------------------------------------------- heuristics
-@pytest.mark.parametrize("policy", ["fcfs", "dally", "tiresias", "gandiva", "srw"])
+@pytest.mark.parametrize("policy", HEURISTICS)
 @pytest.mark.parametrize("seed", [1, 4])
 def test_heuristic_in_scheduler_env_matches_native_exactly(policy: str, seed: int) -> None:
     got, steps = _in_env(SCEN, OVER, policy, seed)
@@ -61,7 +63,7 @@ def test_heuristic_in_scheduler_env_matches_native_exactly(policy: str, seed: in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["fcfs", "dally", "tiresias", "gandiva", "srw"])
+@pytest.mark.parametrize("policy", HEURISTICS)
 def test_heuristic_matches_native_on_a_full_4rack_run(policy: str) -> None:
     got, _ = _in_env("dally-poisson-4rack", {}, policy, 1)
     assert got == _native("dally-poisson-4rack", {}, policy, 1)
@@ -88,6 +90,31 @@ def test_a_heuristic_outside_the_windows_is_a_clear_error() -> None:
                    preemption=True, move_as="restart", order="las")  # fmt: skip
     with pytest.raises(ConfigError, match=r"in no slot|candidates|masks"):
         rollout(env, make_env_policy("dally", env), seed=1)
+
+
+def test_requeue_puts_a_preempted_job_back_in_the_slots_at_the_same_instant() -> None:
+    env = gym.make(ID, scenario=SCEN, scenario_overrides=OVER, preemption=True,
+                   requeue=True).unwrapped  # fmt: skip
+    env.reset(seed=1)
+    for _ in range(200):  # run until a job runs and GPUs are free
+        if env._slots_r.size and env._plan.num_free:
+            break
+        env.step(int(np.flatnonzero(env.action_masks())[-1]))
+    job = int(env._slots_r[0])
+    gpus = env.view.gpus_of(job)
+    pre = env.encode("preempt", job)
+    assert env.action_masks()[pre]  # GPUs are free: preempting is valid even if none waits
+    _, _, _, _, info = env.step(pre)
+    assert job in info["waiting_slots"] and job not in info["running_slots"]
+    assert env.encode("preempt", job) is None  # once per instant
+    k = info["waiting_slots"].index(job)
+    starts = [c for c in range(1, 7) if env.action_masks()[1 + k * 6 + c - 1]]
+    assert starts  # it can start again now, its own GPUs free
+    placements = [env.candidate_gpus(len(gpus), c) for c in starts]
+    _, _, _, _, info = env.step(1 + k * 6 + starts[0] - 1)
+    assert job not in info["waiting_slots"]
+    assert env.encode("start", job, starts[0]) is None  # started once per instant
+    assert any(p is not None for p in placements)
 
 
 # ---------------------------------------------------------------------------- contract
@@ -118,7 +145,7 @@ def _masked_trace(env: gym.Env, seed: int, n: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("kw", VARIANTS[1:], ids=["preempt", "restart", "known"])
+@pytest.mark.parametrize("kw", VARIANTS[1:], ids=["preempt", "restart", "known", "requeue"])
 def test_variants_are_deterministic_and_pickle_mid_episode(kw: dict) -> None:
     a = _masked_trace(gym.make(ID, scenario=SCEN, **kw), 3, 60)
     b = _masked_trace(gym.make(ID, scenario=SCEN, **kw), 3, 60)

@@ -69,7 +69,11 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
         ),
         "dally": (
             "dlcluster_gym.baselines.queue_policies:DallyInScheduler",
-            "native dally through the env",
+            "native dally (paper preemption: requeue) through the env",
+        ),
+        "dally-relocate": (
+            "dlcluster_gym.baselines.queue_policies:DallyRelocateInScheduler",
+            "native dally with preemption=relocate through the env",
         ),
         "tiresias": (
             "dlcluster_gym.baselines.queue_policies:TiresiasInScheduler",

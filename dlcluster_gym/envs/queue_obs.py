@@ -134,9 +134,14 @@ class QueueObserver:
         self.tier[job] = int(self.cluster.placement_tier(gpus))
 
     # ------------------------------------------------------------------ slots
-    def waiting_block(self, ids: np.ndarray, cand: np.ndarray, out: np.ndarray, now: float) -> None:
+    def waiting_block(
+        self, ids: np.ndarray, cand: np.ndarray, out: np.ndarray, now: float,
+        requeued: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
         """Fill ``out`` (K, NW) for the waiting jobs ``ids`` (first rows) with candidate
-        masks ``cand`` (len(ids), 6)."""
+        masks ``cand`` (len(ids), 6). ``requeued`` marks the jobs preempted at this instant
+        (Scheduler-v0's ``requeue``): still running in the engine, so their counters are
+        brought up to now and their starvation is 0."""
         out[:] = 0.0
         k = ids.size
         if k == 0:
@@ -145,11 +150,16 @@ class QueueObserver:
         rows = out[:k]
         rows[:, _W["valid"]] = 1.0
         rows[:, _W["demand"] : _W["sens_network"] + 1] = self.static_w[ids]
-        rows[:, _W["starvation"]] = _logt(now - e.wait_since[ids])
-        rows[:, _W["age"]] = _logt(now - self.arrival[ids])
+        since = e.wait_since[ids]
         att = e.attained[ids]  # waiting jobs' counters are current
-        rows[:, _W["attained"]] = _logw(att)
         done, run = e.done_iters[ids], e.run_s[ids]
+        if requeued is not None:
+            since, att, done, run = since.copy(), att.copy(), done.copy(), run.copy()
+            since[requeued] = now
+            done[requeued], run[requeued], att[requeued] = self.view.live(ids[requeued])
+        rows[:, _W["starvation"]] = _logt(now - since)
+        rows[:, _W["age"]] = _logt(now - self.arrival[ids])
+        rows[:, _W["attained"]] = _logw(att)
         nws = np.ones(k)
         ran = run > 0
         nws[ran] = np.minimum(done[ran] * self.compute[ids[ran]] / run[ran], 1.0)

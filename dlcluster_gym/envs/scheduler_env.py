@@ -22,14 +22,25 @@ from dlcluster_gym.envs.queue_obs import (
     QueueObserver,
 )
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES, Offer
+from dlcluster_gym.sim.offers import (
+    ACTION_NAMES,
+    FEWEST_MACHINES,
+    FIRST_FIT,
+    MACHINE,
+    NETWORK,
+    NUM_CANDIDATES,
+    PACKED,
+    RACK,
+    Offer,
+)
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 STOP = 0
 ORDERS: tuple[str, ...] = ("las", "arrival", "nw_sens", "demand", "srw")
 RUNNING_ORDERS: tuple[str, ...] = ("attained", "recent", "wide")
 MOVE_MODES: tuple[str, ...] = ("migrate", "restart")
-SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", "move_as",
+SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", "requeue",
+                    "move_as",
                     "order", "running_order", "known_durations", "observation", "invalid_action",
                     "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
                     "max_racks", "skip_trivial")  # fmt: skip
@@ -61,15 +72,21 @@ class SchedulerEnv(ClusterEnv):
       candidates of ``sim.offers``: machine, rack, network, fewest-machines, packed,
       first-fit, computed on the GPUs still free at this step).
     * ``1 + K*6 + r``: preempt the job in running slot ``r`` (checkpointed; it pays
-      checkpoint + restore when it starts again). Valid only while some job waits.
+      checkpoint + restore when it starts again). Valid only while some job waits, or, with
+      ``requeue=True``, while some job waits or some GPU is free.
     * ``1 + K*6 + R + r*6 + c``: move the job in running slot ``r`` to candidate ``c`` (on the
       free GPUs, its own excluded): an engine migration (``move_as="migrate"``) or Dally
       4.3.1's relocation, a preemption immediately restarted there (``move_as="restart"``).
 
-    A job touched at this instant (started, preempted, moved) cannot be acted on again at
-    the same instant, so an instant always ends. ``action_masks()`` gives the valid actions
-    (MaskablePPO convention). A masked action is treated as ``0`` with the ``invalid``
-    reward component of ``-invalid_penalty``, or is an error with ``invalid_action="raise"``.
+    A job touched at this instant (started, preempted, moved) cannot be acted on again at the same
+    instant, so an instant always ends. One exception, ``requeue=True`` (Dally 4.3's preemption:
+    "upon preemption, the job is reintroduced into the wait queue and remains there until it accepts
+    another resource offer"): a job preempted at this instant goes back to the waiting slots at once
+    (starvation 0, its GPUs free) and may be started again at this instant, on any free GPUs, its
+    own included; it can be preempted only once and started only once per instant, so instants still
+    end. ``action_masks()`` gives the valid actions (MaskablePPO convention). A masked action is
+    treated as ``0`` with the ``invalid`` reward component of ``-invalid_penalty``, or is an error
+    with ``invalid_action="raise"``.
 
     ## Observation Space
 
@@ -124,20 +141,20 @@ class SchedulerEnv(ClusterEnv):
     ## Arguments
 
     ``scenario``, ``scenario_overrides``, ``scenarios`` (a list sampled per reset, see
-    ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption``
-    (False), ``move_as`` (``migrate``), ``running_order`` (``attained``), ``order``
-    (``las``), ``known_durations`` (False), ``observation`` (``flat``/``dict``),
-    ``max_machines`` (256) and ``max_racks`` (32) for the dict observation,
-    ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
-    (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600),
-    ``unfinished_penalty_s`` (604800), ``skip_trivial`` (True; False makes every engine
-    instant a decision point, even when only ``0`` is valid: the native heuristics acting
-    in the env use it, because they keep timers and wake-ups at every instant),
-    ``render_mode``, ``traces_dir``.
+    ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption`` (False),
+    ``requeue`` (False; see Action Space; no effect without preemption), ``move_as`` (``migrate``),
+    ``running_order`` (``attained``), ``order`` (``las``), ``known_durations`` (False),
+    ``observation`` (``flat``/``dict``), ``max_machines`` (256) and ``max_racks`` (32) for the dict
+    observation, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
+    (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600), ``unfinished_penalty_s``
+    (604800), ``skip_trivial`` (True; False makes every engine instant a decision point, even when
+    only ``0`` is valid: the native heuristics acting in the env use it, because they keep timers
+    and wake-ups at every instant), ``render_mode``, ``traces_dir``.
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. ``requeue`` (default False, so the default dynamics are
+      unchanged) was added later for Dally's paper preemption.
     """
 
     env_name = "Scheduler-v0"
@@ -149,6 +166,7 @@ class SchedulerEnv(ClusterEnv):
         max_waiting: int = 16,
         max_running: int = 16,
         preemption: bool = False,
+        requeue: bool = False,
         move_as: str = "migrate",
         order: str = "las",
         running_order: str = "attained",
@@ -185,6 +203,7 @@ class SchedulerEnv(ClusterEnv):
             raise ConfigError(f"{name}: wait_retry_s must be > 0, got {wait_retry_s}")
         self.K, self.R = int(max_waiting), int(max_running)
         self.preemption = bool(preemption)
+        self.requeue = bool(requeue) and self.preemption  # no effect without preemption
         self.move_as = move_as
         self.order = order
         self.running_order = running_order
@@ -198,6 +217,7 @@ class SchedulerEnv(ClusterEnv):
         self.skip_trivial = bool(skip_trivial)
         self._init_kwargs.update(
             max_waiting=max_waiting, max_running=max_running, preemption=preemption,
+            requeue=requeue,
             move_as=move_as, order=order, running_order=running_order,
             known_durations=known_durations,
             observation=observation, invalid_action=invalid_action,
@@ -231,6 +251,7 @@ class SchedulerEnv(ClusterEnv):
         self._point = False  # at a decision point
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
+        self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
 
     # ------------------------------------------------------------------ episode
     def _make_base(self) -> Any:
@@ -238,7 +259,9 @@ class SchedulerEnv(ClusterEnv):
 
     def _first_instant(self, view: ClusterView) -> None:
         self.instant_index = -1
+        self._rkey = None
         self._touched: set[int] = set()
+        self._requeued: list[int] = []  # preempted at this instant, not started again
         self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
         c = view.cluster
         if self.observation_kind == "dict" and (
@@ -264,6 +287,7 @@ class SchedulerEnv(ClusterEnv):
         if self._touched:
             self._tmask[list(self._touched)] = False
         self._touched = set()
+        self._requeued = []
         self._n_started = 0  # running-job count change at this instant
         self._decisions = 0
         while True:
@@ -289,14 +313,24 @@ class SchedulerEnv(ClusterEnv):
         """``ids`` sorted by ``order`` (documented in the class docstring)."""
         e = self.engine
         since = e.wait_since[ids]
+        attained = e.attained[ids]
+        rq = self._requeued_mask(ids)
+        if rq is not None:  # back in the wait queue from now, counters brought up to now
+            since = since.copy()
+            since[rq] = e.now
+            attained = attained.copy()
+            attained[rq] = self.view.live(ids[rq])[2]
         if self.order == "las":
-            keys: tuple = (ids, since, e.attained[ids])
+            keys: tuple = (ids, since, attained)
         elif self.order == "arrival":
             keys = (ids, self.obs_state.arrival[ids])
         elif self.order == "demand":
             keys = (ids, since, self.obs_state.demand[ids])
         elif self.order == "nw_sens":
             done, run = e.done_iters[ids], e.run_s[ids]
+            if rq is not None:
+                done, run = done.copy(), run.copy()
+                done[rq], run[rq], _ = self.view.live(ids[rq])
             nws = np.ones(ids.size)
             ran = run > 0
             nws[ran] = done[ran] * self.obs_state.compute[ids[ran]] / run[ran]
@@ -306,6 +340,13 @@ class SchedulerEnv(ClusterEnv):
             left = np.maximum(o.iters[ids] - e.done_iters[ids], 0.0) * o.compute[ids]
             keys = (ids, since, left * o.demand[ids])
         return ids[np.lexsort(keys)]
+
+    def _requeued_mask(self, ids: np.ndarray) -> np.ndarray | None:
+        """Which of ``ids`` were preempted at this instant (``requeue``); None if none."""
+        if not self._requeued:
+            return None
+        rq = np.isin(ids, self._requeued)
+        return rq if rq.any() else None
 
     def _running_priority(self, ids: np.ndarray) -> np.ndarray:
         """Running jobs in ``running_order`` (documented in the class docstring)."""
@@ -333,6 +374,8 @@ class SchedulerEnv(ClusterEnv):
         tmask = self._tmask
         if touched and waiting.size:
             waiting = waiting[~tmask[waiting]]
+        if self._requeued:
+            waiting = np.concatenate((waiting, np.asarray(self._requeued, dtype=np.int64)))
         wd = demand[waiting]
         ok = wd <= nf
         if self.skip_trivial and not self.preemption and not ok.any():
@@ -344,10 +387,7 @@ class SchedulerEnv(ClusterEnv):
         else:
             slots = self._priority(fits) if fits.size > 1 else fits
         self._offers: dict[int, Offer] = {}
-        cand = np.zeros((slots.size, _C), dtype=bool)
-        sd = demand[slots]
-        for d in np.unique(sd).tolist():
-            cand[sd == d] = self._offer(d).mask[1:]
+        cand = self._candidate_masks(demand[slots], nf)
         running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
         if touched and running.size:
             running = running[~tmask[running]]
@@ -366,11 +406,30 @@ class SchedulerEnv(ClusterEnv):
         m[1 : 1 + slots.size * _C] = cand.reshape(-1)
         if self.preemption and running.size:
             b = 1 + self.n_start
-            m[b : b + running.size] = bool(waiting.size)
+            m[b : b + running.size] = bool(waiting.size) or (self.requeue and nf > 0)
             b += self.R
             m[b : b + running.size * _C] = move.reshape(-1)
         self._point = True
         return bool(m[1:].any())
+
+    def _candidate_masks(self, sd: np.ndarray, nf: int) -> np.ndarray:
+        """``Offer(plan, demand).mask[1:]`` for every waiting slot's demand ``sd`` (all <=
+        the free GPUs ``nf``), vectorized from the free-GPU counts; only ``fewest-machines``
+        for jobs larger than a machine needs a placement search (one per distinct demand)."""
+        cand = np.zeros((sd.size, _C), dtype=bool)
+        if sd.size == 0:
+            return cand
+        plan = self._plan
+        on_machine = sd <= int(plan.free_per_machine.max())
+        cand[:, MACHINE - 1] = on_machine
+        cand[:, RACK - 1] = sd <= int(plan.free_per_rack.max())
+        cand[:, NETWORK - 1] = cand[:, PACKED - 1] = cand[:, FIRST_FIT - 1] = True
+        cand[:, FEWEST_MACHINES - 1] = on_machine
+        big = sd > self.engine.cluster.max_gpus_per_machine
+        if big.any():
+            for d in set(sd[big].tolist()):
+                cand[sd == d, FEWEST_MACHINES - 1] = self._offer(d).mask[FEWEST_MACHINES]
+        return cand
 
     def _offer(self, demand: int) -> Offer:
         """The candidates for ``demand`` GPUs on the plan now (cached per step)."""
@@ -423,7 +482,11 @@ class SchedulerEnv(ClusterEnv):
         if kind == "preempt":
             plan.preempt(job)
             self._n_started -= 1
+            if self.requeue:
+                self._requeued.append(job)
         else:
+            if kind == "start" and self._requeued and job in self._requeued:
+                self._requeued.remove(job)
             self._n_started += kind == "start"
             gpus = self._offer(n).placement(c)
             assert gpus is not None
@@ -511,14 +574,19 @@ class SchedulerEnv(ClusterEnv):
     # ------------------------------------------------------------------ observation
     def _observe(self) -> Any:
         if self._at is None:
+            self._rkey = None
             self._wbuf[:] = 0.0
             self._rbuf[:] = 0.0
             self._gbuf[:] = 0.0
         else:
             o = self.obs_state
             now = self.engine.now
-            o.waiting_block(self._slots_w, self._cand, self._wbuf, now)
-            o.running_block(self._slots_r, self._move, self._rbuf, now)
+            o.waiting_block(self._slots_w, self._cand, self._wbuf, now,
+                            self._requeued_mask(self._slots_w))  # fmt: skip
+            key = (self.instant_index, self._slots_r.tobytes())
+            if self.preemption or key != self._rkey:  # else: the same rows as the last step
+                o.running_block(self._slots_r, self._move, self._rbuf, now)
+                self._rkey = key
             n_run = len(self.engine.running) + self._n_started
             o.global_block(self._gbuf, self._plan, self._slots_w, self._hidden, n_run, now,
                            self._decisions)  # fmt: skip
