@@ -56,17 +56,18 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import load_cluster
 from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.perf.contention import SharedLinks, link_stretch, profile_phases
 from dlcluster_gym.perf.geometry import CommProfile, link_compatibility
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.workload.models import get_model
-from dlcluster_gym.workload.profiles import model_profile
+from dlcluster_gym.workload.profiles import model_profile, testbed_model_profile
 from dlcluster_gym.workload.testbed_profiles import ProfiledModel, testbed_table
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "ProfiledModel",
     "Snapshot",
     "get_profiled_model",
+    "hotnets_engine_ms",
     "job_keys",
     "link_report",
     "parse_job_specs",
@@ -210,6 +212,47 @@ def testbed_overheads() -> dict[str, dict[str, float]]:
             row[label] = 100.0 * placement_overhead(cluster, prof, np.asarray(gpus))
         out[name] = row
     return out
+
+
+def _at_batch(m: ProfiledModel, batch: int) -> ProfiledModel:
+    segs = m.scaled_segments(batch)
+    return ProfiledModel(m.name, m.paper_name, m.parallelism, batch, (batch, batch), segs, m.source)
+
+
+def hotnets_engine_ms(
+    jobs: Sequence[tuple[str, int]], shape: Literal["engine", "profile"] = "engine"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(isolated, shared)`` iteration times (ms) of ``jobs`` (model, batch) sharing one ToR
+    uplink of the ``cassini-testbed`` cluster under fair (max-min) sharing, from the engine's
+    sharing function :func:`perf.contention.link_stretch`, phases aligned (HotNets: the jobs
+    "start simultaneously"; no time shifts).
+
+    ``shape="engine"``: each job as the engine runs it (profile source ``cassini-testbed``
+    at that batch, two workers on two servers under two ToRs, its phases on one of the
+    uplinks: the bytes of the profile at the line rate). ``shape="profile"``: the testbed
+    profile's own Up segments (the profile's average Up rate over the whole Up phase).
+    """
+    if shape == "profile":
+        parts = [profile_phases(testbed_profile(m, b)) for m, b in jobs]
+        it = np.array([x[0] for x in parts])
+        up = np.array([x[1] for x in parts])
+        phases = [x[2] for x in parts]
+        cap = 1.0
+    else:
+        cluster = Cluster(load_cluster("cassini-testbed"))
+        links = SharedLinks(cluster)
+        gpus = np.array([0, int(np.flatnonzero(cluster.gpu_rack == 1)[0])])  # two ToRs
+        uplink = int(cluster.nic_uplink[cluster.gpu_nic[0]])
+        it, up, phases = np.zeros(len(jobs)), np.zeros(len(jobs)), []
+        for k, (m, b) in enumerate(jobs):
+            entry = get_profiled_model(m)
+            prof = testbed_model_profile(get_model(entry.name), _at_batch(entry, b), _LINK)
+            comm = placement_overhead(cluster, prof, gpus) * prof.compute_s
+            it[k], up[k] = prof.compute_s + comm, comm
+            phases.append(links.phases(prof, gpus)[uplink])
+        cap = float(links.capacity_Bps[uplink])
+    stretch = link_stretch(it, up, np.zeros(it.size), phases, cap)
+    return it * 1e3, (it + (stretch - 1.0) * up) * 1e3
 
 
 # ----------------------------------------------------------------------------- paper data
