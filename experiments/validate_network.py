@@ -10,9 +10,11 @@ Writes experiments/results/network/report.md, iteration_vs_network.png and ranki
    the measured 1-GPU step time at that batch. ``--fit`` re-fits the preset's one free
    parameter, ``transport_efficiency``, on cifar10 and imagenet only; the four reported models
    (bert, yolov3, ncf, deepspeech2) are never used to fit.
-2. HotNets'22 Table 1 fair-share iteration times from the engine's own sharing model
-   (``perf.contention.link_stretch``, aligned phases, one 50 Gb/s link) on the Cassini/HotNets
-   testbed profiles (``perf.testbed``), beside the event-driven fluid model of ``perf.testbed``.
+2. HotNets'22 Table 1 fair-share iteration times from the engine's own model
+   (``perf.testbed.hotnets_engine_ms``: the jobs as the engine runs them with the
+   ``cassini-testbed`` profiles, on one ToR uplink, ``perf.contention.link_stretch``, aligned
+   phases), beside the same function on the profiles' own Up shape and the event-driven fluid
+   model of ``perf.testbed``.
 3. Dally Table 1 reproduced by the ``dally-table1`` profiles on the Dally cluster.
 4. One job's iteration time against NIC bandwidth and ToR oversubscription (must be monotone).
 5. How much the network matters: average JCT and policy ranking with sharing on vs off on the

@@ -111,3 +111,17 @@ def test_cli_models_overheads_with_the_testbed_source():
         assert row["net-12"] > row["net-2"] >= row["rack-2"] > 0
     r = CliRunner().invoke(main, ["models", "--overheads", "--profile", "cassini-testbed"])
     assert r.exit_code == 0 and "vgg16" in r.output
+
+
+def test_hotnets_engine_times_by_hand_for_two_aligned_vgg16():
+    """Two VGG16(1200) started together on one 50 Gb/s uplink. Engine shape: each sends its
+    3.99 Gb at the line rate (79.8 ms), fully overlapped, so each gets half the link and its
+    Up time doubles. Profile shape: 114 ms at 35 Gb/s each, 25 Gb/s each when shared, so the
+    Up phase is 35/25 = 1.4x as long (+45.6 ms)."""
+    iso, shared = tb.hotnets_engine_ms([("vgg16", 1200), ("vgg16", 1200)])
+    up = 3.99 / 50 * 1e3
+    assert iso == pytest.approx([255.0, 255.0], abs=0.1)  # + the link latency
+    assert shared - iso == pytest.approx([up, up], rel=5e-3)  # circle quantisation
+    iso, shared = tb.hotnets_engine_ms([("vgg16", 1200), ("vgg16", 1200)], "profile")
+    assert iso == pytest.approx([255.0, 255.0])
+    assert shared == pytest.approx([255.0 + 0.4 * 114.0] * 2, rel=5e-3)
