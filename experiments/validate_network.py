@@ -178,15 +178,16 @@ HOTNETS_WHY = [
     "from about +46 to +80 ms.",
     "- Group 1 (BERT 8 + VGG19 1200): VGG19 at batch 1200 is not measured anywhere; scaling "
     "its Down linearly from the derived 1400-batch profile gives 291 ms alone, and the paper's "
-    "297 ms fair time means VGG19 hardly slowed, which no sharing model that slows BERT by "
-    "the measured 15 % can give for a job whose Up phase covers half its iteration at 35 "
-    "Gb/s. BERT itself is within 6 %.",
+    "297 ms fair time means VGG19 hardly slowed, which max-min sharing cannot give while "
+    "VGG19's Up phase (half its iteration) sends at 35 Gb/s, above its 25 Gb/s fair share. "
+    "BERT itself is within 6 %.",
     "- Group 3 (three jobs on one link): the paper's fair times (320 / 494 / 466 ms) mean the "
     "jobs moved about 35 Gb/s through the 50 Gb/s link on average (bits per iteration over "
-    "the fair time), i.e. DCQCN with three senders left about 30 % of the link unused; every "
-    "model here (engine, profile shape, fluid) shares the link at full efficiency, so all "
-    "three are 17-31 % fast. Modelling that loss would need a DCQCN efficiency we have no "
-    "solo measurement for.",
+    "the fair time), i.e. the link carried about 70 % of its capacity, where max-min sharing "
+    "of these profiles keeps it about 92 % busy (engine column): the measured sharing lost "
+    "capacity (DCQCN with three senders) that every model here (engine, profile shape, "
+    "fluid) lacks, so all three jobs are 17-31 % fast. Modelling that loss would need a "
+    "DCQCN efficiency we have no solo measurement for.",
     "",
 ]
 
