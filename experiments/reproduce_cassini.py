@@ -267,7 +267,7 @@ def _why(df: pd.DataFrame) -> list[str]:
         "(`configs/clusters/cassini-testbed.yaml`); 1-GPU jobs (1/12 of the trace) never "
         "communicate.",
         "- What the model leaves out: the engine shares a link max-min at full efficiency. "
-        "The testbed's DCQCN did not: HotNets Table 1's three-job group ran 1.4-2x slower "
+        "The testbed's DCQCN did not: HotNets Table 1's three-job group ran 1.6-2x slower "
         "than isolated with about 70 % of the 50 Gb/s link used on average, where max-min "
         "sharing keeps it 92 % busy, so the engine predicts 17-31 % less time "
         "(`experiments/results/network/report.md`, section 2). The thesis's 1.6x includes "
