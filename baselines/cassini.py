@@ -50,7 +50,9 @@ decisions; Algorithm 1 runs per component, on that component's own graph in inse
 and is reused while the component is unchanged. (The direct form took the BFS root from a
 networkx subgraph view, whose node order for a small component follows the iteration order of
 a set of ``("job", id)`` tuples, i.e. Python's string hashing; here it is always the
-component's first job in start order, as ``assign_time_shifts`` documents.)
+component's first job in start order, as ``assign_time_shifts`` documents.) A candidate
+that moves incumbents is scored on an index built afresh (linear in the running jobs on shared
+links); the per-link solutions are still cached by the members' placements.
 """
 
 from __future__ import annotations
