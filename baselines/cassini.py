@@ -4,9 +4,20 @@ The base policy decides who runs and at which consolidation tier (Themis for ``c
 Dally for ``dally+cassini``, FCFS for ``fcfs+cassini``; the last two combinations are new).
 For each job the base starts, Cassini:
 
-1. **Candidates** (step 1): the base's own placement plus other placements of the same size
-   at the same tier on the GPUs free at that point (other machines / racks), up to
-   ``max_candidates`` in all (10 in 4.5.1), from ``sim.placement.candidates``.
+1. **Candidates** (step 1: "alternative auction outcomes ... all achieve the same finish-time
+   fairness, but their worker placements are different", including "selecting which workers
+   ... should be reassigned"): the base's own placement first, then, alternating, (i) other
+   placements of the new job of the same size at the same tier on the GPUs free at that
+   point (``sim.placement.candidates``) and (ii) with ``candidates="auction"`` (default)
+   outcomes in which a running job's workers move too: a swap (the new job takes a running
+   job's GPUs, that job takes the new job's base GPUs; same size and tier) or a relocation
+   (a running job that shares a link with the new job's base placement moves to other free
+   GPUs of its own tier). Every job keeps its worker count and its tier (Themis's rack /
+   cross-rack penalty), hence the same finish-time fairness in Themis's estimate. Up to
+   ``max_candidates`` in all (10 in 4.5.1). A chosen move is a ``Migrate`` of the running
+   job (the engine charges checkpoint + restore), emitted before the new job's ``Start``.
+   Jobs the base acts on in the same decision are not moved. ``candidates="new-only"`` is
+   the earlier behaviour (our variant): only the new job's own placements.
 2. **Affinity graph and scores** (step 2, Algorithm 2 lines 2-23): per candidate, the
    bipartite graph of all running jobs plus the new one over the shared links they cross
    (``perf.contention``: NIC and ToR uplinks); candidates whose graph has a loop are
@@ -14,7 +25,10 @@ For each job the base starts, Cassini:
    (``perf.geometry.link_compatibility``, precision 5 ms), and the candidate's score is the
    mean over its links (footnote of 4.4.2: mean).
 3. **Top candidate** (lines 24-25): the highest score; ties keep the earlier candidate, so the
-   base's own choice wins unless another one is strictly more compatible.
+   base's own choice wins unless another one is strictly more compatible (and an incumbent
+   moves only for a strictly better score; migration costs do not enter the score, as in
+   Algorithm 2). Candidates that move incumbents are scored on an Affinity graph built
+   afresh with the moved jobs' new links.
 4. **Time shifts** (line 26, Algorithm 1): after all starts of the instant, each loop-free
    connected component of the final Affinity graph gets unique time shifts; new jobs start
    with theirs (``Start(time_shift_s=...)``) and running jobs whose shift changed get
@@ -36,7 +50,9 @@ decisions; Algorithm 1 runs per component, on that component's own graph in inse
 and is reused while the component is unchanged. (The direct form took the BFS root from a
 networkx subgraph view, whose node order for a small component follows the iteration order of
 a set of ``("job", id)`` tuples, i.e. Python's string hashing; here it is always the
-component's first job in start order, as ``assign_time_shifts`` documents.)
+component's first job in start order, as ``assign_time_shifts`` documents.) A candidate
+that moves incumbents is scored on an index built afresh (linear in the running jobs on shared
+links); the per-link solutions are still cached by the members' placements.
 """
 
 from __future__ import annotations
@@ -69,6 +85,8 @@ from .affinity_index import AffinityIndex
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
 _LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)
 _Entry = tuple[bytes, dict[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
+_Moves = tuple[tuple[int, np.ndarray], ...]  # incumbents a candidate moves: (job, new GPUs)
+CANDIDATES = ("auction", "new-only")
 
 
 class Cassini(BaseScheduler):
@@ -83,17 +101,26 @@ class Cassini(BaseScheduler):
         base: str | None = None,
         base_params: dict[str, Any] | None = None,
         max_candidates: int = 10,
+        candidates: str = "auction",
     ) -> None:
+        if candidates not in CANDIDATES:
+            raise ConfigError(
+                f"candidates must be one of {', '.join(CANDIDATES)}, got {candidates!r}"
+            )
         if isinstance(max_candidates, bool) or not isinstance(max_candidates, int):
             raise ConfigError(f"max_candidates must be an integer >= 1, got {max_candidates!r}")
         if max_candidates < 1:
             raise ConfigError(f"max_candidates must be an integer >= 1, got {max_candidates!r}")
         base = base or self.default_base
         super().__init__(
-            base=base, base_params=dict(base_params or {}), max_candidates=max_candidates
+            base=base,
+            base_params=dict(base_params or {}),
+            max_candidates=max_candidates,
+            candidates=candidates,
         )
         self.base = make_policy(base, **(base_params or {}))
         self.max_candidates = max_candidates
+        self.candidates = candidates
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -113,6 +140,7 @@ class Cassini(BaseScheduler):
         self._comp_cache: dict[tuple, dict[int, float]] = {}  # component -> Algorithm 1 shifts
         self.candidates_scored = 0
         self.loops_discarded = 0
+        self.incumbents_moved = 0
 
     # ---------------------------------------------------------------- profiles
     def _profiles(self, view: ClusterView, job: int, gpus: np.ndarray) -> dict[int, CommProfile]:
@@ -205,9 +233,12 @@ class Cassini(BaseScheduler):
         started: list[int] = []
         # GPUs the base's later actions take stay out of earlier jobs' candidates.
         reserved = np.zeros(free.size, dtype=bool)
+        busy = set()  # jobs the base acts on in this decision: Cassini does not move them
         for a in actions:
             if isinstance(a, Start | Migrate | Resize):
                 reserved[list(a.gpus)] = True
+            if isinstance(a, Preempt | Migrate | Resize):
+                busy.add(a.job)
         for a in actions:
             if isinstance(a, Start | Migrate | Resize):
                 reserved[list(a.gpus)] = False
@@ -226,12 +257,22 @@ class Cassini(BaseScheduler):
                 if index is None:
                     index = AffinityIndex((j, e[2]) for j, e in linked.items())
                 self._start_seq[a.job] = next(self._seq)
-                g = self._choose(view, a.job, np.asarray(a.gpus, dtype=np.int64),
-                                 free & ~reserved, index, linked, cache)  # fmt: skip
+                g, moves = self._choose(view, a.job, np.asarray(a.gpus, dtype=np.int64),
+                                        free & ~reserved, index, linked, cache,
+                                        busy | set(moved))  # fmt: skip
+                for k, gk in moves:  # incumbents first: the new job may take their GPUs
+                    free[moved[k] if k in moved else view.gpus_of(k)] = True
+                    free[gk] = False
+                    moved[k] = gk
+                    self._link(linked, k, self._placement(view, k, gk))
+                    out.append(Migrate(k, tuple(gk.tolist())))
+                    self.incumbents_moved += 1
                 free[g] = False
                 moved[a.job] = g
                 self._link(linked, a.job, self._placement(view, a.job, g))
-                if a.job in linked:
+                if moves:  # incumbents changed links: the index is rebuilt
+                    index = AffinityIndex((j, e[2]) for j, e in linked.items())
+                elif a.job in linked:
                     index.add(a.job, linked[a.job][2])
                 started.append(a.job)
                 a = Start(a.job, tuple(g.tolist()), a.time_shift_s)
@@ -258,42 +299,115 @@ class Cassini(BaseScheduler):
                 linked.clear()
                 linked.update(items)
 
-    def _choose(self, view, job, base_gpus, free, index, entries, cache) -> np.ndarray:
-        """The most compatible candidate (the base's own first). Leaves the last candidate's
-        entry under ``entries[job]``; the caller replaces it with the chosen one's."""
+    def _choose(
+        self, view, job, base_gpus, free, index, entries, cache, fixed
+    ) -> tuple[np.ndarray, _Moves]:
+        """The most compatible candidate (the base's own first) and the incumbents it moves.
+        Leaves the last candidate's entry under ``entries[job]``; the caller replaces it with
+        the chosen one's. ``fixed``: running jobs that must not move in this decision."""
         cluster = view.cluster
         tier = cluster.placement_tier(base_gpus)
         if tier == Tier.MACHINE:  # one machine crosses no shared link: nothing to choose
-            return base_gpus
+            return base_gpus, ()
         scratch = free.copy()
         fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
         fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
-        cands = [np.sort(base_gpus)]
+        base = np.sort(base_gpus)
+        own: list[tuple[np.ndarray, _Moves]] = []
         for c in placement.candidates(
             cluster, scratch, fpm, fpr, base_gpus.size, tier, self.max_candidates
         ):
-            if len(cands) >= self.max_candidates:
-                break
-            if not np.array_equal(c, cands[0]):
-                cands.append(c)
+            if not np.array_equal(c, base):
+                own.append((c, ()))
+        others = (
+            self._incumbent_moves(view, job, base, free, entries, fixed)
+            if self.candidates == "auction"
+            else []
+        )
+        cands: list[tuple[np.ndarray, _Moves]] = [(base, ())]
+        for pair in itertools.zip_longest(own, others):  # alternate the two kinds
+            cands.extend(c for c in pair if c is not None)
+        cands = cands[: self.max_candidates]
         scores: dict[int, float] = {}
         if not index.has_loop:
             for link in index.shared_links():
                 scores[link] = self._link_score(link, index.members[link], entries, cache)
         base_sum, base_count = math.fsum(scores.values()), len(scores)
         best, best_score = cands[0], -np.inf
-        for c in cands:
-            entries[job] = self._placement(view, job, c)
+        for c, moves in cands:
             self.candidates_scored += 1
-            got = self._score(
-                index, job, entries[job][2], base_sum, base_count, scores, entries, cache
-            )
+            if moves:
+                got = self._moved_score(view, job, c, moves, entries, cache)
+            else:
+                entries[job] = self._placement(view, job, c)
+                got = self._score(
+                    index, job, entries[job][2], base_sum, base_count, scores, entries, cache
+                )
             if got is None:
                 self.loops_discarded += 1
                 continue
             if got > best_score + 1e-12:
-                best, best_score = c, got
+                best, best_score = (c, moves), got
         return best
+
+    def _incumbent_moves(self, view, job, base, free, entries, fixed) -> list:
+        """Candidates in which running jobs' workers move too (4.4.2 step 1), over the running
+        jobs on shared links in start order: (a) swap: the new job takes an incumbent's GPUs
+        and the incumbent takes the new job's base GPUs (same size and tier); (b) relocation:
+        an incumbent that shares a link with the new job's base placement moves to other free
+        GPUs of its own tier, the new job keeps its base placement. Every job keeps its worker
+        count and its placement tier (Themis's rack / cross-rack slowdown penalty), so all
+        candidates have the same finish-time fairness in Themis's own estimate, as the thesis
+        requires of its candidates."""
+        cluster = view.cluster
+        tier = cluster.placement_tier(base)
+        mine = set(self.links.links(base).tolist())
+        out: list[tuple[np.ndarray, _Moves]] = []
+        for k, entry in entries.items():
+            if k == job or k in fixed:
+                continue
+            gk = np.sort(np.asarray(view.gpus_of(k), dtype=np.int64))
+            tier_k = cluster.placement_tier(gk)
+            if gk.size == base.size and tier_k == tier:
+                out.append((gk, ((k, base),)))
+            if mine.intersection(entry[2]):
+                scratch = free.copy()
+                scratch[base] = False
+                scratch[gk] = True  # the incumbent may keep some of its own GPUs
+                fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
+                fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
+                for c in placement.candidates(cluster, scratch, fpm, fpr, gk.size, tier_k, 2):
+                    if not np.array_equal(c, gk):
+                        out.append((base, ((k, c),)))
+                        break
+            if len(out) >= self.max_candidates:
+                break
+        return out
+
+    def _moved_score(self, view, job, gpus, moves, entries, cache) -> float | None:
+        """Mean link score of the Affinity graph in which ``moves`` re-place incumbents and
+        ``job`` runs on ``gpus`` (None when it has a loop); the graph is built afresh."""
+        trial = dict(entries)
+        for k, gk in moves:
+            e = self._placement(view, k, gk)
+            if e[2]:
+                trial[k] = e
+            else:
+                trial.pop(k, None)
+        e = self._placement(view, job, gpus)
+        if e[2]:
+            trial[job] = e
+        else:
+            trial.pop(job, None)
+        index = AffinityIndex((j, x[2]) for j, x in trial.items())
+        if index.has_loop:
+            return None
+        shared = index.shared_links()
+        if not shared:
+            return 1.0
+        return math.fsum(
+            self._link_score(link, index.members[link], trial, cache) for link in shared
+        ) / len(shared)
 
     def _with_shifts(self, actions, index, entries, cache, started) -> list[Action]:
         shifts: dict[int, float] = {}

@@ -322,7 +322,8 @@ def list_cmd(what: str) -> None:
     "source",
     type=click.Choice(sorted(PROFILE_SOURCES)),
     default=None,
-    help="Model profile source (default: physics; dally-table1 with --overheads).",
+    help="Model profile source (default: physics; dally-table1 with --overheads; "
+    "cassini-testbed shows the testbed profiles on the cassini-testbed cluster).",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -358,6 +359,9 @@ def models(overheads: bool, source: str | None, fmt: str) -> None:
                 )
         return
     source = source or "dally-table1"
+    if source == "cassini-testbed":
+        _testbed_overheads(fmt)
+        return
     table = overhead_table(source)
     if fmt == "json":
         click.echo(json.dumps(table))
@@ -379,6 +383,40 @@ def models(overheads: bool, source: str | None, fmt: str) -> None:
             ref = DALLY_TABLE1.get(model, {}).get(k) if paper else None
             cells.append(f"{row[k]:.1f}" + (f" / {ref:g}" if ref is not None else ""))
         t.add_row(model, *cells)
+    Console().print(t)
+
+
+def _testbed_overheads(fmt: str) -> None:
+    """``models --overheads --profile cassini-testbed``: the testbed profiles as the engine
+    runs them, on the ``cassini-testbed`` cluster."""
+    from dlcluster_gym.perf.testbed import TESTBED_PLACEMENTS, testbed_overheads
+
+    table = testbed_overheads()
+    if fmt == "json":
+        click.echo(json.dumps(table))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(
+        title="Testbed profiles (configs/profiles/cassini-testbed.yaml) as the engine runs them "
+        "on cluster cassini-testbed: exposed comm. % of compute, job alone, on 2 servers in "
+        "1 rack (rack-2), 2 racks (net-2), 12 servers in 6 racks (net-12)"
+    )
+    for col in ("model", "batch", "iter ms", "Up ms", "Gb/iter", "compute ms"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for label in TESTBED_PLACEMENTS:
+        t.add_column(label, justify="right")
+    for model, r in table.items():
+        t.add_row(
+            model,
+            f"{r['ref_batch']:.0f}",
+            f"{r['iteration_ms']:.1f}",
+            f"{r['up_ms']:.1f}",
+            f"{r['gbit']:.2f}",
+            f"{r['compute_ms']:.1f}",
+            *(f"{r[label]:.1f}" for label in TESTBED_PLACEMENTS),
+        )
     Console().print(t)
 
 

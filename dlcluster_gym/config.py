@@ -391,7 +391,7 @@ class ScenarioConfig(_Frozen):
     # Where model performance profiles come from (``workload.profiles``): "physics" (gradient
     # bytes and compute time, no per-model fudge factor), "dally-table1" (Dally Table 1's
     # per-tier calibration, for the Dally reproduction presets).
-    profile: Literal["physics", "dally-table1"] = "physics"
+    profile: Literal["physics", "dally-table1", "cassini-testbed"] = "physics"
     max_sim_time_s: PositiveFloat = 100 * 365 * 86400.0  # safety net against runaway policies
 
     @model_validator(mode="after")

@@ -80,11 +80,12 @@ def _unfair_weights(n: int) -> list[float]:
 
 def profiles_section() -> list[str]:
     lines = [
-        "## Testbed profiles (perf/testbed.py)",
+        "## Testbed profiles (configs/profiles/cassini-testbed.yaml)",
         "",
         f"Isolated profiles on a {TESTBED_LINK_GBPS:g} Gb/s link at each model's reference "
         "batch; Down (compute) scales linearly with the batch, Up (communication) does not. "
-        "Sources of every constant: the module docstring of `dlcluster_gym/perf/testbed.py`.",
+        "What is a paper number and what is derived: the `measured` / `derived` notes of "
+        "`configs/profiles/cassini-testbed.yaml`.",
         "",
         "| model | paper | parallelism | ref batch | range | iteration ms | compute ms | "
         "Up ms | peak Gb/s | Gb/iteration |",

@@ -10,9 +10,11 @@ Writes experiments/results/network/report.md, iteration_vs_network.png and ranki
    the measured 1-GPU step time at that batch. ``--fit`` re-fits the preset's one free
    parameter, ``transport_efficiency``, on cifar10 and imagenet only; the four reported models
    (bert, yolov3, ncf, deepspeech2) are never used to fit.
-2. HotNets'22 Table 1 fair-share iteration times from the engine's own sharing model
-   (``perf.contention.link_stretch``, aligned phases, one 50 Gb/s link) on the Cassini/HotNets
-   testbed profiles (``perf.testbed``), beside the event-driven fluid model of ``perf.testbed``.
+2. HotNets'22 Table 1 fair-share iteration times from the engine's own model
+   (``perf.testbed.hotnets_engine_ms``: the jobs as the engine runs them with the
+   ``cassini-testbed`` profiles, on one ToR uplink, ``perf.contention.link_stretch``, aligned
+   phases), beside the same function on the profiles' own Up shape and the event-driven fluid
+   model of ``perf.testbed``.
 3. Dally Table 1 reproduced by the ``dally-table1`` profiles on the Dally cluster.
 4. One job's iteration time against NIC bandwidth and ToR oversubscription (must be monotone).
 5. How much the network matters: average JCT and policy ranking with sharing on vs off on the
@@ -38,7 +40,6 @@ from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import load_cluster, load_scenario
 from dlcluster_gym.perf import network as nw
 from dlcluster_gym.perf import testbed as tb
-from dlcluster_gym.perf.contention import link_stretch, profile_phases
 from dlcluster_gym.workload.models import get_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,18 +149,47 @@ def orderings(root: Path, cluster: Cluster) -> list[tuple[str, str, str, str, st
 def hotnets_rows() -> list[tuple]:
     rows = []
     for g in tb.HOTNETS_TABLE_1:
-        profs = [tb.testbed_profile(m, b) for m, b in g.jobs]
-        parts = [profile_phases(p) for p in profs]
-        it = np.array([x[0] for x in parts])
-        up = np.array([x[1] for x in parts])
-        f = link_stretch(it, up, np.zeros(it.size), [x[2] for x in parts], 1.0)
-        engine = (it + (f - 1.0) * up) * 1e3
-        fluid = np.array(tb.shared_link_iteration_times(profs)) * 1e3
+        _, engine = tb.hotnets_engine_ms(g.jobs, "engine")
+        _, shape = tb.hotnets_engine_ms(g.jobs, "profile")
+        fluid = np.array(tb.shared_link_iteration_times(
+            [tb.testbed_profile(m, b) for m, b in g.jobs])) * 1e3  # fmt: skip
         for k, (model, batch) in enumerate(g.jobs):
             paper = g.fair_ms[k]
-            rows.append((f"{model}:{batch}", paper, engine[k], fluid[k], engine[k] / paper - 1))
+            rows.append(
+                (f"{model}:{batch}", paper, engine[k], shape[k], fluid[k], engine[k] / paper - 1)
+            )
         rows.append(None)  # group separator
     return rows
+
+
+HOTNETS_WHY = [
+    "Why groups 1, 3 and 4 miss (issue 15 item 6, issue 16 item B): the profiles are fixed "
+    "from solo and unfair (~isolated) numbers and the fair times are predicted, not fitted.",
+    "",
+    "- Group 4 (WideResNet101 800 + VGG16 1400): the two iteration times are equal (280 vs "
+    "278.5 ms; HotNets shows them locked at one period), so with aligned starts their Up "
+    "phases overlap on every iteration and fair sharing stretches both by the full overlap. "
+    "The paper measured only +5-8 % under fair DCQCN (over our isolated 280 ms and its own "
+    "unfair 273 ms): the real phases slid apart (the fluid "
+    "column, which lets contention move the phases, is within 4 %). The engine's stretch is "
+    "one-shot from the uncontended, aligned phases (`perf.contention` docstring), so it "
+    "cannot show that sliding; sending the profile's bytes at the line rate (engine) "
+    "rather than at the profile's 35 Gb/s average (profile shape) raises the overlap cost "
+    "from about +46 to +80 ms.",
+    "- Group 1 (BERT 8 + VGG19 1200): VGG19 at batch 1200 is not measured anywhere; scaling "
+    "its Down linearly from the derived 1400-batch profile gives 291 ms alone, and the paper's "
+    "297 ms fair time means VGG19 hardly slowed, which max-min sharing cannot give while "
+    "VGG19's Up phase (half its iteration) sends at 35 Gb/s, above its 25 Gb/s fair share. "
+    "BERT itself is within 6 %.",
+    "- Group 3 (three jobs on one link): the paper's fair times (320 / 494 / 466 ms) mean the "
+    "jobs moved about 35 Gb/s through the 50 Gb/s link on average (bits per iteration over "
+    "the fair time), i.e. the link carried about 70 % of its capacity, where max-min sharing "
+    "of these profiles keeps it about 92 % busy (engine column): the measured sharing lost "
+    "capacity (DCQCN with three senders) that every model here (engine, profile shape, "
+    "fluid) lacks, so all three jobs are 17-31 % fast. Modelling that loss would need a "
+    "DCQCN efficiency we have no solo measurement for.",
+    "",
+]
 
 
 # ----------------------------------------------------------------------------- 4. plot
@@ -309,13 +339,20 @@ def main() -> int:
         "",
         "## 2. HotNets'22 Table 1, fair sharing, from the engine's sharing model",
         "",
-        "Testbed profiles of `perf.testbed` on one 50 Gb/s link, phases aligned (no shifts), "
-        "iteration = isolated iteration + extra Up time from `link_stretch` (the function the "
-        "engine calls). The fluid column is the event-driven max-min simulation of "
-        "`perf.testbed` (phases slide).",
+        "Each job as the engine runs it (profile source `cassini-testbed`, "
+        "`configs/profiles/cassini-testbed.yaml`, at the group's batch; two workers on two "
+        "servers under two ToRs of the `cassini-testbed` cluster), all jobs of a group on one "
+        "50 Gb/s ToR uplink, phases aligned (the jobs start together, no shifts); iteration = "
+        "isolated iteration + extra Up time from `link_stretch` (the engine's function). "
+        "'profile shape': the same function on the testbed profile's own Up segments (its "
+        "average Up rate over the whole Up phase, the previous version of this table). 'fluid': "
+        "the event-driven max-min simulation of `perf.testbed` (phases slide). Paper numbers "
+        "feeding the profiles: VGG16 255/141 ms, ResNet50 165 ms and 59 ms, the 50 Gb/s link, "
+        "HotNets' *unfair* (~isolated) times and DLRM's fair 1300 ms (its Up length); the "
+        "*fair* times below are predictions (`tb.hotnets_engine_ms`, `tb.testbed_profile`).",
         "",
-        "| job | paper (ms) | engine (ms) | fluid (ms) | engine error |",
-        "|---|---:|---:|---:|---:|",
+        "| job | paper (ms) | engine (ms) | profile shape (ms) | fluid (ms) | engine error |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     within = 0
     count = 0
@@ -323,9 +360,12 @@ def main() -> int:
         if r is None:
             continue
         count += 1
-        within += abs(r[4]) <= 0.10
-        lines.append(f"| {r[0]} | {r[1]:.0f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:+.1%} |")
+        within += abs(r[5]) <= 0.10
+        lines.append(
+            f"| {r[0]} | {r[1]:.0f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.1f} | {r[5]:+.1%} |"
+        )
     lines += ["", f"{within} of {count} jobs within 10 % of the paper (target: all).", ""]
+    lines += HOTNETS_WHY
     t1 = nw.table1_overheads()
     worst = max(abs(t1[m][k] / v - 1) for m, row in nw.DALLY_TABLE1.items() for k, v in row.items())
     lines += [

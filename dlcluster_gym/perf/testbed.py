@@ -27,95 +27,17 @@ reference batch: ``down(b) = down(b_ref) * b / b_ref``. Up segments keep their d
 the bytes a job sends per iteration (gradients, activations of a fixed pipeline cut) do not
 depend on the batch. Batches outside the documented range of a model raise ``ConfigError``.
 
-**Constants** (at the reference batch; "Tn" = Cassini Table 4.n, "H1" = HotNets Table 1,
-"paper" = a number printed in a paper, "derived" = chosen by us from the reasons given).
-Iteration times are the sums of the segments.
-
-================ ========= ========== ======= ======= ====== =====================================
-model            ref batch range      Down ms Up ms   Gb/s   source
-================ ========= ========== ======= ======= ====== =====================================
-vgg16            1200      512-1800   141     114     35     Down 141 / iteration 255 ms: paper
-                                                              (HotNets sec. 3, thesis 4.3). Ref
-                                                              batch 1200 derived: the T4.3
-                                                              snapshot-3 batch; gives VGG16(1400)
-                                                              = 278.5 ms, H1 unfair (~isolated)
-                                                              274 ms. 35 Gb/s derived: makes T4.3
-                                                              snapshot 3 score 0.9.
-vgg19            1400      512-1800   165     150     35     Iteration 315 derived: H1 group 5
-                                                              shows VGG19(1400) and VGG16(1700)
-                                                              locked at one period (329 ms), so
-                                                              ours equals VGG16(1700) = 313.75 ms
-                                                              on the 5 ms circle. Up 150 derived:
-                                                              <= 157 so the paper's 158 ms shift
-                                                              (T4.3 snapshot 2) interleaves; T4.3
-                                                              comm time with Cassini 168 ms.
-vgg11            1200      512-1800   69.4    109.5   35     derived from vgg16: Down x forward
-                                                              GFLOPs 7.61/15.47, Up x parameters
-                                                              132.86/138.36 (no paper number).
-wide-resnet101   800       256-1200   155     125     35     Iteration 280 derived: equal to
-                                                              VGG16(1400) on the circle (H1 group
-                                                              4: both ~273 ms when interleaved).
-                                                              Up 125 derived: <= 130 so the
-                                                              paper's 150 ms shift interleaves
-                                                              (T4.3 snapshot 1, thesis 4.2); T4.3
-                                                              comm time with Cassini 138 ms.
-resnet50         1600      256-1800   106     59      15     Iteration 165: paper (H1 group 5,
-                                                              unfair ~ isolated). Up 59: paper
-                                                              (T4.3 snapshot 2 comm time with
-                                                              Cassini). 15 Gb/s derived: low
-                                                              enough to coexist with either VGG
-                                                              (thesis 4.5.5: "its network demand
-                                                              is not significant").
-roberta          12        8-32       60      140     37.5   Down 60 derived from T4.3 snapshot
-                                                              4's 60 ms shift (the smallest
-                                                              optimal shift of two equal jobs is
-                                                              their Down time). Up 140 and
-                                                              37.5 Gb/s derived: score 0.8
-                                                              (T4.3) and 2 x 140 x 0.75 = 210 ms
-                                                              comm time when fully overlapped
-                                                              under fair sharing (T4.3 Themis
-                                                              column: 208-210 ms).
-bert             8         8-32       35.3    123.7   37.5   derived from roberta: Down per
-                                                              sample x parameters 110.1/124.6, Up
-                                                              bytes x the same. Check: iteration
-                                                              159 ms vs H1 group 1 unfair (BERT
-                                                              favoured, ~isolated) 157 ms.
-camembert        8         8-32       35.5    124.3   37.5   derived from roberta (params
-                                                              110.6/124.6), no paper number.
-xlm              8         4-32       80.2    280.8   37.5   derived from roberta (params
-                                                              249.9/124.6), no paper number.
-dlrm             2000      16-2000    650     350     45     7 segments, iteration 1000 ms
-                                                              derived: H1 group 2 unfair (~
-                                                              isolated) 1001-1019 ms; 350 ms of
-                                                              Up at 45 Gb/s gives 1280 ms when
-                                                              two aligned jobs share fairly (H1:
-                                                              1300-1301 ms) and fits in half the
-                                                              iteration (H1: the pair is
-                                                              compatible). Range: T4.2 16-1024
-                                                              plus H1's 2000.
-gpt1             32        32-80      240     160     40     5 segments, derived (no number in
-                                                              the text): a small activation
-                                                              exchange, then backward+all-reduce
-                                                              (Fig. 4.1(a)); 400 ms iteration.
-gpt2-medium      32        24-80      205     195     45     9 segments, derived: three small
-                                                              activation peaks in the forward
-                                                              pass, then the heavy embedding
-                                                              all-reduce (Fig. 4.1(b)); 400 ms.
-                                                              Range: T4.2 32-80 plus 4.5.2's
-                                                              GPT2-A batch 24.
-gpt3             16        16-48      620     380     20-45  13 segments, derived: six Up phases
-                                                              of different rates (Fig. 4.1(d),
-                                                              tensor-parallel ~25 Gb/s, Fig.
-                                                              4.1(c)); 1000 ms.
-================ ========= ========== ======= ======= ====== =====================================
-
-The model-parallel periods (400 ms for GPT-1/2, 1000 ms for GPT-3 and DLRM) and phase positions
-were chosen so that the pairs thesis 4.5.4 calls compatible (GPT-1 + GPT-2, GPT-3 + DLRM) score
-1.0 and the pairs it calls incompatible (GPT-3 + GPT-2, GPT-1 + DLRM) score below 0.95, at the
-reference batches (``tests/test_compat.py``). Batch ranges are Table 4.2's ("batch size/GPU"),
-widened where a paper's own experiment used a batch outside it (noted above). The model names
-are the model zoo's (``workload.models``); ``gpt2`` means Cassini's model-parallel GPT-2, the
-zoo's ``gpt2-medium``, and ``wideresnet``/``wrn`` mean ``wide-resnet101``.
+**Constants** live in ``configs/profiles/cassini-testbed.yaml`` (read by
+``workload.testbed_profiles``): per model the reference batch, the batch range (Table 4.2's,
+widened where a paper's own experiment used a batch outside it) and the segments, with what is
+a paper number ("measured") and what we derived and why. The model-parallel periods (400 ms
+for GPT-1/2, 1000 ms for GPT-3 and DLRM) and phase positions were chosen so that the pairs
+thesis 4.5.4 calls compatible (GPT-1 + GPT-2, GPT-3 + DLRM) score 1.0 and the pairs it calls
+incompatible (GPT-3 + GPT-2, GPT-1 + DLRM) score below 0.95, at the reference batches
+(``tests/test_compat.py``). The model names are the model zoo's (``workload.models``); ``gpt2``
+means Cassini's model-parallel GPT-2, the zoo's ``gpt2-medium``, and ``wideresnet``/``wrn``
+mean ``wide-resnet101``. The engine runs the same numbers through its own network model
+(profile source ``cassini-testbed``, ``workload.profiles.testbed_model_profile``).
 
 **Shared-link fluid model** (:func:`shared_link_iteration_times`), for the fair-sharing
 iteration times of HotNets Table 1: the jobs start together (HotNets: "start simultaneously"),
@@ -136,9 +58,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+import numpy as np
+
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.config import load_cluster
 from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.perf.contention import SharedLinks, link_stretch, profile_phases
 from dlcluster_gym.perf.geometry import CommProfile, link_compatibility
-from dlcluster_gym.workload.models import MODEL_ZOO, get_model
+from dlcluster_gym.perf.network import placement_overhead
+from dlcluster_gym.workload.models import get_model
+from dlcluster_gym.workload.profiles import model_profile, testbed_model_profile
+from dlcluster_gym.workload.testbed_profiles import ProfiledModel, testbed_table
 
 __all__ = [
     "CASSINI_TABLE_4_3",
@@ -150,11 +80,13 @@ __all__ = [
     "ProfiledModel",
     "Snapshot",
     "get_profiled_model",
+    "hotnets_engine_ms",
     "job_keys",
     "link_report",
     "parse_job_specs",
     "shared_link_iteration_times",
     "testbed_models",
+    "testbed_overheads",
     "testbed_profile",
 ]
 
@@ -163,227 +95,12 @@ TESTBED_LINK_GBPS = 50.0
 TESTBED_OVERSUBSCRIPTION = 2.0
 """The testbed's 2:1 over-subscribed topology (thesis 4.5.1); why cross-rack links are shared."""
 
-Segment = tuple[float, float]
-"""``(duration_ms, rate_gbps)``; rate 0 is a Down (compute) segment."""
-
-
-@dataclass(frozen=True)
-class ProfiledModel:
-    """One Table 4.2 model as profiled on the testbed at its reference batch (module table)."""
-
-    name: str
-    paper_name: str
-    parallelism: Literal["data", "model"]
-    reference_batch: int
-    batch_range: tuple[int, int]
-    segments: tuple[Segment, ...]
-    source: str
-
-    def scaled_segments(self, batch: int) -> tuple[Segment, ...]:
-        """Segments at ``batch`` per GPU: Down durations scale with the batch, Up ones do not."""
-        k = batch / self.reference_batch
-        return tuple((d * k if rate == 0 else d, rate) for d, rate in self.segments)
-
-    def iteration_ms(self, batch: int | None = None) -> float:
-        segs = self.scaled_segments(self.reference_batch if batch is None else batch)
-        return sum(d for d, _ in segs)
-
-    def compute_ms(self, batch: int | None = None) -> float:
-        """Total Down (compute) time per iteration."""
-        b = self.reference_batch if batch is None else batch
-        return sum(d for d, rate in self.scaled_segments(b) if rate == 0)
-
-    @property
-    def up_ms(self) -> float:
-        """Total Up (communication) time per iteration; independent of the batch."""
-        return sum(d for d, rate in self.segments if rate > 0)
-
-    @property
-    def peak_gbps(self) -> float:
-        return max(rate for _, rate in self.segments)
-
-    @property
-    def gbit_per_iteration(self) -> float:
-        """Bits sent per iteration (Gb), independent of the batch."""
-        return sum(d * rate for d, rate in self.segments) / 1e3
-
-
-def _dp(
-    name: str,
-    paper_name: str,
-    ref: int,
-    rng: tuple[int, int],
-    down: float,
-    up: float,
-    gbps: float,
-    source: str,
-) -> ProfiledModel:
-    return ProfiledModel(name, paper_name, "data", ref, rng, ((down, 0.0), (up, gbps)), source)
-
-
-# Anchors (module table): VGG16 from HotNets sec. 3; RoBERTa from Cassini Table 4.3 snapshot 4.
-_VGG16_DOWN, _VGG16_UP = 141.0, 114.0
-_CNN_GBPS = 35.0
-_ROBERTA_BATCH, _ROBERTA_DOWN, _ROBERTA_UP = 12, 60.0, 140.0
-_NLP_GBPS = 37.5
-
-
-def _from_roberta(name: str, paper_name: str, ref: int, rng: tuple[int, int]) -> ProfiledModel:
-    """A transformer scaled from RoBERTa by parameter count (compute per sample and bytes)."""
-    k = MODEL_ZOO[name].params_m / MODEL_ZOO["roberta"].params_m
-    down = _ROBERTA_DOWN / _ROBERTA_BATCH * ref * k
-    return _dp(
-        name,
-        paper_name,
-        ref,
-        rng,
-        down,
-        _ROBERTA_UP * k,
-        _NLP_GBPS,
-        f"derived from roberta x parameters {MODEL_ZOO[name].params_m:g}/"
-        f"{MODEL_ZOO['roberta'].params_m:g}",
+_LINK, _MODELS = testbed_table()
+if _LINK != TESTBED_LINK_GBPS:
+    raise ConfigError(
+        f"configs/profiles/cassini-testbed.yaml: link_gbps {_LINK:g}, expected the testbed's "
+        f"{TESTBED_LINK_GBPS:g} Gb/s"
     )
-
-
-_MODELS: tuple[ProfiledModel, ...] = (
-    _dp(
-        "vgg16",
-        "VGG16",
-        1200,
-        (512, 1800),
-        _VGG16_DOWN,
-        _VGG16_UP,
-        _CNN_GBPS,
-        "HotNets sec. 3: 255 ms iteration, 141 ms compute; ref batch and rate derived",
-    ),
-    _dp(
-        "vgg19",
-        "VGG19",
-        1400,
-        (512, 1800),
-        165.0,
-        150.0,
-        _CNN_GBPS,
-        "derived: period of VGG16(1700) (HotNets Table 1 group 5), Up fits Table 4.3's shift",
-    ),
-    _dp(
-        "vgg11",
-        "VGG11",
-        1200,
-        (512, 1800),
-        _VGG16_DOWN * 7.61 / 15.47,
-        _VGG16_UP * MODEL_ZOO["vgg11"].params_m / MODEL_ZOO["vgg16"].params_m,
-        _CNN_GBPS,
-        "derived from vgg16 x forward GFLOPs 7.61/15.47 (Down), x parameters (Up)",
-    ),
-    _dp(
-        "wide-resnet101",
-        "WideResNet101",
-        800,
-        (256, 1200),
-        155.0,
-        125.0,
-        _CNN_GBPS,
-        "derived: period of VGG16(1400) (HotNets Table 1 group 4), Up fits Table 4.3's shift",
-    ),
-    _dp(
-        "resnet50",
-        "ResNet50",
-        1600,
-        (256, 1800),
-        106.0,
-        59.0,
-        15.0,
-        "HotNets Table 1 group 5 (165 ms), Table 4.3 snapshot 2 comm time (59 ms); rate derived",
-    ),
-    _dp(
-        "roberta",
-        "RoBERTa",
-        _ROBERTA_BATCH,
-        (8, 32),
-        _ROBERTA_DOWN,
-        _ROBERTA_UP,
-        _NLP_GBPS,
-        "derived from Table 4.3 snapshot 4 (shift 60 ms, score 0.8, Themis comm 208-210 ms)",
-    ),
-    _from_roberta("bert", "BERT", 8, (8, 32)),
-    _from_roberta("camembert", "CamemBERT", 8, (8, 32)),
-    _from_roberta("xlm", "XLM", 8, (4, 32)),
-    ProfiledModel(
-        "dlrm",
-        "DLRM",
-        "model",
-        2000,
-        (16, 2000),
-        (
-            (100.0, 0.0),  # embedding lookups, bottom MLP
-            (150.0, 45.0),  # forward all-to-all of embeddings
-            (50.0, 0.0),  # interaction, top MLP forward and backward
-            (120.0, 45.0),  # backward all-to-all
-            (30.0, 0.0),
-            (80.0, 45.0),  # all-reduce of the replicated MLPs
-            (470.0, 0.0),  # embedding-table update, data loading
-        ),
-        "derived: HotNets Table 1 group 2 (1001-1019 ms interleaved, 1300 ms fair, compatible)",
-    ),
-    ProfiledModel(
-        "gpt1",
-        "GPT1",
-        "model",
-        32,
-        (32, 80),
-        (
-            (150.0, 0.0),  # forward
-            (20.0, 10.0),  # activations between partitions
-            (60.0, 0.0),
-            (140.0, 40.0),  # backward + all-reduce (Fig. 4.1(a))
-            (30.0, 0.0),  # optimizer step
-        ),
-        "derived: Fig. 4.1(a) shape; compatible with gpt2, not with dlrm (thesis 4.5.4)",
-    ),
-    ProfiledModel(
-        "gpt2-medium",
-        "GPT2",
-        "model",
-        32,
-        (24, 80),
-        (
-            (50.0, 0.0),
-            (15.0, 8.0),  # three micro-batch activation peaks (Fig. 4.1(b))
-            (35.0, 0.0),
-            (15.0, 8.0),
-            (35.0, 0.0),
-            (15.0, 8.0),
-            (45.0, 0.0),  # backward
-            (150.0, 45.0),  # all-reduce of the embedding layers
-            (40.0, 0.0),
-        ),
-        "derived: Fig. 4.1(b) shape; compatible with gpt1, not with gpt3 (thesis 4.5.4)",
-    ),
-    ProfiledModel(
-        "gpt3",
-        "GPT3",
-        "model",
-        16,
-        (16, 48),
-        (
-            (40.0, 0.0),  # data loading
-            (60.0, 20.0),  # forward, tensor-parallel partition 1 (Fig. 4.1(c): ~25 Gb/s)
-            (20.0, 0.0),
-            (60.0, 25.0),  # forward, partition 2 + pipeline activations
-            (20.0, 0.0),
-            (90.0, 25.0),  # backward, partition 2
-            (20.0, 0.0),
-            (90.0, 30.0),  # backward, partition 1 + activation gradients
-            (20.0, 0.0),
-            (40.0, 45.0),  # data-parallel all-reduce, first half
-            (10.0, 0.0),
-            (40.0, 45.0),  # data-parallel all-reduce, second half
-            (490.0, 0.0),  # the rest of the compute: six Up phases per iteration (Fig. 4.1(d))
-        ),
-        "derived: Fig. 4.1(c)/(d) shape; compatible with dlrm, not with gpt2 (thesis 4.5.4)",
-    ),
-)
 
 _BY_NAME: dict[str, ProfiledModel] = {m.name: m for m in _MODELS}
 # Names that mean something else on the Cassini testbed than in the zoo, or short forms.
@@ -462,6 +179,80 @@ def testbed_profile(
         )
     segs = [(d / 1e3, rate / link) for d, rate in m.scaled_segments(b)]
     return CommProfile.from_segments(segs, name=f"{m.name}:{b}")
+
+
+TESTBED_PLACEMENTS: dict[str, tuple[int, ...]] = {
+    "rack-2": (0, 1),
+    "net-2": (0, 2),
+    "net-12": tuple(range(12)),
+}
+"""Reference placements on the ``cassini-testbed`` cluster (GPU ids; one GPU per server):
+two servers under one ToR, two servers under two ToRs, twelve servers under six ToRs."""
+
+
+def testbed_overheads() -> dict[str, dict[str, float]]:
+    """Per testbed model, what the engine runs with profile source ``cassini-testbed``:
+    ``ref_batch``, the profile's ``iteration_ms`` / ``up_ms`` / ``gbit`` per iteration, the
+    engine's ``compute_ms`` and its exposed communication as % of compute at each of
+    :data:`TESTBED_PLACEMENTS` on the ``cassini-testbed`` cluster, alone (no sharing).
+    ``dlcluster models --overheads --profile cassini-testbed`` prints it."""
+    cluster = Cluster(load_cluster("cassini-testbed"))
+    out: dict[str, dict[str, float]] = {}
+    for name in testbed_models():
+        m = _BY_NAME[name]
+        prof = model_profile(name, "cassini-testbed")
+        row = {
+            "ref_batch": float(m.reference_batch),
+            "iteration_ms": m.iteration_ms(),
+            "up_ms": m.up_ms,
+            "gbit": m.gbit_per_iteration,
+            "compute_ms": prof.compute_s * 1e3,
+        }
+        for label, gpus in TESTBED_PLACEMENTS.items():
+            row[label] = 100.0 * placement_overhead(cluster, prof, np.asarray(gpus))
+        out[name] = row
+    return out
+
+
+def _at_batch(m: ProfiledModel, batch: int) -> ProfiledModel:
+    segs = m.scaled_segments(batch)
+    return ProfiledModel(m.name, m.paper_name, m.parallelism, batch, (batch, batch), segs, m.source)
+
+
+def hotnets_engine_ms(
+    jobs: Sequence[tuple[str, int]], shape: Literal["engine", "profile"] = "engine"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(isolated, shared)`` iteration times (ms) of ``jobs`` (model, batch) sharing one ToR
+    uplink of the ``cassini-testbed`` cluster under fair (max-min) sharing, from the engine's
+    sharing function :func:`perf.contention.link_stretch`, phases aligned (HotNets: the jobs
+    "start simultaneously"; no time shifts).
+
+    ``shape="engine"``: each job as the engine runs it (profile source ``cassini-testbed``
+    at that batch, two workers on two servers under two ToRs, its phases on one of the
+    uplinks: the bytes of the profile at the line rate). ``shape="profile"``: the testbed
+    profile's own Up segments (the profile's average Up rate over the whole Up phase).
+    """
+    if shape == "profile":
+        parts = [profile_phases(testbed_profile(m, b)) for m, b in jobs]
+        it = np.array([x[0] for x in parts])
+        up = np.array([x[1] for x in parts])
+        phases = [x[2] for x in parts]
+        cap = 1.0
+    else:
+        cluster = Cluster(load_cluster("cassini-testbed"))
+        links = SharedLinks(cluster)
+        gpus = np.array([0, int(np.flatnonzero(cluster.gpu_rack == 1)[0])])  # two ToRs
+        uplink = int(cluster.nic_uplink[cluster.gpu_nic[0]])
+        it, up, phases = np.zeros(len(jobs)), np.zeros(len(jobs)), []
+        for k, (m, b) in enumerate(jobs):
+            entry = get_profiled_model(m)
+            prof = testbed_model_profile(get_model(entry.name), _at_batch(entry, b), _LINK)
+            comm = placement_overhead(cluster, prof, gpus) * prof.compute_s
+            it[k], up[k] = prof.compute_s + comm, comm
+            phases.append(links.phases(prof, gpus)[uplink])
+        cap = float(links.capacity_Bps[uplink])
+    stretch = link_stretch(it, up, np.zeros(it.size), phases, cap)
+    return it * 1e3, (it + (stretch - 1.0) * up) * 1e3
 
 
 # ----------------------------------------------------------------------------- paper data

@@ -5,6 +5,10 @@
 - ``dally-table1`` (the Dally reproduction presets): the six Dally models get Dally Table 1's
   per-tier calibration factors (``configs/profiles/dally-table1.yaml``, see there and
   ``perf.network.calibrate``); every other model is as in ``physics``.
+- ``cassini-testbed`` (the Cassini presets): the 13 Cassini Table 4.2 models as profiled on the
+  Cassini / HotNets testbed (``configs/profiles/cassini-testbed.yaml``, read by
+  ``workload.testbed_profiles``; provenance there), mapped onto the engine's model by
+  :func:`testbed_model_profile`; every other model is as in ``physics``.
 
 A scenario names its source (``ScenarioConfig.profile``); the engine, the workload builders,
 the bounds and the env features all resolve model names through :func:`model_profile`.
@@ -20,11 +24,14 @@ import yaml
 
 from dlcluster_gym.config import configs_dir
 from dlcluster_gym.errors import ConfigError, UnknownNameError
-from dlcluster_gym.workload.models import ModelProfile, get_model
+from dlcluster_gym.workload.models import CommParams, ModelProfile, get_model
+from dlcluster_gym.workload.testbed_profiles import ProfiledModel, testbed_table
 
 PROFILE_SOURCES: dict[str, str] = {
     "physics": "gradient bytes and compute time from the model zoo, no per-model factor",
     "dally-table1": "Dally Table 1 per-tier calibration on the six Dally models (Dally presets)",
+    "cassini-testbed": "Cassini/HotNets testbed profiles of the 13 Cassini models (Cassini "
+    "presets)",
 }
 
 
@@ -56,5 +63,49 @@ def model_profile(name: str, source: str = "physics") -> ModelProfile:
     base = get_model(name)
     if source == "physics":
         return base
+    if source == "cassini-testbed":
+        link, models = testbed_table()
+        entry = next((m for m in models if m.name == base.name), None)
+        return base if entry is None else testbed_model_profile(base, entry, link)
     scale = _table(source).get(base.name)
     return base if scale is None else replace(base, comm=replace(base.comm, tier_scale=scale))
+
+
+def testbed_model_profile(base: ModelProfile, m: ProfiledModel, link_gbps: float) -> ModelProfile:
+    """``base`` with the testbed profile ``m`` (reference batch) mapped onto the engine's model.
+
+    The testbed profile gives an iteration of ``T`` ms whose Up phases carry ``B`` Gb per
+    iteration through the job's 50 Gb/s link (backward pass and all-reduce together, HotNets
+    sec. 2). The engine's network model sends a job's bytes at the link rate and counts the
+    rest of the iteration as compute, so (our mapping; the papers have no engine to map to):
+
+    - all-reduce volume ``V = B`` bytes (``volume_scale = B / grad_bytes``): a job of two
+      workers on two servers sends exactly ``B`` per worker through its NIC (ring /
+      halving-doubling moves ``2(k-1)/k * V`` per worker, so larger jobs send up to ``2B``,
+      as NCCL's ring does);
+    - ``compute_s = T - B / link``: the Down segments plus the part of the Up phases in which
+      the testbed job computes (backward pass) without filling the link;
+    - ``overlap = 0`` and one collective call per Up segment of the profile (each pays the
+      link latency).
+
+    So a two-worker job alone on the testbed runs at ``T`` (plus one link latency per call,
+    tens of microseconds) and moves ``B`` bits per iteration, at the line rate rather than at
+    the profile's average Up rate. Model-parallel jobs keep the engine's multi-phase template.
+    """
+    bytes_per_iter = m.gbit_per_iteration * 1e9 / 8.0
+    busy_s = m.gbit_per_iteration / link_gbps
+    compute_s = m.iteration_ms() / 1e3 - busy_s
+    comm = CommParams(
+        volume_scale=bytes_per_iter / base.grad_bytes,
+        messages=float(sum(1 for _, rate in m.segments if rate > 0)),
+        overlap=0.0,
+    )
+    return replace(
+        base,
+        parallelism=m.parallelism,
+        compute_s=compute_s,
+        batch_size=m.reference_batch,
+        reference_gpu="A100",
+        source=f"cassini-testbed ({m.paper_name}, batch {m.reference_batch}): {m.source}",
+        comm=comm,
+    )

@@ -1,0 +1,127 @@
+"""The ``cassini-testbed`` profile source: Cassini/HotNets testbed profiles as data
+(``configs/profiles/cassini-testbed.yaml``), what the engine runs with them, the Cassini
+presets that use them, ``dlcluster models --overheads --profile cassini-testbed``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dlcluster_gym.cli import main
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.config import load_cluster, load_scenario
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf import testbed as tb  # module import: its test* names are not tests
+from dlcluster_gym.perf.network import placement_overhead, placement_traffic
+from dlcluster_gym.workload import testbed_profiles as tp
+from dlcluster_gym.workload.build import build_workload
+from dlcluster_gym.workload.models import get_model
+from dlcluster_gym.workload.profiles import PROFILE_SOURCES, model_profile
+
+CASSINI_MODELS = [
+    "vgg11", "vgg16", "vgg19", "resnet50", "wide-resnet101", "bert", "roberta", "xlm",
+    "camembert", "gpt1", "gpt2-medium", "gpt3", "dlrm",
+]  # fmt: skip
+
+
+def test_yaml_holds_the_13_cassini_models_with_provenance():
+    link, models = tp.testbed_table()
+    assert link == 50.0
+    assert sorted(m.name for m in models) == sorted(CASSINI_MODELS)
+    assert all(m.source for m in models)  # every entry says what is measured / derived
+    # the paper anchors, written out here on purpose (HotNets sec. 3, Table 1 group 5)
+    vgg16 = tb.get_profiled_model("vgg16")
+    assert (vgg16.iteration_ms(), vgg16.compute_ms()) == (255.0, 141.0)
+    assert tb.get_profiled_model("resnet50").iteration_ms() == 165.0
+    assert "cassini-testbed" in PROFILE_SOURCES
+
+
+@pytest.mark.parametrize("model", CASSINI_MODELS)
+def test_engine_runs_a_two_worker_job_at_the_profiled_iteration_and_bytes(model):
+    """Alone on two testbed servers, the engine's iteration is the profile's (plus one link
+    latency per collective call) and the NIC carries the profile's bits per iteration."""
+    cluster = Cluster(load_cluster("cassini-testbed"))
+    prof = model_profile(model, "cassini-testbed")
+    m = tb.get_profiled_model(model)
+    gpus = np.array([0, 2])  # two servers under two ToRs
+    it_ms = prof.compute_s * (1.0 + placement_overhead(cluster, prof, gpus)) * 1e3
+    assert m.iteration_ms() <= it_ms <= m.iteration_ms() + 1.0
+    traffic = placement_traffic(cluster, prof, gpus)
+    nic0 = traffic.links == cluster.gpu_nic[0]
+    assert traffic.bytes_per_iter[nic0].sum() * 8 / 1e9 == pytest.approx(m.gbit_per_iteration)
+    assert prof.parallelism == m.parallelism
+
+
+def test_other_models_fall_back_to_physics():
+    assert model_profile("alexnet", "cassini-testbed") == get_model("alexnet")
+
+
+def test_cassini_preset_builds_its_jobs_from_the_testbed_profiles():
+    sc = load_scenario("cassini-testbed-poisson")
+    assert sc.profile == "cassini-testbed"
+    jobs = build_workload(sc, Cluster(sc.cluster), np.random.default_rng(1))
+    for j in jobs[:40]:
+        assert j.compute_s == model_profile(j.model, "cassini-testbed").compute_s
+
+
+_OK = {"parallelism": "data", "reference_batch": 8, "batch_range": [8, 32]}
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"parallelism": "pipe"}, "models.x.parallelism: expected data or model, got 'pipe'"),
+        (
+            {"parallelism": "data", "reference_batch": 0, "batch_range": [1, 2]},
+            "models.x.reference_batch: expected an integer > 0, got 0",
+        ),
+        (
+            {"parallelism": "data", "reference_batch": 8, "batch_range": [16, 32]},
+            "models.x.batch_range: expected [lo, hi] integers with lo <= reference_batch <= hi",
+        ),
+        (
+            {**_OK, "segments": [[10, 0], [-5, 30]]},
+            "models.x.segments[1] duration: expected a number > 0, got -5",
+        ),
+        (
+            {**_OK, "segments": [[10, 0], [5, 0]]},
+            "models.x.segments: need at least one Up and one Down segment",
+        ),
+    ],
+)
+def test_bad_entries_are_one_line_errors_naming_the_field(entry, message):
+    with pytest.raises(ConfigError) as exc:
+        tp._entry("cassini-testbed.yaml", "x", entry)
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_cli_models_overheads_with_the_testbed_source():
+    r = CliRunner().invoke(
+        main, ["models", "--overheads", "--profile", "cassini-testbed", "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    table = json.loads(r.output)
+    assert sorted(table) == sorted(CASSINI_MODELS)
+    for row in table.values():
+        # sharing the ToR uplink of a 2:1 over-subscribed rack costs more than one ToR
+        assert row["net-12"] > row["net-2"] >= row["rack-2"] > 0
+    r = CliRunner().invoke(main, ["models", "--overheads", "--profile", "cassini-testbed"])
+    assert r.exit_code == 0 and "vgg16" in r.output
+
+
+def test_hotnets_engine_times_by_hand_for_two_aligned_vgg16():
+    """Two VGG16(1200) started together on one 50 Gb/s uplink. Engine shape: each sends its
+    3.99 Gb at the line rate (79.8 ms), fully overlapped, so each gets half the link and its
+    Up time doubles. Profile shape: 114 ms at 35 Gb/s each, 25 Gb/s each when shared, so the
+    Up phase is 35/25 = 1.4x as long (+45.6 ms)."""
+    iso, shared = tb.hotnets_engine_ms([("vgg16", 1200), ("vgg16", 1200)])
+    up = 3.99 / 50 * 1e3
+    assert iso == pytest.approx([255.0, 255.0], abs=0.1)  # + the link latency
+    assert shared - iso == pytest.approx([up, up], rel=5e-3)  # circle quantisation
+    iso, shared = tb.hotnets_engine_ms([("vgg16", 1200), ("vgg16", 1200)], "profile")
+    assert iso == pytest.approx([255.0, 255.0])
+    assert shared == pytest.approx([255.0 + 0.4 * 114.0] * 2, rel=5e-3)
