@@ -218,14 +218,57 @@ def simulate_spec(scenario: str, spec: tuple[str, dict], seed: int):
     return simulate(scenario, name, seed=seed, policy_params=dict(params))
 
 
+TOP_K = 3  # jobs named in the comm-overhead concentration figures
+
+
+def comm_concentration(overhead: np.ndarray, comm_s: np.ndarray, compute_s: np.ndarray) -> dict:
+    """How much of the average comm overhead (a per-job mean of comm / compute) a few jobs
+    make: the share of the top ``TOP_K`` jobs, the mean without the top 5, and the
+    compute-weighted overhead (all exposed comm seconds / all compute seconds)."""
+    o = np.sort(np.asarray(overhead, dtype=float))[::-1]
+    total = float(o.sum())
+    comp = float(np.sum(compute_s))
+    return {
+        "comm_top3_share": float(o[:TOP_K].sum()) / total if total > 0 else 0.0,
+        "comm_overhead_trim5": float(o[5:].mean()) if o.size > 5 else float("nan"),
+        "comm_overhead_weighted": float(np.sum(comm_s)) / comp if comp > 0 else float("nan"),
+    }
+
+
 def extra_summary(res) -> dict:
     arrival = np.asarray(res.jobs["arrival_s"], dtype=float)
     finish = np.asarray(res.jobs["finish_s"], dtype=float)
     n = max(int(res.summary.get("jobs_completed", arrival.size)), 1)
+    done = np.isfinite(finish)
     return {
         "t99_s": time_to_fraction(arrival, finish, 0.99),
         "preemptions_per_job": res.summary["preemptions"] / n,
+        **comm_concentration(
+            np.asarray(res.jobs["comm_overhead"], dtype=float)[done],
+            np.asarray(res.jobs["comm_s"], dtype=float)[done],
+            np.asarray(res.jobs["compute_s"], dtype=float)[done],
+        ),
     }
+
+
+def top_comm_jobs(res, k: int = TOP_K) -> list[dict]:
+    """The ``k`` finished jobs with the highest comm overhead (what sets the average)."""
+    j = res.jobs
+    over = np.asarray(j["comm_overhead"], dtype=float)
+    over = np.where(np.isfinite(np.asarray(j["finish_s"], dtype=float)), over, -np.inf)
+    rows = []
+    for i in np.argsort(-over, kind="stable")[:k].tolist():
+        rows.append(
+            {
+                "job": int(j["job_id"][i]),
+                "model": str(j["model"][i]),
+                "gpus": int(j["num_gpus"][i]),
+                "overhead": float(over[i]),
+                "tiers": str(j["tiers"][i]),
+                "preemptions": int(j["preemptions"][i]),
+            }
+        )
+    return rows
 
 
 def run_cell(arrival: str, racks: int, policy: str, seed: int) -> dict:
@@ -240,6 +283,7 @@ def run_cell(arrival: str, racks: int, policy: str, seed: int) -> dict:
         "scenario": scenario,
         "summary": {**res.summary, **extra_summary(res)},
         "jct_s": (res.jobs["finish_s"] - res.jobs["arrival_s"]).tolist(),
+        "top_comm": top_comm_jobs(res),
     }
     if racks == TS_RACKS and seed == 1:
         ts = res.timeseries
@@ -535,6 +579,55 @@ def acceptance(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def concentration_table(df: pd.DataFrame, records: list[dict]) -> list[str]:
+    """Issue 16: what sets the comm-overhead acceptance on dally-batch-8rack, per seed."""
+    sub = df[(df.arrival == "batch") & (df.racks == 8)]
+    if "comm_top3_share" not in sub.columns:
+        return []
+    tops = {
+        (r["policy"], r["seed"]): r.get("top_comm", [])
+        for r in records
+        if r["arrival"] == "batch" and r["racks"] == 8
+    }
+    out = [
+        "| seed | policy | avg comm overhead | top-3 jobs' share of it | mean without top 5 "
+        "| compute-weighted | top-3 jobs (model, GPUs, overhead, tiers, preemptions) |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for seed in sorted(sub.seed.unique()):
+        for pol in ("dally", "dally-relocate", "tiresias"):
+            row = sub[(sub.seed == seed) & (sub.policy == pol)]
+            if row.empty:
+                continue
+            r = row.iloc[0]
+            jobs = "; ".join(
+                f"{t['model']} {t['gpus']}g {t['overhead']:.1f} {t['tiers']} p{t['preemptions']}"
+                for t in tops.get((pol, seed), [])
+            )
+            out.append(
+                f"| {seed} | {LABELS.get(pol, pol)} | {r.avg_comm_overhead:.3f} | "
+                f"{r.comm_top3_share:.0%} | {r.comm_overhead_trim5:.3f} | "
+                f"{r.comm_overhead_weighted:.3f} | {jobs} |"
+            )
+    for pol in ("dally", "dally-relocate"):
+        verdicts = []
+        for col, name in (
+            ("avg_comm_overhead", "average"),
+            ("comm_overhead_trim5", "mean without top 5"),
+            ("comm_overhead_weighted", "compute-weighted"),
+        ):
+            wins = [
+                seed
+                for seed in sorted(sub.seed.unique())
+                if not sub[(sub.seed == seed) & (sub.policy.isin([pol, "tiresias"]))].empty
+                and sub[(sub.seed == seed) & (sub.policy == pol)][col].iloc[0]
+                < sub[(sub.seed == seed) & (sub.policy == "tiresias")][col].iloc[0]
+            ]
+            verdicts.append(f"{name} on {len(wins)}/{sub.seed.nunique()} seeds")
+        out += ["", f"{LABELS.get(pol, pol)} below Tiresias: " + ", ".join(verdicts) + "."]
+    return out
+
+
 def summary_table(df: pd.DataFrame, arrival: str) -> list[str]:
     cols = [
         ("makespan_s", "makespan (s)", "{:,.0f}"),
@@ -718,6 +811,26 @@ def write_report(
         "## Acceptance (issue #4): dally-batch-8rack",
         "",
         *acceptance(df),
+        "",
+        "### What sets the comm-overhead check (issue 16 item 1)",
+        "",
+        "The average comm overhead is a per-job mean of exposed comm / compute. With the "
+        "`dally-table1` profiles a MobileNetV3 job placed across racks has an overhead of "
+        "15-60 (Table 1: 19,592 % at 8 racks x 1 GPU; a fragmented placement with 2 GPUs on "
+        "some machines is worse), so each such job adds 0.03-0.12 to the mean of 500 jobs. "
+        "The table shows, for Dally (paper's requeue preemption), Dally (relocate) and "
+        "Tiresias, how much of each mean the 3 highest jobs make, the mean without the 5 "
+        "highest, and the compute-weighted overhead (all comm seconds / all compute seconds). "
+        "Checked with the event log (`record_events=True`) on seed 1: every one of Dally's 15 "
+        "requeued jobs restarted at the same instant on its tightest tier (3 on one machine, "
+        "12 on one rack), none waited, so no victim was re-offered a worse tier; the wait "
+        "queue's Nw_sens order and the restarted starvation clock act as 4.3 says. The seed-1 "
+        "mean is set by three MobileNetV3 jobs whose rack timer expired while the batch "
+        "filled the cluster and which then took the only placements left (3-4 racks, 2 GPUs "
+        "on some machines); one of them (16 GPUs) ran 120,000 s across 4 racks before a rack "
+        "freed up and the requeue moved it.",
+        "",
+        *concentration_table(df, records),
         "",
         "## Expected shape (paper) per cell",
         "",

@@ -114,6 +114,52 @@ def fit_efficiency(root: Path) -> tuple[float, list[tuple[float, float]]]:
     return min(curve, key=lambda c: c[1])[0], curve
 
 
+LATENCIES_US = (20, 100, 250, 500, 1000, 2000)
+POLLUX_GAP = (
+    "Why not <= 15 %: the measured 2-rank cross-node sync time per gradient byte differs "
+    "about 5x between models at the same placement (a middle local batch of "
+    "placements.csv, `11`: bert 0.76 s for 440 MB, deepspeech2 0.12 s for 346 MB, cifar10 "
+    "0.018 s for 45 MB), which one shared transport parameter cannot follow; the residual is "
+    "per-model (how much of the all-reduce hides behind backward compute, which the zoo sets "
+    "to 0 for all six). A per-message latency, fitted with the efficiency on the fit models "
+    "only, makes the held-out error worse ([pollux_latency.md](pollux_latency.md)): the fit "
+    "models prefer a large latency, the held-out NCF does not. Fitting anything on the "
+    "held-out models would reach the target and is not done."
+)
+
+
+def pollux_latency_sweep(root: Path) -> list[str]:
+    """Issue 15 item B: would a per-message latency of NCCL's socket transport (one more
+    physical detail; the catalog's eth-50 has 20 us) lower the held-out error? For each
+    latency, ``transport_efficiency`` is re-fitted on the fit models only, and the fit and
+    held-out errors are reported. The latency is NOT chosen on the held-out models."""
+    grid = [round(x, 2) for x in np.arange(0.10, 1.0001, 0.02)]
+    out = [
+        "| NIC latency per step (us) | efficiency fitted on " + ", ".join(FIT_ON) + " | MAE "
+        "there | held-out MAE | " + " | ".join(REPORTED) + " |",
+        "|---:|---:|---:|---:|" + "---:|" * len(REPORTED),
+    ]
+    for lat in LATENCIES_US:
+
+        def cl(e: float, lat: float = lat) -> Cluster:
+            data = load_cluster("pollux-testbed").model_dump()
+            data["transport_efficiency"] = e
+            for tier in ("rack", "network"):
+                data["tiers"][tier] = {"preset": "eth-50", "latency_us": lat}
+            return Cluster(data)
+
+        curve = [(e, mae(pollux_rows(root, cl(e), FIT_ON), FIT_ON)) for e in grid]
+        best, fit_err = min(curve, key=lambda c: c[1])
+        rows = pollux_rows(root, cl(best), REPORTED)
+        per = [statistics.fmean(abs(r[6]) for r in rows if r[0] == m) for m in REPORTED]
+        out.append(
+            f"| {lat} | {best:.2f} | {fit_err:.1%} | {statistics.fmean(per):.1%} | "
+            + " | ".join(f"{x:.1%}" for x in per)
+            + " |"
+        )
+    return out
+
+
 def orderings(root: Path, cluster: Cluster) -> list[tuple[str, str, str, str, str]]:
     """Per model, measured (mean over batches) and engine: is `22` slower than `1111`, and is
     `2222` faster than `44`."""
@@ -281,6 +327,11 @@ def main() -> int:
         "--fit", action="store_true", help="re-fit transport_efficiency (cifar10, imagenet)"
     )
     ap.add_argument("--skip-rankings", action="store_true", help="leave out section 5 (slowest)")
+    ap.add_argument(
+        "--pollux-latency",
+        action="store_true",
+        help="only write pollux_latency.md (per-message latency sweep, fit models only)",
+    )
     args = ap.parse_args()
     root = traces_dir(args.traces_dir)
     if not (root / "pollux_adaptdl" / "traces").is_dir():
@@ -291,6 +342,18 @@ def main() -> int:
         )
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.pollux_latency:
+        text = [
+            "# Pollux placements: per-message latency sweep",
+            "",
+            "Command: `python experiments/validate_network.py --pollux-latency`",
+            "",
+            *pollux_latency_sweep(root),
+            "",
+        ]
+        (OUT / "pollux_latency.md").write_text("\n".join(text))
+        print("\n".join(text))
+        return 0
     cluster = pollux_cluster()
     eff = cluster.config.transport_efficiency
     lines = [
@@ -327,6 +390,8 @@ def main() -> int:
         "Mean absolute relative error: "
         + ", ".join(f"{m} {e:.1%}" for m, e in per.items())
         + f"; **mean over the four: {total:.1%}** (target <= 15 %; before this model: 34.9 %).",
+        "",
+        POLLUX_GAP,
         "",
     ]
     lines += [

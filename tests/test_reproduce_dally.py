@@ -54,3 +54,20 @@ def test_reproduction_runs_resumes_and_reports(tmp_path):
     run([*args, "--resume"])  # nothing to rerun: finished cells are reused
     assert [c.stat().st_mtime_ns for c in cells] == stamps
     assert pd.read_csv(tmp_path / "runs.csv").equals(runs)
+
+
+def test_comm_concentration_hand_computed():
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("reproduce_dally", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # six jobs: overheads 10, 5, 1, 0.5, 0.25, 0.25 (comm / compute with compute 1, 1, 2, ...)
+    compute = np.array([1.0, 1.0, 2.0, 2.0, 4.0, 4.0])
+    comm = np.array([10.0, 5.0, 2.0, 1.0, 1.0, 1.0])
+    got = mod.comm_concentration(comm / compute, comm, compute)
+    assert got["comm_top3_share"] == 16.0 / 17.0  # (10 + 5 + 1) / 17
+    assert got["comm_overhead_trim5"] == 0.25  # the sixth job only
+    assert got["comm_overhead_weighted"] == 20.0 / 14.0

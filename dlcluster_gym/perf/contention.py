@@ -55,7 +55,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -246,9 +246,19 @@ class LinkPhases:
     rate: np.ndarray
     flows: np.ndarray
 
-    @property
-    def peak(self) -> float:
-        return float(self.rate.max()) if self.rate.size else 0.0
+    def __post_init__(self) -> None:
+        # Packed once per placement (``SharedLinks`` caches these): ``link_stretch`` runs on
+        # every start and finish and concatenates the jobs' rows in one call.
+        rows = (self.down, self.up, self.length, self.rate, self.flows)
+        packed = np.array(rows, dtype=np.float64).reshape(5, -1)
+        packed.setflags(write=False)
+        object.__setattr__(self, "packed", packed)
+        object.__setattr__(self, "peak", float(self.rate.max()) if self.rate.size else 0.0)
+
+    packed: np.ndarray = field(init=False, repr=False)
+    """Rows down, up, length, rate, flows (5 x phases), read-only."""
+    peak: float = field(init=False)
+    """Highest phase demand (bytes/s)."""
 
     @property
     def carried(self) -> float:
@@ -396,16 +406,16 @@ def link_stretch(
     cap = float(capacity_Bps)
     if sum(min(ph.peak, cap) for ph in phases) <= cap * (1.0 + _RTOL):
         return ones  # fast path: the link is never over-subscribed
-    layout = circle_layout(it, _precision(it), max_sectors)
+    layout = _layout(it, max_sectors)
     perimeter = layout.perimeter_sectors * layout.sector_s
-    job_k = np.concatenate([np.full(ph.rate.size, j) for j, ph in enumerate(phases)])
-    down = np.concatenate([ph.down for ph in phases])
-    upf = np.concatenate([ph.up for ph in phases])
-    share = np.concatenate([ph.length for ph in phases])
-    dm = np.minimum(np.concatenate([ph.rate for ph in phases]), cap) / cap
-    fl = np.maximum(np.concatenate([ph.flows for ph in phases]), 1.0)
+    packed = np.concatenate([ph.packed for ph in phases], axis=1)
+    job_k = np.repeat(np.arange(n), [ph.packed.shape[1] for ph in phases])
+    down, upf, share, rate, flows_k = packed
+    dm = np.minimum(rate, cap) / cap
+    fl = np.maximum(flows_k, 1.0)
     keep = (dm > 0) & (share > 0)
-    job_k, down, upf, share, dm, fl = (a[keep] for a in (job_k, down, upf, share, dm, fl))
+    if not keep.all():
+        job_k, down, upf, share, dm, fl = (a[keep] for a in (job_k, down, upf, share, dm, fl))
     sectors = np.asarray(layout.iteration_sectors, dtype=np.int64)
     length = sectors * layout.sector_s
     scale_j = length / it  # each job's pattern is stretched onto its quantised iteration
@@ -421,12 +431,17 @@ def link_stretch(
     ends = starts + du[row]
     dem, flo, who = dm[row], fl[row], job_k[row]
     wrap = ends > perimeter  # phases that wrap past the perimeter continue at 0
-    lo = np.concatenate((starts, np.zeros(int(wrap.sum()))))
-    hi = np.concatenate((np.minimum(ends, perimeter), ends[wrap] - perimeter))
-    dem = np.concatenate((dem, dem[wrap]))
-    flo = np.concatenate((flo, flo[wrap]))
-    who = np.concatenate((who, who[wrap]))
-    points = np.unique(np.concatenate((lo, hi, [0.0, perimeter])))
+    if wrap.any():
+        lo = np.concatenate((starts, np.zeros(int(wrap.sum()))))
+        hi = np.concatenate((np.minimum(ends, perimeter), ends[wrap] - perimeter))
+        dem = np.concatenate((dem, dem[wrap]))
+        flo = np.concatenate((flo, flo[wrap]))
+        who = np.concatenate((who, who[wrap]))
+    else:
+        lo, hi = starts, np.minimum(ends, perimeter)
+    points = np.concatenate((lo, hi, [0.0, perimeter]))
+    points.sort()
+    points = points[np.concatenate(([True], points[1:] != points[:-1]))]
     i_lo = np.searchsorted(points, lo)
     i_hi = np.searchsorted(points, hi)
     m = points.size
@@ -436,22 +451,35 @@ def link_stretch(
     demand = np.cumsum(demand, axis=0)[:-1]
     flows = np.rint(np.cumsum(flows, axis=0)[:-1] * 1e6) / 1e6
     demand[flows <= 0] = 0.0
-    seg = np.diff(points)
     over = demand.sum(axis=1) > 1.0 + _RTOL
     if not over.any():
         return ones
+    seg = np.diff(points)
     d_all, f_all = demand[over], flows[over]
     with np.errstate(divide="ignore", invalid="ignore"):
         per_flow = np.where(f_all > 0, d_all / f_all, np.inf)
-    level = water_level(per_flow, f_all, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+        level = water_level(per_flow, f_all, 1.0)
         slow = np.where(f_all > 0, np.maximum(per_flow / level[:, None] - 1.0, 0.0), 0.0)
-    extra_q = (slow * seg[over][:, None]).sum(axis=0)  # quantised seconds over the circle
-    extra = extra_q / scale_j / reps_j  # seconds per iteration
-    with np.errstate(divide="ignore", invalid="ignore"):
+        extra_q = (slow * seg[over][:, None]).sum(axis=0)  # quantised seconds over the circle
+        extra = extra_q / scale_j / reps_j  # seconds per iteration
         out = np.where(up > 0, 1.0 + extra / up, 1.0)
     out[out < 1.0 + _RTOL] = 1.0
     return out
+
+
+_LAYOUTS: dict[tuple[int, tuple[float, ...]], CircleLayout] = {}
+
+
+def _layout(iteration_s: np.ndarray, max_sectors: int) -> CircleLayout:
+    """``circle_layout`` at the engine's precision, remembered per tuple of iteration times
+    (the same jobs share several links: each NIC of a machine, its uplink)."""
+    key = (max_sectors, tuple(iteration_s.tolist()))
+    got = _LAYOUTS.get(key)
+    if got is None:
+        if len(_LAYOUTS) >= 4096:
+            _LAYOUTS.clear()
+        got = _LAYOUTS[key] = circle_layout(iteration_s, _precision(iteration_s), max_sectors)
+    return got
 
 
 def water_level(per_flow: np.ndarray, flows: np.ndarray, capacity: float) -> np.ndarray:
@@ -459,8 +487,9 @@ def water_level(per_flow: np.ndarray, flows: np.ndarray, capacity: float) -> np.
     them, ``inf`` demand where none) share ``capacity``; each gets ``min(demand, level)``.
     Rows must be over-subscribed (summed demand above the capacity)."""
     order = np.argsort(per_flow, axis=1, kind="stable")
-    d = np.take_along_axis(per_flow, order, axis=1)
-    f = np.take_along_axis(flows, order, axis=1)
+    rows = np.arange(per_flow.shape[0])[:, None]
+    d = per_flow[rows, order]
+    f = flows[rows, order]
     fin = np.where(np.isfinite(d), d, 0.0)
     before = np.cumsum(fin * f, axis=1) - fin * f  # demand of the flows below position i
     after = np.cumsum(f[:, ::-1], axis=1)[:, ::-1]  # flows at positions >= i
