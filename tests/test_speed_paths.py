@@ -20,7 +20,7 @@ def _run(scenario: str, policy: str, fast: bool, jobs: int = 0, **params):
     if jobs:
         job_list = job_list[:jobs]
     pol = make_policy(policy, **params)
-    pol.fast_paths = fast
+    getattr(pol, "base", pol).fast_paths = fast  # Cassini: its base policy's shortcuts
     return Engine(cfg, cluster, job_list, pol, rng).run()
 
 
@@ -53,4 +53,27 @@ def test_dally_fast_paths_match_general_loop(scenario, policy, params):
 def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
     _assert_same(
         _run(scenario, "dally", True, jobs=2000), _run(scenario, "dally", False, jobs=2000)
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "policy"),
+    [
+        ("cassini-testbed-poisson", "themis"),
+        ("cassini-testbed-poisson", "cassini"),
+        pytest.param("dally-poisson-8rack", "themis", marks=pytest.mark.slow),
+    ],
+)
+def test_themis_fast_paths_match_general_loop(scenario, policy):
+    fast = _run(scenario, policy, True)
+    slow = _run(scenario, policy, False)
+    _assert_same(fast, slow)
+    assert fast.summary["preemptions"] > 0  # auctions moved or preempted jobs
+
+
+@needs_traces
+def test_themis_fast_paths_match_general_loop_on_trace_prefix():
+    _assert_same(
+        _run("itp-cluster04", "themis", True, jobs=800),
+        _run("itp-cluster04", "themis", False, jobs=800),
     )
