@@ -16,12 +16,16 @@ from dlcluster_gym.sim.engine import Engine
 
 
 def _run(scenario: str, policy: str, fast: bool, jobs: int = 0, **params):
+    return _run_with_policy(scenario, policy, fast, jobs, **params)[0]
+
+
+def _run_with_policy(scenario: str, policy: str, fast: bool, jobs: int = 0, **params):
     cfg, cluster, job_list, rng = prepare(scenario)
     if jobs:
         job_list = job_list[:jobs]
     pol = make_policy(policy, **params)
     getattr(pol, "base", pol).fast_paths = fast  # Cassini: its base policy's shortcuts
-    return Engine(cfg, cluster, job_list, pol, rng).run()
+    return Engine(cfg, cluster, job_list, pol, rng).run(), pol
 
 
 def _assert_same(a, b) -> None:
@@ -77,3 +81,11 @@ def test_themis_fast_paths_match_general_loop_on_trace_prefix():
         _run("itp-cluster04", "themis", True, jobs=800),
         _run("itp-cluster04", "themis", False, jobs=800),
     )
+
+
+def test_nearchus_gpu_skipping_failed_growth_matches_retrying_it():
+    fast, pol = _run_with_policy("dally-poisson-4rack", "nearchus-gpu", True)
+    slow = _run("dally-poisson-4rack", "nearchus-gpu", False)
+    _assert_same(fast, slow)
+    assert fast.summary["resizes"] > 0  # jobs grew, so growth attempts were made
+    assert pol.skipped_attempts > 0  # and the shortcut was taken
