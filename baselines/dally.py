@@ -388,8 +388,9 @@ class Dally(BaseScheduler):
 
     def _offer_one(self, view: ClusterView, plan, job: int) -> OfferGen:
         """``offers`` when the only candidate is one waiting job (most instants on the
-        traces): the same offer, start, auto-tuner update and wake-up as the loop above,
-        on scalars (no order to compute, no per-job arrays)."""
+        traces): the same offer (4.3), Algorithm 1 answer, auto-tuner update (Algorithm 1
+        lines 7, 15) and timer wake-up as the loop above, on scalars (no order to compute,
+        no per-job arrays)."""
         now = view.now
         n = int(self._demand[job])
         since = float(view.wait_since[job])

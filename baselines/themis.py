@@ -228,10 +228,10 @@ class Themis(BaseScheduler):
         return True
 
     def _renew_all(self, running: np.ndarray, expired: np.ndarray, now: float) -> list[Action]:
-        """The auction when only jobs whose leases expired bid and each holds one rack: each
-        bidder finds its own GPUs free (the bidders before it kept theirs) and no placement
-        with a smaller penalty exists, so every bidder renews on its own GPUs, exactly as
-        the general loop decides, without placing or ordering anything."""
+        """The auction (4.5.1) when only jobs whose leases expired bid and each holds one
+        rack: each bidder finds its own GPUs free (the bidders before it kept theirs) and no
+        placement with a smaller penalty exists, so every bidder renews on its own GPUs,
+        exactly as the general loop decides, without placing or ordering anything."""
         self._lease_end[expired] = now + self.lease_s
         self._penalty[expired] = 1.0
         self.renewals += int(expired.size)
