@@ -177,6 +177,9 @@ class Dally(BaseScheduler):
     """Dally with the auto-tuner (Algorithms 1 and 2) and network-sensitive preemption."""
 
     name = "dally"
+    # Shortcuts that give the same decisions as the general loop (issue 19); False runs the
+    # general loop everywhere (tests compare the two).
+    fast_paths: bool = True
 
     def __init__(
         self,
@@ -222,6 +225,9 @@ class Dally(BaseScheduler):
         self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
         self._best = best_tiers(view)
         self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
+        # Jobs started wider than their tightest tier and maybe still running: a superset of
+        # the "suffering" jobs, so a decision scans the running jobs only when it is not empty.
+        self._suffering: set[int] = set()
         self._next_wake = math.inf
         self.relocations = 0
         self.requeues = 0
@@ -296,6 +302,9 @@ class Dally(BaseScheduler):
         their tightest tier in the same order and moved at once. Every start or relocation
         changes the free GPUs, so the jobs that declined are offered again (from the front
         of the order)."""
+        fast = self.fast_paths
+        if fast and view.num_waiting == 0 and not self._suffering:
+            return ()  # nobody to offer GPUs to or to move (same answer as below, sooner)
         plan = view.plan()
         if plan.num_free == 0:
             return ()  # nothing to offer; the next completion calls us again
@@ -303,10 +312,10 @@ class Dally(BaseScheduler):
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         movers = np.empty(0, dtype=np.int64)
         requeued = np.empty(0, dtype=np.int64)
-        if self.preemption != "none":
+        if self.preemption != "none" and (self._suffering or not fast):
             running = np.asarray(view.running(), dtype=np.int64)
-            if running.size:
-                movers = running[self._tier[running] > self._best[running]]
+            movers = running[self._tier[running] > self._best[running]]
+            self._suffering = set(movers.tolist())
         if self.preemption == "requeue" and movers.size:
             requeued = self._requeue(view, plan, movers)
             waiting = np.concatenate((waiting, requeued))
@@ -314,14 +323,16 @@ class Dally(BaseScheduler):
         ids = np.concatenate((waiting, movers))
         if ids.size == 0:
             return ()
+        if fast and ids.size == 1 and not movers.size and not requeued.size:
+            return (yield from self._offer_one(view, plan, int(ids[0])))
         is_run = np.zeros(ids.size, dtype=bool)
         is_run[waiting.size :] = True
-        nws = self.nw_sens(view, ids)
         since = np.asarray(view.wait_since)[ids]
         if requeued.size:
             since[np.isin(ids, requeued)] = now  # back in the wait queue from now (4.3)
-        order = np.lexsort((ids, since, nws))
-        ids, is_run, since = ids[order], is_run[order], since[order]
+        if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
+            order = np.lexsort((ids, since, self.nw_sens(view, ids)))
+            ids, is_run, since = ids[order], is_run[order], since[order]
         demand = self._demand[ids]
         best = self._best[ids]
         starv = now - since
@@ -367,11 +378,39 @@ class Dally(BaseScheduler):
             plan.start(job, gpus)
             tier = int(cluster.placement_tier(gpus))
             self._tier[job] = tier
+            if tier > best[k]:
+                self._suffering.add(job)
             if tier != NETWORK:
                 self.record(tier, n, now, float(starv[k]))
                 same = demand == n
                 t_mc[same], t_rk[same] = self.timers(n, now)
         self._wake_at_next_timer(plan, now, starv, t_mc, t_rk, since, open_ & ~is_run)
+        return plan.actions
+
+    def _offer_one(self, view: ClusterView, plan, job: int) -> OfferGen:
+        """``offers`` when the only candidate is one waiting job (most instants on the
+        traces): the same offer (4.3), Algorithm 1 answer, auto-tuner update (Algorithm 1
+        lines 7, 15) and timer wake-up as the loop above, on scalars (no order to compute,
+        no per-job arrays)."""
+        now = view.now
+        n = int(self._demand[job])
+        since = float(view.wait_since[job])
+        starv = now - since
+        t_mc, t_rk = self.timers(n, now)
+        if n <= plan.num_free:
+            offer = make_offer(plan, job, n, starv, (t_mc, t_rk))
+            gpus = offer.placement((yield offer))
+            if gpus is not None:
+                plan.start(job, gpus)
+                tier = int(view.cluster.placement_tier(gpus))
+                self._tier[job] = tier
+                if tier > self._best[job]:
+                    self._suffering.add(job)
+                if tier != NETWORK:
+                    self.record(tier, n, now, starv)
+                return plan.actions
+        expiries = np.array([since + t_mc, since + t_rk])
+        self._next_wake = wake_at_earliest(plan, expiries, now, self._next_wake)
         return plan.actions
 
     def _requeue(self, view: ClusterView, plan, movers: np.ndarray) -> np.ndarray:

@@ -32,6 +32,9 @@ class NearchusGPU(BaseScheduler):
     """Multiplicative scale-up of GPU workers while communication stays efficient."""
 
     name = "nearchus-gpu"
+    # Skip a growth attempt that failed on the same held and free GPUs (the same inputs give
+    # the same answer; issue 19). False re-tries it at every decision (tests compare).
+    fast_paths: bool = True
     elastic_gpu_jobs = True  # the engine accepts Start on fewer GPUs than the demand
 
     def __init__(
@@ -55,6 +58,8 @@ class NearchusGPU(BaseScheduler):
         super().reset(view, rng)
         self.done = set()
         self._wake = -1.0
+        self._failed: dict[int, tuple[bytes, bytes]] = {}  # job -> (held, free) of a failure
+        self.skipped_attempts = 0
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         plan = view.plan()
@@ -77,6 +82,11 @@ class NearchusGPU(BaseScheduler):
                 if view.now - view.last_start_s[job] < self.interval - 1e-6:
                     growing = True
                     continue
+                key = (held.tobytes(), plan.free_mask.tobytes())
+                if self.fast_paths and self._failed.get(job) == key:
+                    growing = True  # it failed on these very GPUs: it would fail again
+                    self.skipped_attempts += 1
+                    continue
                 e = 1.0 / (1.0 + view.comm_overhead_for(job, held))
                 if e < self.e_thd_job:
                     self.done.add(job)
@@ -91,8 +101,11 @@ class NearchusGPU(BaseScheduler):
                         if e_new >= self.e_thd_job:
                             plan.migrate(job, gpus)
                             plan.actions[-1] = Resize(job, tuple(gpus.tolist()))
+                            self._failed.pop(job, None)
                             break
                     n -= 1
+                else:
+                    self._failed[job] = key
                 growing = True
         if growing and self._wake <= view.now:  # one pending wake-up at a time
             self._wake = view.now + self.interval

@@ -52,7 +52,7 @@ import numpy as np
 
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, Preempt, Start
+from dlcluster_gym.sim.actions import Action, Preempt, Start, WakeUp
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 from .consolidation import make_room
@@ -66,6 +66,9 @@ class Themis(BaseScheduler):
     """Finish-time fair allocation with per-job leases and re-auctions of released GPUs."""
 
     name = "themis"
+    # Shortcuts that give the same decisions as the general loop (issue 19); False runs the
+    # general loop everywhere (tests compare the two).
+    fast_paths: bool = True
 
     def __init__(
         self,
@@ -147,8 +150,9 @@ class Themis(BaseScheduler):
     def _start(self, plan: Plan, job: int, gpus: np.ndarray, now: float) -> None:
         plan.start(job, gpus)
         self._lease_end[job] = now + self.lease_s
-        racks = np.unique(plan.cluster.gpu_rack[gpus]).size
-        self._penalty[job] = self.cross_rack_slowdown if racks > 1 else 1.0
+        racks = plan.cluster.gpu_rack[gpus]
+        cross = gpus.size and racks.min() != racks.max()
+        self._penalty[job] = self.cross_rack_slowdown if cross else 1.0
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         if self.auction == "renew":
@@ -160,8 +164,14 @@ class Themis(BaseScheduler):
         now = view.now
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)
-        plan = view.plan()
         expired = running[self._lease_end[running] <= now + EPS]
+        fast = self.fast_paths
+        nofit = waiting.size and view.num_free < int(self._demand[waiting].min())
+        if fast and not expired.size and nofit:
+            waiting = waiting[:0]  # no lease expired and no waiting job fits: no auction
+        if fast and expired.size and not waiting.size and self._all_one_rack(view, expired):
+            return self._renew_all(running, expired, now)
+        plan = view.plan()
         if waiting.size or expired.size:
             own = {int(j): np.asarray(view.gpus_of(int(j)), dtype=np.int64) for j in expired}
             for j in own:
@@ -171,7 +181,14 @@ class Themis(BaseScheduler):
             is_exp[waiting.size :] = True
             rho = self.rho(view, ids, is_exp)
             kept: set[int] = set()
-            for k in np.lexsort((ids, -rho)).tolist():
+            order = np.lexsort((ids, -rho))
+            # From position i on, no job can be placed once the free GPUs are fewer than the
+            # smallest remaining demand and no remaining bidder holds GPUs of its own.
+            rest_min = np.minimum.accumulate(self._demand[ids[order]][::-1])[::-1].tolist()
+            rest_exp = np.cumsum(is_exp[order][::-1])[::-1].tolist()
+            for i, k in enumerate(order.tolist()):
+                if fast and not rest_exp[i] and plan.num_free < rest_min[i]:
+                    break
                 job = int(ids[k])
                 gpus = self.place(plan, job)
                 mine = own.get(job)
@@ -191,15 +208,53 @@ class Themis(BaseScheduler):
                 self.renewals += len(kept)
             if expired.size:
                 self.auction_times.append(now)
+        if fast:
+            wake = self._next_lease_end(running, plan)
+            if wake is not None:
+                plan.wake_up(wake)
+            return plan.actions
         after = self._running_after(running, plan)
         if after.size:
             plan.wake_up(float(self._lease_end[after].min()))
         return plan.actions
 
+    @staticmethod
+    def _all_one_rack(view: ClusterView, jobs: np.ndarray) -> bool:
+        """Whether each of ``jobs`` runs inside one rack."""
+        rack = view.cluster.gpu_rack
+        for j in jobs.tolist():
+            r = rack[view.gpus_of(j)]
+            if r.min() != r.max():
+                return False
+        return True
+
+    def _renew_all(self, running: np.ndarray, expired: np.ndarray, now: float) -> list[Action]:
+        """The auction (4.5.1) when only jobs whose leases expired bid and each holds one
+        rack: each bidder finds its own GPUs free (the bidders before it kept theirs) and no
+        placement with a smaller penalty exists, so every bidder renews on its own GPUs,
+        exactly as the general loop decides, without placing or ordering anything."""
+        self._lease_end[expired] = now + self.lease_s
+        self._penalty[expired] = 1.0
+        self.renewals += int(expired.size)
+        self.auction_times.append(now)
+        return [WakeUp(float(self._lease_end[running].min()))]
+
+    def _next_lease_end(self, running: np.ndarray, plan: Plan) -> float | None:
+        """The earliest lease end of the jobs that run once ``plan``'s actions are applied
+        (the minimum ``_running_after`` gives, without building that set)."""
+        gone = [a.job for a in plan.actions if isinstance(a, Preempt)]
+        new = [a.job for a in plan.actions if isinstance(a, Start)]
+        ends = self._lease_end[running]
+        if gone:
+            ends = ends[~np.isin(running, gone)]
+        if new:
+            ends = np.concatenate((ends, self._lease_end[new]))
+        return float(ends.min()) if ends.size else None
+
     def _no_better(self, plan: Plan, mine: np.ndarray, other: np.ndarray) -> bool:
         """Whether ``other`` has no smaller penalty than the job's own GPUs ``mine``."""
-        rack = plan.cluster.gpu_rack
-        return np.unique(rack[mine]).size == 1 or np.unique(rack[other]).size > 1
+        rm, ro = plan.cluster.gpu_rack[mine], plan.cluster.gpu_rack[other]
+        return bool(rm.min() == rm.max() or ro.min() != ro.max())
 
     @staticmethod
     def _running_after(running: np.ndarray, plan: Plan) -> np.ndarray:

@@ -64,7 +64,7 @@ def suite_file(tmp_path: Path, **kw) -> Path:
 
 
 def metrics_only(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+    return [{k: v for k, v in r.items() if k not in ("wall_s", "cpu_s")} for r in rows]
 
 
 # --------------------------------------------------------------------------- suites
@@ -237,8 +237,10 @@ def test_scores_match_the_rows(finished_run):
 def test_runs_are_deterministic(finished_run, tmp_path):
     suite, _, rows, _ = finished_run
     again = lb.run_suite(suite, tmp_path / "again", workers=1, progress=False)
-    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in rows]
-    assert strip == [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in again]
+    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "reason")} for r in rows]
+    assert strip == [
+        {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "reason")} for r in again
+    ]
 
 
 def test_existing_run_needs_resume(finished_run, tmp_path):
@@ -462,9 +464,9 @@ def test_ray_local_instance_matches_local_backend(finished_run, tmp_path):
     pytest.importorskip("ray")
     suite, _, rows, _ = finished_run
     ray_rows = lb.run_suite(suite, tmp_path / "ray", backend="ray", workers=2, progress=False)
-    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in rows]
+    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "reason")} for r in rows]
     assert strip == [
-        {k: v for k, v in r.items() if k not in ("wall_s", "reason")} for r in ray_rows
+        {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "reason")} for r in ray_rows
     ]
 
 

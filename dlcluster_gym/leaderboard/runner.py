@@ -101,7 +101,7 @@ def run_cell(
     from dlcluster_gym.api import simulate
 
     row = _base_row(cell, suite)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         row["scenario_hash"], num_gpus = scenario_hash(cell.scenario, cell.seed)
         res = simulate(
@@ -124,6 +124,7 @@ def run_cell(
     row["num_gpus"] = num_gpus
     row.update({k: res.summary.get(k, math.nan) for k in SUMMARY_KEYS})
     row["wall_s"] = res.summary.get("wall_s", time.perf_counter() - t0)
+    row["cpu_s"] = time.process_time() - c0  # the cell's process CPU seconds, load included
     jobs, ts = res.jobs, res.timeseries
     finished = ~np.isnan(np.asarray(jobs["finish_s"], dtype=np.float64))
     arrays: dict[str, np.ndarray] = {

@@ -1,0 +1,91 @@
+"""Issue 19: the policies' shortcuts (fast paths) give exactly the general loop's results.
+
+Each test runs a policy twice on the same scenario and seed, once with its fast paths and
+once with them turned off, and compares every per-job column and the summary bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs_traces
+
+from dlcluster_gym.api import prepare
+from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.sim.engine import Engine
+
+
+def _run(scenario: str, policy: str, fast: bool, jobs: int = 0, **params):
+    return _run_with_policy(scenario, policy, fast, jobs, **params)[0]
+
+
+def _run_with_policy(scenario: str, policy: str, fast: bool, jobs: int = 0, **params):
+    cfg, cluster, job_list, rng = prepare(scenario)
+    if jobs:
+        job_list = job_list[:jobs]
+    pol = make_policy(policy, **params)
+    getattr(pol, "base", pol).fast_paths = fast  # Cassini: its base policy's shortcuts
+    return Engine(cfg, cluster, job_list, pol, rng).run(), pol
+
+
+def _assert_same(a, b) -> None:
+    for key, col in a.jobs.items():
+        np.testing.assert_array_equal(col, b.jobs[key], err_msg=key)
+    sa = {k: v for k, v in a.summary.items() if k != "wall_s"}
+    sb = {k: v for k, v in b.summary.items() if k != "wall_s"}
+    assert sa == sb
+
+
+@pytest.mark.parametrize(
+    ("scenario", "policy", "params"),
+    [
+        ("dally-batch-8rack", "dally", {}),
+        ("dally-batch-8rack", "dally", {"preemption": "relocate"}),
+        ("dally-poisson-8rack", "dally", {}),
+        ("dally-batch-8rack", "dally-manual", {}),
+    ],
+)
+def test_dally_fast_paths_match_general_loop(scenario, policy, params):
+    fast = _run(scenario, policy, True, **params)
+    slow = _run(scenario, policy, False, **params)
+    _assert_same(fast, slow)
+    assert fast.summary["jobs_completed"] > 0
+
+
+@needs_traces
+@pytest.mark.parametrize("scenario", ["philly-1024gpu", "itp-cluster04"])
+def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
+    _assert_same(
+        _run(scenario, "dally", True, jobs=2000), _run(scenario, "dally", False, jobs=2000)
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "policy"),
+    [
+        ("cassini-testbed-poisson", "themis"),
+        ("cassini-testbed-poisson", "cassini"),
+        pytest.param("dally-poisson-8rack", "themis", marks=pytest.mark.slow),
+    ],
+)
+def test_themis_fast_paths_match_general_loop(scenario, policy):
+    fast = _run(scenario, policy, True)
+    slow = _run(scenario, policy, False)
+    _assert_same(fast, slow)
+    assert fast.summary["preemptions"] > 0  # auctions moved or preempted jobs
+
+
+@needs_traces
+def test_themis_fast_paths_match_general_loop_on_trace_prefix():
+    _assert_same(
+        _run("itp-cluster04", "themis", True, jobs=800),
+        _run("itp-cluster04", "themis", False, jobs=800),
+    )
+
+
+def test_nearchus_gpu_skipping_failed_growth_matches_retrying_it():
+    fast, pol = _run_with_policy("dally-poisson-4rack", "nearchus-gpu", True)
+    slow = _run("dally-poisson-4rack", "nearchus-gpu", False)
+    _assert_same(fast, slow)
+    assert fast.summary["resizes"] > 0  # jobs grew, so growth attempts were made
+    assert pol.skipped_attempts > 0  # and the shortcut was taken
