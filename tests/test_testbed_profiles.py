@@ -5,6 +5,8 @@ presets that use them, ``dlcluster models --overheads --profile cassini-testbed`
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from dlcluster_gym.config import load_cluster, load_scenario
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf import testbed as tb  # module import: its test* names are not tests
 from dlcluster_gym.perf.network import placement_overhead, placement_traffic
+from dlcluster_gym.workload import profiles as wp  # module import: a test* name
 from dlcluster_gym.workload import testbed_profiles as tp
 from dlcluster_gym.workload.build import build_workload
 from dlcluster_gym.workload.models import get_model
@@ -114,14 +117,58 @@ def test_cli_models_overheads_with_the_testbed_source():
 
 
 def test_hotnets_engine_times_by_hand_for_two_aligned_vgg16():
-    """Two VGG16(1200) started together on one 50 Gb/s uplink. Engine shape: each sends its
-    3.99 Gb at the line rate (79.8 ms), fully overlapped, so each gets half the link and its
-    Up time doubles. Profile shape: 114 ms at 35 Gb/s each, 25 Gb/s each when shared, so the
-    Up phase is 35/25 = 1.4x as long (+45.6 ms)."""
+    """Two VGG16(1200) started together on one 50 Gb/s uplink. With the YAML's ``flow_rate:
+    up-rate`` each job sends its 3.99 Gb over its 114 ms Up phase at its 35 Gb/s Up rate; shared
+    fairly each gets 25 Gb/s, so the Up phase is 35/25 = 1.4x as long (+45.6 ms), as the
+    profile shape. With ``line-rate`` each sends at 50 Gb/s (79.8 ms), fully overlapped, so
+    each gets half the link and its 79.8 ms doubles."""
+    assert tp.testbed_flow_rate() == "up-rate"
     iso, shared = tb.hotnets_engine_ms([("vgg16", 1200), ("vgg16", 1200)])
-    up = 3.99 / 50 * 1e3
     assert iso == pytest.approx([255.0, 255.0], abs=0.1)  # + the link latency
-    assert shared - iso == pytest.approx([up, up], rel=5e-3)  # circle quantisation
+    assert shared - iso == pytest.approx([0.4 * 114.0] * 2, rel=5e-3)  # circle quantisation
     iso, shared = tb.hotnets_engine_ms([("vgg16", 1200), ("vgg16", 1200)], "profile")
     assert iso == pytest.approx([255.0, 255.0])
     assert shared == pytest.approx([255.0 + 0.4 * 114.0] * 2, rel=5e-3)
+    iso, shared = tb.hotnets_engine_ms([("vgg16", 1200)] * 2, flow_rate="line-rate")
+    up = 3.99 / 50 * 1e3
+    assert iso == pytest.approx([255.0, 255.0], abs=0.1)
+    assert shared - iso == pytest.approx([up, up], rel=5e-3)
+
+
+def test_up_rate_cap_maps_the_profile_onto_its_down_and_up_phases():
+    """VGG16(1200): 141 ms Down, 114 ms Up at 35 Gb/s. ``up-rate``: compute = the Down 141 ms,
+    each flow capped at 35 Gb/s = 4.375e9 B/s, so two workers on two servers move 3.99 Gb in
+    114 ms. ``line-rate``: compute = 255 - 3.99/50 s = 175.2 ms, no cap."""
+    base, m = get_model("vgg16"), tb.get_profiled_model("vgg16")
+    up = wp.testbed_model_profile(base, m, 50.0, "up-rate")
+    assert up.compute_s == pytest.approx(0.141)
+    assert up.comm.rate_cap_Bps == pytest.approx(35e9 / 8)
+    line = wp.testbed_model_profile(base, m, 50.0, "line-rate")
+    assert line.compute_s == pytest.approx(0.255 - 3.99 / 50)
+    assert line.comm.rate_cap_Bps == math.inf
+    cluster = Cluster(load_cluster("cassini-testbed"))
+    gpus = np.array([0, 2])
+    assert placement_overhead(cluster, up, gpus) * up.compute_s == pytest.approx(0.114, abs=1e-4)
+    assert placement_overhead(cluster, line, gpus) * line.compute_s == pytest.approx(
+        0.0798, abs=1e-4
+    )
+    # the traffic the engine shares: 35 Gb/s on the NIC during the network stage
+    nic0 = placement_traffic(cluster, up, gpus).links == cluster.gpu_nic[0]
+    assert placement_traffic(cluster, up, gpus).rate[nic0] == pytest.approx([35e9 / 8], rel=1e-3)
+    with pytest.raises(ConfigError, match="flow_rate: expected one of up-rate, line-rate"):
+        wp.testbed_model_profile(base, m, 50.0, "fast")  # type: ignore[arg-type]
+
+
+def test_rate_cap_is_a_ceiling_not_a_floor_and_physics_has_none():
+    """A cap above the link changes nothing; physics and dally-table1 profiles carry no cap."""
+    cluster = Cluster(load_cluster("cassini-testbed"))
+    gpus = np.array([0, 2])
+    base = model_profile("vgg16", "cassini-testbed")
+    loose = replace(base, comm=replace(base.comm, rate_cap_Bps=1e12))
+    free = replace(base, comm=replace(base.comm, rate_cap_Bps=math.inf))
+    assert placement_overhead(cluster, loose, gpus) == placement_overhead(cluster, free, gpus)
+    for name in ("vgg16", "resnet50", "bert-large"):
+        assert get_model(name).comm.rate_cap_Bps == math.inf
+        assert model_profile(name, "dally-table1").comm.rate_cap_Bps == math.inf
+    with pytest.raises(ValueError, match="rate_cap_Bps must be > 0"):
+        replace(base.comm, rate_cap_Bps=0.0)

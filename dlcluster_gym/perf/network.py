@@ -54,6 +54,11 @@ per-GPU tier model this module had before NICs existed.
   :func:`allreduce_tier_terms`); communication per iteration =
   ``(1 - overlap) * sum_t tier_scale_t * T_t`` exposed.
 - Latencies (catalog): NVSwitch 1 us, Quantum InfiniBand 2.5 us, Spectrum Ethernet 10 us.
+- A profile may cap the rate of its own flows (``CommParams.rate_cap_Bps``): every rack and
+  network stage flow runs at ``min(max-min share, port, cap)``. Only measured testbed profiles
+  set it (the Cassini testbed's jobs reach their profiled Up rate, not the NIC's line rate,
+  ``workload.profiles.testbed_model_profile``); ``physics`` and ``dally-table1`` leave it at
+  ``inf``, so their stage times are unchanged.
 - Model profiles come by source (``workload.profiles``): ``physics`` (``tier_scale`` 1) by
   default; ``dally-table1`` for the Dally reproduction: Dally 4.2.2 scales each model's
   ASTRA-sim workload file so that the simulated overhead matches a measurement; we do not have
@@ -370,11 +375,14 @@ def _stages(
     capacity: np.ndarray,
     spine: int,
     net: NetParams,
+    flow_cap_Bps: float = math.inf,
 ) -> tuple[tuple[float, float], StageFlows | None, StageFlows | None]:
     """Machine-stage terms and the rack / network stage flows of a placement.
 
     One row per NIC the job uses: its link id, uplink id, the job's GPUs on it, its machine
     and rack (any ids, equal for equal machines / racks). ``capacity`` indexes link ids.
+    ``flow_cap_Bps``: the model's own ceiling on one flow (``CommParams.rate_cap_Bps``),
+    applied with the port bandwidth to every rack and network stage flow.
     """
     g_m = np.bincount(machine, weights=count)[machine]
     n_gpus = int(count.sum())
@@ -392,7 +400,7 @@ def _stages(
         )
     if m_ids.size <= 1:
         return m_terms, None, None
-    port = net.rack.bandwidth_Bps  # a GPU's own path to the network (its NIC port)
+    port = min(net.rack.bandwidth_Bps, flow_cap_Bps)  # a GPU's own path to the network
     wide_port = min(port, net.network.bandwidth_Bps)  # and across racks, the spine port
 
     def stage(coef: np.ndarray, links: list[np.ndarray], cap: np.ndarray, lat: float):
@@ -424,7 +432,7 @@ def _stages(
 
 
 @lru_cache(maxsize=65536)
-def _abstract_stages(shape: NicShape, net: NetParams):
+def _abstract_stages(shape: NicShape, net: NetParams, flow_cap_Bps: float = math.inf):
     """:func:`_stages` of a canonical shape, with one uplink per rack (rail) in the shape."""
     nic, up, count, machine, rack = [], [], [], [], []
     n_nic = 0
@@ -457,6 +465,7 @@ def _abstract_stages(shape: NicShape, net: NetParams):
         np.concatenate(caps),
         spine,
         net,
+        flow_cap_Bps,
     )
 
 
@@ -468,17 +477,18 @@ def _as_nic_shape(shape: Shape | NicShape, net: NetParams) -> NicShape:
 
 @lru_cache(maxsize=65536)
 def allreduce_tier_terms(
-    shape: Shape | NicShape, net: NetParams
+    shape: Shape | NicShape, net: NetParams, flow_cap_Bps: float = math.inf
 ) -> tuple[tuple[float, float], ...]:
     """Per stage (machine, rack, network): (seconds per gradient byte, seconds per call).
 
     ``shape`` is a machine-level :data:`Shape` (GPUs on each machine's first GPU ids) or a
     :data:`NicShape`. The stage time of one all-reduce call is ``bytes * first + second``.
+    ``flow_cap_Bps``: the model's ceiling on one network flow (``CommParams.rate_cap_Bps``).
     """
     nshape = _as_nic_shape(shape, net)
     if sum(c for r in nshape for m in r for c in m) <= 1:
         return ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
-    m_terms, rack, netw = _abstract_stages(nshape, net)
+    m_terms, rack, netw = _abstract_stages(nshape, net, flow_cap_Bps)
     out = [m_terms]
     for st in (rack, netw):
         out.append((0.0, 0.0) if st is None else (st.per_byte, st.latency_s))
@@ -500,7 +510,8 @@ def stage_times_s(
 ) -> tuple[float, ...]:
     """Physical (uncalibrated, not overlapped) seconds per iteration of each stage."""
     volume, calls = _volume(profile), profile.comm.messages
-    return tuple(volume * b + calls * t for b, t in allreduce_tier_terms(shape, net))
+    terms = allreduce_tier_terms(shape, net, profile.comm.rate_cap_Bps)
+    return tuple(volume * b + calls * t for b, t in terms)
 
 
 def comm_time_s(profile: ModelProfile, shape: Shape | NicShape, net: NetParams) -> float:
@@ -603,6 +614,7 @@ def placement_traffic(
         cluster.link_capacity_Bps,
         cluster.spine_link,
         net,
+        profile.comm.rate_cap_Bps,
     )
     volume, calls = _volume(profile), profile.comm.messages
     scale = profile.comm.tier_scale

@@ -68,7 +68,7 @@ from dlcluster_gym.perf.geometry import CommProfile, link_compatibility
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.workload.models import get_model
 from dlcluster_gym.workload.profiles import model_profile, testbed_model_profile
-from dlcluster_gym.workload.testbed_profiles import ProfiledModel, testbed_table
+from dlcluster_gym.workload.testbed_profiles import FlowRate, ProfiledModel, testbed_table
 
 __all__ = [
     "CASSINI_TABLE_4_3",
@@ -220,7 +220,9 @@ def _at_batch(m: ProfiledModel, batch: int) -> ProfiledModel:
 
 
 def hotnets_engine_ms(
-    jobs: Sequence[tuple[str, int]], shape: Literal["engine", "profile"] = "engine"
+    jobs: Sequence[tuple[str, int]],
+    shape: Literal["engine", "profile"] = "engine",
+    flow_rate: FlowRate | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(isolated, shared)`` iteration times (ms) of ``jobs`` (model, batch) sharing one ToR
     uplink of the ``cassini-testbed`` cluster under fair (max-min) sharing, from the engine's
@@ -229,8 +231,9 @@ def hotnets_engine_ms(
 
     ``shape="engine"``: each job as the engine runs it (profile source ``cassini-testbed``
     at that batch, two workers on two servers under two ToRs, its phases on one of the
-    uplinks: the bytes of the profile at the line rate). ``shape="profile"``: the testbed
-    profile's own Up segments (the profile's average Up rate over the whole Up phase).
+    uplinks; its flows at most at ``flow_rate``, default the profile file's, see
+    ``workload.profiles.testbed_model_profile``). ``shape="profile"``: the testbed profile's
+    own Up segments (the profile's average Up rate over the whole Up phase).
     """
     if shape == "profile":
         parts = [profile_phases(testbed_profile(m, b)) for m, b in jobs]
@@ -246,7 +249,9 @@ def hotnets_engine_ms(
         it, up, phases = np.zeros(len(jobs)), np.zeros(len(jobs)), []
         for k, (m, b) in enumerate(jobs):
             entry = get_profiled_model(m)
-            prof = testbed_model_profile(get_model(entry.name), _at_batch(entry, b), _LINK)
+            prof = testbed_model_profile(
+                get_model(entry.name), _at_batch(entry, b), _LINK, flow_rate
+            )
             comm = placement_overhead(cluster, prof, gpus) * prof.compute_s
             it[k], up[k] = prof.compute_s + comm, comm
             phases.append(links.phases(prof, gpus)[uplink])

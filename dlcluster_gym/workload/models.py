@@ -45,18 +45,26 @@ class CommParams:
         times. Dally 4.2.2 scales each model's ASTRA-sim workload file so that simulation
         matches measurement; we scale each tier's stage so that the model reproduces Dally
         Table 1 at the reference placements (``perf.network.calibrate``). 1.0 = uncalibrated.
+    rate_cap_Bps: the highest rate (bytes/s) one flow of the job reaches on the network (rack
+        and network stages), whatever the links would give it: a profile measured on a
+        testbed whose jobs never fill their NIC (the Cassini testbed's Up rates,
+        ``workload.profiles.testbed_model_profile``). ``inf`` (the default, every ``physics``
+        and ``dally-table1`` profile) = the link share decides alone.
     """
 
     volume_scale: float = 1.0
     messages: float = 1.0
     overlap: float = DEFAULT_OVERLAP
     tier_scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    rate_cap_Bps: float = math.inf
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"CommParams.overlap must be in [0, 1), got {self.overlap}")
         if self.volume_scale < 0 or self.messages < 0 or min(self.tier_scale) < 0:
             raise ValueError(f"CommParams must be non-negative, got {self}")
+        if not self.rate_cap_Bps > 0:
+            raise ValueError(f"CommParams.rate_cap_Bps must be > 0, got {self.rate_cap_Bps}")
 
 
 def physics_comm(params_m: float, overlap: float = DEFAULT_OVERLAP) -> CommParams:

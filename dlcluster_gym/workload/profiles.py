@@ -16,6 +16,7 @@ the bounds and the env features all resolve model names through :func:`model_pro
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -25,7 +26,13 @@ import yaml
 from dlcluster_gym.config import configs_dir
 from dlcluster_gym.errors import ConfigError, UnknownNameError
 from dlcluster_gym.workload.models import CommParams, ModelProfile, get_model
-from dlcluster_gym.workload.testbed_profiles import ProfiledModel, testbed_table
+from dlcluster_gym.workload.testbed_profiles import (
+    FLOW_RATES,
+    FlowRate,
+    ProfiledModel,
+    testbed_flow_rate,
+    testbed_table,
+)
 
 PROFILE_SOURCES: dict[str, str] = {
     "physics": "gradient bytes and compute time from the model zoo, no per-model factor",
@@ -71,34 +78,46 @@ def model_profile(name: str, source: str = "physics") -> ModelProfile:
     return base if scale is None else replace(base, comm=replace(base.comm, tier_scale=scale))
 
 
-def testbed_model_profile(base: ModelProfile, m: ProfiledModel, link_gbps: float) -> ModelProfile:
+def testbed_model_profile(
+    base: ModelProfile, m: ProfiledModel, link_gbps: float, flow_rate: FlowRate | None = None
+) -> ModelProfile:
     """``base`` with the testbed profile ``m`` (reference batch) mapped onto the engine's model.
 
     The testbed profile gives an iteration of ``T`` ms whose Up phases carry ``B`` Gb per
     iteration through the job's 50 Gb/s link (backward pass and all-reduce together, HotNets
-    sec. 2). The engine's network model sends a job's bytes at the link rate and counts the
+    sec. 2). The engine's network model sends a job's bytes at its flows' rate and counts the
     rest of the iteration as compute, so (our mapping; the papers have no engine to map to):
 
     - all-reduce volume ``V = B`` bytes (``volume_scale = B / grad_bytes``): a job of two
       workers on two servers sends exactly ``B`` per worker through its NIC (ring /
       halving-doubling moves ``2(k-1)/k * V`` per worker, so larger jobs send up to ``2B``,
       as NCCL's ring does);
-    - ``compute_s = T - B / link``: the Down segments plus the part of the Up phases in which
-      the testbed job computes (backward pass) without filling the link;
+    - flow rate ``r`` (``flow_rate``, default the YAML's ``flow_rate``): ``up-rate`` caps each
+      flow at the profile's Up rate (``rate_cap_Bps = m.up_gbps``, :attr:`ProfiledModel.up_gbps`),
+      ``r = min(link, Up rate)``; ``line-rate`` leaves the cap at ``inf``, ``r = link``;
+    - ``compute_s = T - B / r``: the Down segments (``up-rate``: exactly them; ``line-rate``:
+      plus the part of the Up phases in which the testbed job computes without filling the
+      link);
     - ``overlap = 0`` and one collective call per Up segment of the profile (each pays the
       link latency).
 
     So a two-worker job alone on the testbed runs at ``T`` (plus one link latency per call,
-    tens of microseconds) and moves ``B`` bits per iteration, at the line rate rather than at
-    the profile's average Up rate. Model-parallel jobs keep the engine's multi-phase template.
+    tens of microseconds) and moves ``B`` bits per iteration; with ``up-rate`` it sends them
+    over its whole Up phase at the Up rate, as profiled, and a fair share below that rate
+    stretches it. Model-parallel jobs keep the engine's multi-phase template.
     """
+    mode = testbed_flow_rate() if flow_rate is None else flow_rate
+    if mode not in FLOW_RATES:
+        raise ConfigError(f"flow_rate: expected one of {', '.join(FLOW_RATES)}, got {mode!r}")
     bytes_per_iter = m.gbit_per_iteration * 1e9 / 8.0
-    busy_s = m.gbit_per_iteration / link_gbps
+    cap_gbps = min(link_gbps, m.up_gbps) if mode == "up-rate" else link_gbps
+    busy_s = m.gbit_per_iteration / cap_gbps
     compute_s = m.iteration_ms() / 1e3 - busy_s
     comm = CommParams(
         volume_scale=bytes_per_iter / base.grad_bytes,
         messages=float(sum(1 for _, rate in m.segments if rate > 0)),
         overlap=0.0,
+        rate_cap_Bps=cap_gbps * 1e9 / 8.0 if mode == "up-rate" else math.inf,
     )
     return replace(
         base,

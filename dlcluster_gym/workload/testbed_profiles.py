@@ -25,6 +25,12 @@ Segment = tuple[float, float]
 
 TESTBED_SOURCE = "cassini-testbed"
 
+FlowRate = Literal["up-rate", "line-rate"]
+FLOW_RATES: dict[str, str] = {
+    "up-rate": "a job's flows reach at most its profile's Up rate (ProfiledModel.up_gbps)",
+    "line-rate": "a job's flows reach the link's line rate (bytes sent in shorter bursts)",
+}
+
 
 @dataclass(frozen=True)
 class ProfiledModel:
@@ -65,6 +71,12 @@ class ProfiledModel:
     def gbit_per_iteration(self) -> float:
         """Bits sent per iteration (Gb), independent of the batch."""
         return sum(d * rate for d, rate in self.segments) / 1e3
+
+    @property
+    def up_gbps(self) -> float:
+        """Mean rate over the Up segments (Gb/s): bits per iteration / Up time. The one Up
+        rate of a data-parallel profile; the byte-weighted mean of a multi-phase one."""
+        return self.gbit_per_iteration / self.up_ms * 1e3
 
 
 def _positive(path: str, field: str, value: Any, allow_zero: bool = False) -> float:
@@ -120,8 +132,7 @@ def _entry(path: str, name: str, e: Any) -> ProfiledModel:
 
 
 @cache
-def testbed_table() -> tuple[float, tuple[ProfiledModel, ...]]:
-    """``(link_gbps, models)`` of ``configs/profiles/cassini-testbed.yaml`` (checked once)."""
+def _read() -> tuple[float, FlowRate, tuple[ProfiledModel, ...]]:
     path = configs_dir() / "profiles" / f"{TESTBED_SOURCE}.yaml"
     try:
         data = yaml.safe_load(path.read_text())
@@ -130,5 +141,22 @@ def testbed_table() -> tuple[float, tuple[ProfiledModel, ...]]:
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ConfigError(f"{path}: expected a `models` mapping of model -> profile")
     link = _positive(str(path), "link_gbps", data.get("link_gbps"))
+    flow = data.get("flow_rate", "line-rate")
+    if flow not in FLOW_RATES:
+        raise ConfigError(
+            f"{path}: flow_rate: expected one of {', '.join(FLOW_RATES)}, got {flow!r}"
+        )
     models = tuple(_entry(str(path), str(n), e) for n, e in data["models"].items())
+    return link, flow, models
+
+
+def testbed_table() -> tuple[float, tuple[ProfiledModel, ...]]:
+    """``(link_gbps, models)`` of ``configs/profiles/cassini-testbed.yaml`` (checked once)."""
+    link, _, models = _read()
     return link, models
+
+
+def testbed_flow_rate() -> FlowRate:
+    """The file's ``flow_rate`` (:data:`FLOW_RATES`; ``line-rate`` when absent): the rate
+    the engine lets a testbed job's flows reach (``workload.profiles.testbed_model_profile``)."""
+    return _read()[1]
