@@ -390,8 +390,9 @@ class ScenarioConfig(_Frozen):
     network: Literal["model", "ideal"] = "model"
     # Where model performance profiles come from (``workload.profiles``): "physics" (gradient
     # bytes and compute time, no per-model fudge factor), "dally-table1" (Dally Table 1's
-    # per-tier calibration, for the Dally reproduction presets).
-    profile: Literal["physics", "dally-table1", "cassini-testbed"] = "physics"
+    # per-tier calibration, for the Dally reproduction presets), "cassini-testbed", and the
+    # named variant "physics-ddp" (physics + DDP backward overlap, ``workload.profiles``).
+    profile: Literal["physics", "physics-ddp", "dally-table1", "cassini-testbed"] = "physics"
     max_sim_time_s: PositiveFloat = 100 * 365 * 86400.0  # safety net against runaway policies
 
     @model_validator(mode="after")

@@ -82,7 +82,13 @@ import numpy as np
 
 from dlcluster_gym.cluster.catalog import Interconnect, interconnect
 from dlcluster_gym.cluster.topology import Cluster, Shape, Tier
-from dlcluster_gym.workload.models import DALLY_MODELS, MODEL_ZOO, ModelProfile, get_model
+from dlcluster_gym.workload.models import (
+    DALLY_MODELS,
+    MODEL_ZOO,
+    ModelProfile,
+    ddp_exposed_s,
+    get_model,
+)
 from dlcluster_gym.workload.profiles import model_profile
 
 NicShape = tuple[tuple[tuple[int, ...], ...], ...]
@@ -525,10 +531,17 @@ def comm_overhead(profile: ModelProfile, shape: Shape | NicShape, net: NetParams
     """Exposed communication per iteration as a fraction of ``profile.compute_s``.
 
     ``(1 - overlap) * comm / compute``; 0 for a single GPU. Cached per (model, shape, net).
+    With ``comm.backward_fraction > 0`` (profile source ``physics-ddp``) the exposed part
+    follows PyTorch DDP's bucket overlap instead (``workload.models.ddp_exposed_s``).
     """
     if profile.compute_s <= 0:
         return 0.0
-    return (1.0 - profile.comm.overlap) * comm_time_s(profile, shape, net) / profile.compute_s
+    comm = comm_time_s(profile, shape, net)
+    c = profile.comm
+    if c.backward_fraction > 0:
+        exposed = ddp_exposed_s(comm, profile.compute_s, c.messages, c.backward_fraction)
+        return exposed / profile.compute_s
+    return (1.0 - c.overlap) * comm / profile.compute_s
 
 
 def placement_net(cluster: Cluster, gpus: np.ndarray) -> NetParams:

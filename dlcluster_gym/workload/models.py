@@ -50,6 +50,10 @@ class CommParams:
         testbed whose jobs never fill their NIC (the Cassini testbed's Up rates,
         ``workload.profiles.testbed_model_profile``). ``inf`` (the default, every ``physics``
         and ``dally-table1`` profile) = the link share decides alone.
+    backward_fraction: share of ``compute_s`` that is the backward pass, behind which the
+        gradient buckets' all-reduces run (PyTorch DDP); 0 (the default) = no overlap rule,
+        ``overlap`` applies. When > 0, ``overlap`` must be 0 and the exposed communication
+        follows :func:`ddp_exposed_s` (profile source ``physics-ddp``).
     """
 
     volume_scale: float = 1.0
@@ -57,14 +61,53 @@ class CommParams:
     overlap: float = DEFAULT_OVERLAP
     tier_scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
     rate_cap_Bps: float = math.inf
+    backward_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"CommParams.overlap must be in [0, 1), got {self.overlap}")
         if self.volume_scale < 0 or self.messages < 0 or min(self.tier_scale) < 0:
             raise ValueError(f"CommParams must be non-negative, got {self}")
+        if not 0.0 <= self.backward_fraction < 1.0:
+            raise ValueError(
+                f"CommParams.backward_fraction must be in [0, 1), got {self.backward_fraction}"
+            )
+        if self.backward_fraction > 0 and self.overlap > 0:
+            raise ValueError("CommParams: set overlap or backward_fraction, not both")
         if not self.rate_cap_Bps > 0:
             raise ValueError(f"CommParams.rate_cap_Bps must be > 0, got {self.rate_cap_Bps}")
+
+
+DDP_BACKWARD_FRACTION = 2.0 / 3.0
+"""Backward pass share of one iteration's compute: the backward pass costs about twice the
+forward (two matrix products per layer against one: Kaplan et al. 2020, "Scaling Laws",
+sec. 2.1, C = 6N of which 2N forward; Narayanan et al. 2021, Megatron-LM, sec. 3.2)."""
+
+
+def ddp_exposed_s(
+    comm_s: float, compute_s: float, buckets: float, backward_fraction: float
+) -> float:
+    """Exposed communication of PyTorch DDP's bucketed all-reduce behind the backward pass.
+
+    PyTorch DDP (Li et al., VLDB 2020, "PyTorch Distributed", sec. 3.2.3 and 4.2) launches the
+    all-reduce of each gradient bucket as soon as the backward pass has filled it, so the
+    communication runs while the rest of the backward pass computes. Our rule (the papers give
+    no closed form; chosen before looking at any validation error): ``n = buckets`` equal
+    buckets become ready evenly through the backward pass ``B = backward_fraction *
+    compute_s`` (bucket ``k`` at ``k B / n``), their all-reduces run one after the other,
+    each taking ``c = comm_s / n``. The last one ends at ``max_k (k B / n + (n - k + 1) c)``,
+    so the time after the backward pass is::
+
+        exposed = max(c, comm_s - B (n - 1) / n)
+
+    (compute-bound: only the last bucket shows; communication-bound: everything but ``n - 1``
+    bucket-intervals of the backward pass shows). One bucket = no overlap (``comm_s``).
+    """
+    n = max(1.0, float(buckets))
+    if comm_s <= 0:
+        return 0.0
+    backward = backward_fraction * compute_s
+    return max(comm_s / n, comm_s - backward * (n - 1.0) / n)
 
 
 def physics_comm(params_m: float, overlap: float = DEFAULT_OVERLAP) -> CommParams:

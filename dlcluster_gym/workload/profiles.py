@@ -2,6 +2,12 @@
 
 - ``physics`` (the default for trace and generic scenarios): the zoo's profile as it is
   (``workload.models``): gradient bytes, compute time, 25 MB DDP buckets, no per-model factor.
+- ``physics-ddp`` (a named variant, no preset uses it): ``physics`` plus PyTorch DDP's overlap
+  of the gradient buckets' all-reduce with the backward pass (``workload.models.ddp_exposed_s``,
+  backward = ``DDP_BACKWARD_FRACTION`` of compute) for data-parallel models. With link sharing
+  on, the engine's Up phase of such a job is its exposed communication only (``sim.engine``
+  takes ``exposed / (1 - overlap)`` with ``overlap = 0``), so the bytes hidden behind the
+  backward pass are not shared; use it for placement costs (validation: Pollux placements).
 - ``dally-table1`` (the Dally reproduction presets): the six Dally models get Dally Table 1's
   per-tier calibration factors (``configs/profiles/dally-table1.yaml``, see there and
   ``perf.network.calibrate``); every other model is as in ``physics``.
@@ -25,7 +31,12 @@ import yaml
 
 from dlcluster_gym.config import configs_dir
 from dlcluster_gym.errors import ConfigError, UnknownNameError
-from dlcluster_gym.workload.models import CommParams, ModelProfile, get_model
+from dlcluster_gym.workload.models import (
+    DDP_BACKWARD_FRACTION,
+    CommParams,
+    ModelProfile,
+    get_model,
+)
 from dlcluster_gym.workload.testbed_profiles import (
     FLOW_RATES,
     FlowRate,
@@ -36,6 +47,7 @@ from dlcluster_gym.workload.testbed_profiles import (
 
 PROFILE_SOURCES: dict[str, str] = {
     "physics": "gradient bytes and compute time from the model zoo, no per-model factor",
+    "physics-ddp": "physics plus PyTorch DDP's bucket all-reduce overlap with the backward pass",
     "dally-table1": "Dally Table 1 per-tier calibration on the six Dally models (Dally presets)",
     "cassini-testbed": "Cassini/HotNets testbed profiles of the 13 Cassini models (Cassini "
     "presets)",
@@ -70,6 +82,10 @@ def model_profile(name: str, source: str = "physics") -> ModelProfile:
     base = get_model(name)
     if source == "physics":
         return base
+    if source == "physics-ddp":
+        if base.parallelism != "data" or base.comm.overlap > 0:
+            return base
+        return replace(base, comm=replace(base.comm, backward_fraction=DDP_BACKWARD_FRACTION))
     if source == "cassini-testbed":
         link, models = testbed_table()
         entry = next((m for m in models if m.name == base.name), None)
