@@ -56,9 +56,13 @@ POLICIES = {
     "themis": ("Themis", "themis", {}),
     "random": ("Random", "random", {}),
 }
-# Before this change (main at d87dae5, physics profiles, candidates = new job only), 3 seeds:
+# Before this change (main at 25cf621: runs.csv there, testbed flows at the 50 Gb/s line rate,
+# before `flow_rate: up-rate` in configs/profiles/cassini-testbed.yaml), 3 seeds, mean
+# (avg, P99) iteration ms:
+BEFORE_LABEL = "before (main 25cf621, line-rate flows)"
 BEFORE = {
-    "cassini-testbed-poisson": {"cassini": (523.2, 1393.0), "themis": (551.5, 1465.6)},
+    "cassini-testbed-poisson": {"cassini": (514.8, 1540.8), "themis": (547.0, 1636.0)},
+    "cassini-testbed-poisson-mp": {"cassini": (918.7, 1582.0), "themis": (973.0, 1755.2)},
 }
 
 
@@ -272,7 +276,7 @@ def _why(df: pd.DataFrame) -> list[str]:
         "- What the model leaves out: the engine shares a link max-min at full efficiency. "
         "The testbed's DCQCN did not: HotNets Table 1's three-job group ran 1.6-2x slower "
         "than isolated with about 70 % of the 50 Gb/s link used on average, where max-min "
-        "sharing keeps it 92 % busy, so the engine predicts 17-31 % less time "
+        "sharing keeps it 92 % busy, so the engine predicts 18-30 % less time "
         "(`experiments/results/network/report.md`, section 2). The thesis's 1.6x includes "
         "that loss, which placements that avoid sharing also avoid.",
         "- What Cassini's candidates can do: moving running jobs (`candidates=auction`) "
@@ -288,7 +292,7 @@ def _paper_table(df: pd.DataFrame) -> list[str]:
     lines = [
         "## Paper vs ours (Th+Cassini over Themis, iteration time, mean over seeds)",
         "",
-        "| trace | metric | paper | before (main, d87dae5) | after | reproduced |",
+        f"| trace | metric | paper | {BEFORE_LABEL} | after | reproduced |",
         "|---|---|---:|---:|---:|---|",
     ]
     for scen in df.scenario.unique():
