@@ -172,3 +172,23 @@ def test_rate_cap_is_a_ceiling_not_a_floor_and_physics_has_none():
         assert model_profile(name, "dally-table1").comm.rate_cap_Bps == math.inf
     with pytest.raises(ValueError, match="rate_cap_Bps must be > 0"):
         replace(base.comm, rate_cap_Bps=0.0)
+
+
+def test_bad_flow_rate_is_a_one_line_error_naming_file_field_and_value(tmp_path, monkeypatch):
+    (tmp_path / "profiles").mkdir()
+    src = (tp.configs_dir() / "profiles" / "cassini-testbed.yaml").read_text()
+    bad = src.replace("flow_rate: up-rate", "flow_rate: turbo")
+    assert bad != src
+    (tmp_path / "profiles" / "cassini-testbed.yaml").write_text(bad)
+    monkeypatch.setenv("DLCLUSTER_CONFIGS", str(tmp_path))
+    tp._read.cache_clear()
+    try:
+        with pytest.raises(ConfigError) as exc:
+            tp.testbed_flow_rate()
+    finally:
+        monkeypatch.delenv("DLCLUSTER_CONFIGS")
+        tp._read.cache_clear()
+    msg = str(exc.value)
+    assert "cassini-testbed.yaml: flow_rate: expected one of up-rate, line-rate, got 'turbo'" in msg
+    assert "\n" not in msg
+    assert tp.testbed_flow_rate() == "up-rate"
