@@ -350,3 +350,62 @@ def test_sampled_scheduler_env_pickles_mid_episode() -> None:
 def test_bad_scenario_lists_are_one_line_errors(scenarios: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         gym.make(ID, scenarios=scenarios)
+
+
+# ---------------------------------------------------------------------------- preempting teachers
+BATCH = "dally-batch-2rack"
+BATCH_OVER = {"workload": {"num_jobs": 60}}
+
+
+@pytest.mark.parametrize("policy", ["las-slots", "gittins-slots"])
+def test_preempting_teachers_finish_every_job_deterministically(policy: str) -> None:
+    from dlcluster_gym.baselines.queue_policies import IndexSlots
+
+    kw = {**IndexSlots.env_kwargs, "invalid_action": "raise"}  # a masked action would raise
+    runs = []
+    for _ in range(2):
+        env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, **kw)
+        info, _, _ = rollout(env, make_env_policy(policy, env), seed=5)
+        runs.append(_summary(info))
+    s = runs[0]
+    assert runs[0] == runs[1]
+    assert s["jobs_completed"] == 60 and s["jobs_unfinished"] == 0
+    assert s["preemptions"] > 0  # it does use the preempt action
+
+
+def test_las_teacher_preempts_the_most_attained_job_for_a_fresh_one() -> None:
+    from dlcluster_gym.baselines.queue_policies import LASSlots
+
+    env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, **LASSlots.env_kwargs)
+    pol = make_env_policy("las-slots", env)
+    u = env.unwrapped
+    obs, _ = env.reset(seed=5)
+    seen = 0
+    for _ in range(3000):
+        a = int(pol.predict(obs)[0])
+        kind, job, _ = u.decode(a)
+        if kind == "preempt":
+            seen += 1
+            e = u.engine
+            waiting = [j for j in e.waiting if not u._tmask[j]]
+            running = np.asarray([j for j in e.running if not u._tmask[j]])
+            att = u.view.live(running)[2]
+            w_att = u.view.live(np.asarray(waiting))[2]
+            # the victim has attained > margin (4 GPU-h) more than some waiting job
+            assert att[running == job][0] - w_att.min() > 4 * 3600
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    assert seen > 0
+
+
+def test_gittins_table_and_bad_rule() -> None:
+    from dlcluster_gym.baselines.queue_policies import IndexSlots, gittins_table
+
+    t, g = gittins_table()
+    assert t[0] == 0 and np.all(np.diff(t) > 0)
+    assert np.all(g[:-1] > 0) and np.isinf(g[-1])  # past the longest duration: infinite
+    assert g[np.searchsorted(t, 3 * 86400)] < g[0]  # old jobs rank below fresh ones
+    env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, preemption=True)
+    with pytest.raises(ConfigError, match="rule must be 'gittins' or 'las', got 'sjf'"):
+        IndexSlots(env, rule="sjf")
