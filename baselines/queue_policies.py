@@ -316,8 +316,9 @@ class IndexSlots:
     ``margin`` (index ratio for ``gittins``; attained GPU-hours for ``las``) and that job is
     in a running slot, preempt the lowest such job (checkpointed, it keeps its progress);
     (3) else start the waiting slot job of highest index on its best possible tier (one
-    machine if it fits on one, else one rack, else packed), or, for a job of the target
-    set, on the packed candidate when its best tier is not free; (4) else stop. Decisions
+    machine if it fits on one, else one rack, else packed), or, with ``fallback=True``, a job
+    of the target set on the packed candidate when its best tier is not free (off by default:
+    on validation it left a 32-GPU job spread over the network for 880 h); (4) else stop. Decisions
     happen at the env's instants (arrivals and finishes), so a job is only preempted when
     something else changed; the margin keeps it from cycling."""
 
