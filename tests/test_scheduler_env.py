@@ -280,17 +280,27 @@ def test_dict_observation_too_small_for_the_cluster_is_a_clear_error() -> None:
         env.reset(seed=0)
 
 
-@pytest.mark.parametrize("policy", ["srw-slots", "random"])
-def test_env_policies_act_natively_with_identical_results(policy: str) -> None:
+@pytest.mark.parametrize(
+    ("policy", "extra", "scen"),
+    [
+        ("srw-slots", {}, SCEN),
+        ("random", {}, SCEN),
+        ("las-slots", {"preemption": True}, "dally-batch-2rack"),  # preempts there
+    ],
+)
+def test_env_policies_act_natively_with_identical_results(
+    policy: str, extra: dict, scen: str
+) -> None:
     from dlcluster_gym.envs.native import QueuePolicyScheduler
 
-    env = gym.make(ID, scenario=SCEN, scenario_overrides=OVER, max_waiting=8)
+    kw = {"max_waiting": 8, **extra}
+    env = gym.make(ID, scenario=scen, scenario_overrides=OVER, **kw)
     info, _, _ = rollout(env, make_env_policy(policy, env), seed=3)
-    kw = {"max_waiting": 8}
     sched = QueuePolicyScheduler(lambda e: make_env_policy(policy, e), env_kwargs=kw)
-    cfg = load_scenario(deep_merge(load_scenario(SCEN).model_dump(), OVER))
+    cfg = load_scenario(deep_merge(load_scenario(scen).model_dump(), OVER))
     native = simulate(cfg, sched, seed=3).summary
     assert _summary(info) == {k: v for k, v in native.items() if k != "wall_s"}
+    assert native["preemptions"] > 0 or not extra
 
 
 # ---------------------------------------------------------------------------- sampling
