@@ -31,6 +31,7 @@ import numpy as np
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
+from dlcluster_gym.sim.offers import PACKED
 
 WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64, "skip_trivial": False}
 
@@ -265,3 +266,159 @@ class ClairvoyantSlots:
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
         return np.asarray(self.act()), state
+
+
+def gittins_table(
+    quantiles_s: tuple[float, ...] | None = None, levels: tuple[float, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ages in seconds, Gittins index per second of run time) of a duration distribution given
+    by quantiles (default: the fitted Dally job mix of ``workload.generators``; the CDF is
+    linear in log(duration) between quantiles, as the generator samples it).
+
+    The index of a job that has run ``a`` seconds is
+    ``max_{b > a} (F(b) - F(a)) / integral_a^b (1 - F(t)) dt``: the best rate of completion
+    per second of service it can promise (Gittins; for one server, the non-clairvoyant policy
+    that minimises mean response time). Past the largest quantile it is infinite."""
+    from dlcluster_gym.workload.generators import (
+        DALLY_DURATION_LEVELS,
+        DALLY_DURATION_QUANTILES_S,
+    )
+
+    q = np.asarray(quantiles_s or DALLY_DURATION_QUANTILES_S, dtype=np.float64)
+    lv = np.asarray(levels or DALLY_DURATION_LEVELS, dtype=np.float64)
+    t = np.concatenate(([0.0], np.geomspace(q[0] / 4, q[-1], 600)))
+    cdf = np.interp(np.log(np.maximum(t, 1e-9)), np.log(q), lv, left=0.0, right=1.0)
+    surv = 1.0 - cdf
+    cum = np.concatenate(([0.0], np.cumsum(0.5 * (surv[1:] + surv[:-1]) * np.diff(t))))
+    g = np.full(t.size, np.inf)
+    for i in range(t.size - 1):
+        work = cum[i + 1 :] - cum[i]
+        gain = cdf[i + 1 :] - cdf[i]
+        ok = work > 0
+        if ok.any() and surv[i] > 0:
+            g[i] = float(np.max(gain[ok] / work[ok]))
+    return t, g
+
+
+class IndexSlots:
+    """A non-clairvoyant teacher for learned Scheduler-v0 agents that uses the preempt action
+    (not a paper's policy; env ``preemption=True``, ``order="las"``,
+    ``running_order="attained"``, its ``env_kwargs``).
+
+    Each job has a priority index from what a real scheduler sees: ``rule="gittins"``
+    (default) the Gittins index of its run time so far under the workload's duration
+    distribution (``gittins_table``), divided by its GPUs (durations in Dally's generator
+    do not depend on the demand, so expected GPU-work grows with it); ``rule="las"`` minus
+    its attained GPU-service (Tiresias's 2D-LAS without queue discretization, 3.4 of Dally;
+    ties: fewer GPUs first). At each step: (1) the target set is the jobs (waiting and
+    running) taken greedily by decreasing index while their GPUs fit in the cluster;
+    (2) if a waiting job of the target set outranks a running job outside it by more than
+    ``margin`` (index ratio for ``gittins``; attained GPU-hours for ``las``) and that job is
+    in a running slot, preempt the lowest such job (checkpointed, it keeps its progress);
+    (3) else start the waiting slot job of highest index on its best possible tier (one
+    machine if it fits on one, else one rack, else packed), or, with ``fallback=True``, a job
+    of the target set on the packed candidate when its best tier is not free (off by default:
+    on validation it left a 32-GPU job spread over the network for 880 h); (4) else stop. Decisions
+    happen at the env's instants (arrivals and finishes), so a job is only preempted when
+    something else changed; the margin keeps it from cycling."""
+
+    env_kwargs: ClassVar[dict[str, Any]] = {
+        "preemption": True, "order": "las", "running_order": "attained"}  # fmt: skip
+    _tables: ClassVar[dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def __init__(
+        self, env: gym.Env, rule: str = "gittins", margin: float = 1.0, fallback: bool = False
+    ) -> None:
+        if rule not in ("gittins", "las"):
+            raise ConfigError(f"index-slots: rule must be 'gittins' or 'las', got {rule!r}")
+        self.env = env.unwrapped
+        self.rule = rule
+        self.margin = float(margin)
+        self.fallback = bool(fallback)
+        if rule == "gittins" and "dally" not in self._tables:
+            self._tables["dally"] = gittins_table()
+
+    def _index(self, jobs: np.ndarray) -> np.ndarray:
+        env = self.env
+        _, run, att = env.view.live(jobs)
+        g = env.obs_state.demand[jobs].astype(np.float64)
+        if self.rule == "las":
+            return -(att / 3600.0) - 1e-6 * g
+        t, gi = self._tables["dally"]
+        k = np.clip(np.searchsorted(t, run, side="right") - 1, 0, t.size - 1)
+        return gi[k] / g
+
+    def _outranks(self, hi: float, lo: float) -> bool:
+        if self.rule == "las":
+            return hi - lo > self.margin
+        return hi > (1.0 + self.margin) * lo
+
+    def act(self) -> int:
+        env = self.env
+        e, o = env.engine, env.obs_state
+        tm = env._tmask
+        waiting = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
+        waiting = waiting[~tm[waiting]]
+        running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+        running = running[~tm[running]]
+        if waiting.size == 0:
+            return 0
+        jobs = np.concatenate((waiting, running))
+        idx = self._index(jobs)
+        order = np.lexsort((jobs, -idx))
+        dem = o.demand[jobs[order]]
+        cap, used = int(e.cluster.num_gpus), 0
+        target = np.zeros(jobs.size, dtype=bool)
+        for i, d in zip(order.tolist(), dem.tolist(), strict=True):
+            if used + d <= cap:
+                target[i] = True
+                used += d
+        nw = waiting.size
+        w_in = target[:nw]
+        if env.preemption and w_in.any() and running.size:
+            best_w = float(idx[:nw][w_in].max())
+            out = np.flatnonzero(~target[nw:])
+            slots_r = env._slots_r
+            cand = [i for i in out.tolist() if running[i] in set(slots_r.tolist())]
+            cand = [i for i in cand if self._outranks(best_w, float(idx[nw + i]))]
+            if cand:
+                i = min(cand, key=lambda j: (float(idx[nw + j]), int(running[j])))
+                a = env.encode("preempt", int(running[i]))
+                if a is not None and env.action_masks()[a]:
+                    return a
+        slots = env._slots_w
+        if slots.size == 0:
+            return 0
+        pos = {int(j): k for k, j in enumerate(waiting.tolist())}
+        s_idx = np.array([idx[pos[int(j)]] for j in slots.tolist()])
+        s_tgt = np.array([w_in[pos[int(j)]] for j in slots.tolist()])
+        best = o.best[slots].astype(np.int64)
+        at_best = env._cand[np.arange(slots.size), best]
+        packed = env._cand[:, PACKED - 1] & s_tgt & self.fallback
+        for k in np.lexsort((slots, -s_idx)).tolist():
+            if at_best[k]:
+                return 1 + k * 6 + int(best[k])
+            if packed[k]:
+                return 1 + k * 6 + PACKED - 1
+        return 0
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        return np.asarray(self.act()), state
+
+
+class LASSlots(IndexSlots):
+    """``IndexSlots`` with ``rule="las"`` (least attained GPU-service first) and a margin of
+    4 GPU-hours, the best of 0.25, 1, 4, 16 and 64 on validation seeds 501-502 of
+    ``dally-batch-4rack`` (200 jobs) in Scheduler-v0 (``experiments/results/agents/
+    teachers.md``)."""
+
+    def __init__(
+        self, env: gym.Env, rule: str = "las", margin: float = 4.0, fallback: bool = False
+    ) -> None:
+        super().__init__(env, rule, margin, fallback)

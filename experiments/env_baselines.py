@@ -34,7 +34,16 @@ AGENTS = {
 POLICIES = {
     "Placement": ("random", "dally", "tiresias", "gandiva"),
     "DelayTimer": ("random", "dally", "dally-manual"),
-    "Scheduler": ("random", "fcfs", "dally", "dally-relocate", "tiresias", "gandiva", "srw"),
+    "Scheduler": (
+        "random",
+        "fcfs",
+        "dally",
+        "dally-relocate",
+        "tiresias",
+        "gandiva",
+        "srw",
+        "las-slots",
+    ),
 }
 
 

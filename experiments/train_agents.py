@@ -35,7 +35,7 @@ TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
     "--out runs/agents/delay-timer",
-    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v3",
+    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v4",
 }
 # The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
 # consolidation) and the `ideal` bound (every job alone on the cluster).

@@ -259,6 +259,18 @@ def test_checkpoint_with_another_observation_size_names_both(
         make_env_policy(f"agent:{old}", tiny_env("Placement"))
 
 
+def test_scheduler_checkpoint_in_an_env_with_another_action_space_names_both() -> None:
+    """The shipped scheduler agent preempts: an env without preemption has fewer actions."""
+    path = SHIPPED / "scheduler.zip"
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped")
+    meta = read_agent_meta(path)
+    if not meta["env_kwargs"].get("preemption"):
+        pytest.skip("the shipped scheduler agent does not preempt")
+    with pytest.raises(ConfigError, match=r"action space Discrete\(209\).*has Discrete\(97\)"):
+        make_env_policy(f"agent:{path}", tiny_env("Scheduler", max_waiting=16))
+
+
 def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.zip' not found"):
         make_policy(f"agent:{tmp_path / 'nope.zip'}")
@@ -281,7 +293,7 @@ def test_shipped_checkpoints_load_and_act_deterministically(name: str) -> None:
     meta = read_agent_meta(path)
     assert meta["command"] and meta["config"] and path.stat().st_size < 5_000_000
     kind = meta["env_kind"]
-    env = tiny_env(kind)
+    env = tiny_env(kind, **(meta["env_kwargs"] if kind == "Scheduler" else {}))
     pol = make_env_policy(f"agent:{path}", env)
     obs, _ = env.reset(seed=11)
     mask = env.unwrapped.action_masks() if kind in ("Placement", "Scheduler") else None
@@ -301,11 +313,20 @@ def _tiny_scenario() -> dict:
     return deep_merge(load_scenario("dally-poisson-2rack").model_dump(), TINY)
 
 
-def test_scheduler_agent_trains_and_runs_natively_as_in_the_env(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("teacher", "env_kwargs"),
+    [
+        ("srw-slots", {}),
+        ("las-slots", {"preemption": True, "running_order": "attained"}),  # the shipped kind
+    ],
+)
+def test_scheduler_agent_trains_and_runs_natively_as_in_the_env(
+    tmp_path: Path, teacher: str, env_kwargs: dict
+) -> None:
     cfg = tiny_config("scheduler")
     cfg["algorithm"] = "maskable_ppo"
-    cfg["warm_start"]["teacher"] = "srw-slots"
-    cfg["env_kwargs"] = {"max_waiting": 8, "max_running": 4}
+    cfg["warm_start"]["teacher"] = teacher
+    cfg["env_kwargs"] = {"max_waiting": 8, "max_running": 4, **env_kwargs}
     path = tmp_path / "scheduler.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
@@ -315,8 +336,8 @@ def test_scheduler_agent_trains_and_runs_natively_as_in_the_env(tmp_path: Path) 
     assert res.exit_code == 0, res.output
     ckpt = out / "best.zip"
     meta = read_agent_meta(ckpt)
-    assert meta["env_kind"] == "Scheduler" and meta["warm_start"]["teacher"] == "srw-slots"
-    env = tiny_env("Scheduler", max_waiting=8, max_running=4)
+    assert meta["env_kind"] == "Scheduler" and meta["warm_start"]["teacher"] == teacher
+    env = tiny_env("Scheduler", max_waiting=8, max_running=4, **env_kwargs)
     info, _, _ = rollout(env, make_env_policy(f"agent:{ckpt}", env), seed=9)
     native = simulate(_tiny_scenario(), f"agent:{ckpt}", 9).summary
     got = {k: v for k, v in info["results"].items() if k != "wall_s"}

@@ -280,17 +280,27 @@ def test_dict_observation_too_small_for_the_cluster_is_a_clear_error() -> None:
         env.reset(seed=0)
 
 
-@pytest.mark.parametrize("policy", ["srw-slots", "random"])
-def test_env_policies_act_natively_with_identical_results(policy: str) -> None:
+@pytest.mark.parametrize(
+    ("policy", "extra", "scen"),
+    [
+        ("srw-slots", {}, SCEN),
+        ("random", {}, SCEN),
+        ("las-slots", {"preemption": True}, "dally-batch-2rack"),  # preempts there
+    ],
+)
+def test_env_policies_act_natively_with_identical_results(
+    policy: str, extra: dict, scen: str
+) -> None:
     from dlcluster_gym.envs.native import QueuePolicyScheduler
 
-    env = gym.make(ID, scenario=SCEN, scenario_overrides=OVER, max_waiting=8)
+    kw = {"max_waiting": 8, **extra}
+    env = gym.make(ID, scenario=scen, scenario_overrides=OVER, **kw)
     info, _, _ = rollout(env, make_env_policy(policy, env), seed=3)
-    kw = {"max_waiting": 8}
     sched = QueuePolicyScheduler(lambda e: make_env_policy(policy, e), env_kwargs=kw)
-    cfg = load_scenario(deep_merge(load_scenario(SCEN).model_dump(), OVER))
+    cfg = load_scenario(deep_merge(load_scenario(scen).model_dump(), OVER))
     native = simulate(cfg, sched, seed=3).summary
     assert _summary(info) == {k: v for k, v in native.items() if k != "wall_s"}
+    assert native["preemptions"] > 0 or not extra
 
 
 # ---------------------------------------------------------------------------- sampling
@@ -350,3 +360,62 @@ def test_sampled_scheduler_env_pickles_mid_episode() -> None:
 def test_bad_scenario_lists_are_one_line_errors(scenarios: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         gym.make(ID, scenarios=scenarios)
+
+
+# ---------------------------------------------------------------------------- preempting teachers
+BATCH = "dally-batch-2rack"
+BATCH_OVER = {"workload": {"num_jobs": 60}}
+
+
+@pytest.mark.parametrize("policy", ["las-slots", "gittins-slots"])
+def test_preempting_teachers_finish_every_job_deterministically(policy: str) -> None:
+    from dlcluster_gym.baselines.queue_policies import IndexSlots
+
+    kw = {**IndexSlots.env_kwargs, "invalid_action": "raise"}  # a masked action would raise
+    runs = []
+    for _ in range(2):
+        env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, **kw)
+        info, _, _ = rollout(env, make_env_policy(policy, env), seed=5)
+        runs.append(_summary(info))
+    s = runs[0]
+    assert runs[0] == runs[1]
+    assert s["jobs_completed"] == 60 and s["jobs_unfinished"] == 0
+    assert s["preemptions"] > 0  # it does use the preempt action
+
+
+def test_las_teacher_preempts_the_most_attained_job_for_a_fresh_one() -> None:
+    from dlcluster_gym.baselines.queue_policies import LASSlots
+
+    env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, **LASSlots.env_kwargs)
+    pol = make_env_policy("las-slots", env)
+    u = env.unwrapped
+    obs, _ = env.reset(seed=5)
+    seen = 0
+    for _ in range(3000):
+        a = int(pol.predict(obs)[0])
+        kind, job, _ = u.decode(a)
+        if kind == "preempt":
+            seen += 1
+            e = u.engine
+            waiting = [j for j in e.waiting if not u._tmask[j]]
+            running = np.asarray([j for j in e.running if not u._tmask[j]])
+            att = u.view.live(running)[2]
+            w_att = u.view.live(np.asarray(waiting))[2]
+            # the victim has attained > margin (4 GPU-h) more than some waiting job
+            assert att[running == job][0] - w_att.min() > 4 * 3600
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    assert seen > 0
+
+
+def test_gittins_table_and_bad_rule() -> None:
+    from dlcluster_gym.baselines.queue_policies import IndexSlots, gittins_table
+
+    t, g = gittins_table()
+    assert t[0] == 0 and np.all(np.diff(t) > 0)
+    assert np.all(g[:-1] > 0) and np.isinf(g[-1])  # past the longest duration: infinite
+    assert g[np.searchsorted(t, 3 * 86400)] < g[0]  # old jobs rank below fresh ones
+    env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, preemption=True)
+    with pytest.raises(ConfigError, match="rule must be 'gittins' or 'las', got 'sjf'"):
+        IndexSlots(env, rule="sjf")

@@ -25,7 +25,8 @@ AGENT_PARAMS: dict[str, tuple[str, ...]] = {
 
 
 def check_agent_env(meta: dict[str, Any], env: gym.Env, path: str | Path) -> None:
-    """The checkpoint must match the env kind and observation size (the error names both)."""
+    """The checkpoint must match the env kind, observation size and action space (the error
+    names both)."""
     kind = env_kind(env)
     size = int(env.observation_space.shape[0])  # type: ignore[index]
     want_kind, want_size = meta["env_kind"], int(meta["observation_size"])
@@ -33,6 +34,13 @@ def check_agent_env(meta: dict[str, Any], env: gym.Env, path: str | Path) -> Non
         raise ConfigError(
             f"agent checkpoint {str(path)!r} was trained on {want_kind}-v0 with observation "
             f"size {want_size}, but the env is {kind}-v0 with observation size {size}"
+        )
+    want_space, space = meta.get("action_space"), str(env.action_space)
+    if want_space is not None and want_space != space:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} was trained with action space {want_space} "
+            f"(env kwargs {meta.get('env_kwargs', {})}), but the env has {space}; make the env "
+            "with the checkpoint's env kwargs"
         )
 
 

@@ -91,6 +91,14 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
             "dlcluster_gym.baselines.queue_policies:ClairvoyantSlots",
             "teacher: clairvoyant shortest remaining work among the slots, best tier",
         ),
+        "gittins-slots": (
+            "dlcluster_gym.baselines.queue_policies:IndexSlots",
+            "teacher: Gittins index of run time / GPUs, target set, preempts (non-clairvoyant)",
+        ),
+        "las-slots": (
+            "dlcluster_gym.baselines.queue_policies:LASSlots",
+            "teacher: least attained GPU-service, target set, preempts (non-clairvoyant)",
+        ),
         "random": (
             "dlcluster_gym.baselines.queue_policies:RandomScheduler",
             "uniform over action_masks()",

@@ -1,0 +1,102 @@
+"""Warm-start teachers for the Scheduler-v0 agent, measured on VALIDATION seeds only (issue #17).
+
+Each policy acts in ``DLCluster/Scheduler-v0`` (env rollouts) with the env arguments it declares
+(the teachers: 16 waiting and 16 running slots as the agent's config). Scenarios and seeds are
+the validation set of ``configs/agents/scheduler.yaml`` (training-sized clusters, seeds
+501-502), never the held-out seeds (101-103) or the held-out scenarios. The ``las-slots``
+margin and the ``gittins-slots`` variants were chosen here; the held-out table is measured once,
+with the final checkpoint, by ``dlcluster evaluate``.
+
+Usage: python experiments/scheduler_teachers.py [--out experiments/results/agents]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import dlcluster_gym  # noqa: F401  (registers the envs)
+from dlcluster_gym.agents.config import load_agent_config
+from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
+from dlcluster_gym.scheduler import _import
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOTS = {"max_waiting": 16, "max_running": 16}
+# (label, env policy, its parameters)
+POLICIES: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("dally", "dally", {}),
+    ("tiresias", "tiresias", {}),
+    ("gandiva", "gandiva", {}),
+    ("srw-slots (clairvoyant)", "srw-slots", {}),
+    *((f"las-slots margin {m:g} GPU-h", "las-slots", {"margin": m}) for m in (0.25, 1, 4, 16, 64)),
+    *((f"gittins-slots margin {m:g}", "gittins-slots", {"margin": m}) for m in (0.25, 1, 3)),
+)
+
+
+def run(label: str, name: str, params: dict[str, Any], spec: Any, seed: int) -> dict[str, Any]:
+    kw = dict(_import(ENV_POLICIES["Scheduler"][name][0]).env_kwargs)
+    if name.endswith("-slots"):
+        kw.update(SLOTS)
+    env = gym.make(
+        "DLCluster/Scheduler-v0", scenario=spec.scenario, scenario_overrides=spec.overrides, **kw
+    )
+    t0 = time.process_time()
+    info, _, steps = rollout(env, make_env_policy(name, env, **params), seed=seed)
+    r = info["results"]
+    return {
+        "scenario": spec.name, "seed": seed, "policy": label, "avg_jct_h": r["avg_jct_s"] / 3600,
+        "p99_jct_h": r["p99_jct_s"] / 3600, "makespan_h": r["makespan_s"] / 3600,
+        "preemptions": int(r["preemptions"]), "unfinished": int(r["jobs_unfinished"]),
+        "steps": steps, "cpu_s": time.process_time() - t0,
+    }  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "experiments/results/agents")
+    args = ap.parse_args()
+    cfg = load_agent_config(ROOT / "configs/agents/scheduler.yaml")
+    val = cfg.validation
+    rows = []
+    for spec in val.scenarios:
+        for label, name, params in POLICIES:
+            for seed in val.seeds:
+                rows.append(run(label, name, params, spec, int(seed)))
+                print(json.dumps(rows[-1]), flush=True)
+    ref = {(r["scenario"], r["seed"]): r["avg_jct_h"] for r in rows if r["policy"] == "dally"}
+    ref99 = {(r["scenario"], r["seed"]): r["p99_jct_h"] for r in rows if r["policy"] == "dally"}
+    scen = [s.name for s in val.scenarios]
+    lines = [
+        f"# Scheduler-v0 warm-start teachers on validation seeds {', '.join(map(str, val.seeds))}",
+        "",
+        "`python experiments/scheduler_teachers.py` (env rollouts; ratio = mean over seeds of avg "
+        "JCT / Dally's avg JCT; P99 likewise; preemptions: total over the seeds).",
+        "",
+        "| policy | " + " | ".join(f"{s} avg / P99 (preempt.)" for s in scen) + " | mean avg |",
+        "|---|" + "---:|" * (len(scen) + 1),
+    ]
+    for label, _, _ in POLICIES:
+        cells, means = [], []
+        for s in scen:
+            mine = [r for r in rows if r["policy"] == label and r["scenario"] == s]
+            a = float(np.mean([r["avg_jct_h"] / ref[s, r["seed"]] for r in mine]))
+            p = float(np.mean([r["p99_jct_h"] / ref99[s, r["seed"]] for r in mine]))
+            n = sum(r["preemptions"] for r in mine)
+            bad = sum(r["unfinished"] for r in mine)
+            cells.append(f"{a:.3f} / {p:.3f} ({n:,})" + (f" {bad} unfinished" if bad else ""))
+            means.append(a)
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(means):.3f} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "teachers.md").write_text("\n".join(lines) + "\n")
+    (args.out / "teachers.json").write_text(json.dumps(rows, indent=1) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
