@@ -47,7 +47,8 @@ profiles jobs in isolation), without iterating the longer phases back into the c
 link (a flow slowed elsewhere does not free capacity here). It is exact for aligned identical
 jobs and for fully interleaved ones; for partial overlaps it slightly underestimates (longer
 phases would overlap a little more), which we accept for a stretch that costs one pass.
-Factors within ``1e-9`` of 1 count as 1.
+Factors within ``1e-9`` of 1 count as 1. The sweep over the circle runs compiled
+(``perf.stretch_kernel``, numba) with the numpy path's arithmetic, bit for bit.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ from dlcluster_gym.perf.geometry import (
     fit_perimeter,
 )
 from dlcluster_gym.perf.network import PlacementTraffic, placement_overhead, placement_traffic
+from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
+from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -408,6 +411,13 @@ def link_stretch(
         return ones  # fast path: the link is never over-subscribed
     layout = _layout(it, max_sectors)
     perimeter = layout.perimeter_sectors * layout.sector_s
+    if _stretch is not None and n <= _KERNEL_MAX_JOBS:  # compiled sweep, same arithmetic
+        return _stretch(
+            np.concatenate([ph.packed for ph in phases], axis=1),
+            np.array([ph.packed.shape[1] for ph in phases], dtype=np.int64),
+            it, up, shift % it, np.array(layout.iteration_sectors, dtype=np.int64),
+            layout.sector_s, layout.perimeter_sectors, perimeter, cap, _RTOL,
+        )  # fmt: skip
     packed = np.concatenate([ph.packed for ph in phases], axis=1)
     job_k = np.repeat(np.arange(n), [ph.packed.shape[1] for ph in phases])
     down, upf, share, rate, flows_k = packed

@@ -367,14 +367,22 @@ def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], flo
     hit = _FITS.get(key)
     if hit is not None:
         return hit
-    worst = np.max([_fit_errors(n, cap) for n in key[0]], axis=0)
+    rows = [_fit_errors(n, cap) for n in key[0]]
+    worst = rows[0].copy()
+    for row in rows[1:]:
+        np.maximum(worst, row, out=worst)
     worst[0] = np.inf
     p = int(np.argmin(worst))
+    d = np.arange(1, p + 1)
+    divisors = d[p % d == 0].tolist()  # ascending
     chosen = {}
     for n in key[0]:
-        ms = np.arange(max(1, -(-n // 2)), min(p, 2 * n) + 1)
-        ms = ms[p % ms == 0]
-        chosen[n] = int(ms[np.argmin(np.abs(ms - n))])  # nearest, then smaller
+        lo, hi = max(1, -(-n // 2)), min(p, 2 * n)
+        best = -1
+        for m in divisors:  # nearest, then smaller
+            if lo <= m <= hi and (best < 0 or abs(m - n) < abs(best - n)):
+                best = m
+        chosen[n] = best
     if len(_FITS) >= 4096:
         _FITS.clear()
     _FITS[key] = (p, chosen, float(worst[p]))
