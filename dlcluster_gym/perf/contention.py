@@ -263,6 +263,17 @@ class LinkPhases:
     peak: float = field(init=False)
     """Highest phase demand (bytes/s)."""
 
+    @classmethod
+    def from_packed(cls, packed: np.ndarray, peak: float) -> LinkPhases:
+        """Phases whose rows are ``packed`` (5 x phases, read-only, not copied) and whose
+        highest demand is ``peak`` (``link_phases`` builds all links of a placement at once)."""
+        self = object.__new__(cls)
+        for name, row in zip(("down", "up", "length", "rate", "flows"), packed, strict=True):
+            object.__setattr__(self, name, row)
+        object.__setattr__(self, "packed", packed)
+        object.__setattr__(self, "peak", peak)
+        return self
+
     @property
     def carried(self) -> float:
         """Bytes per Up second (the rates weighted by phase length)."""
@@ -283,23 +294,27 @@ def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPh
     ids = traffic.links[order]
     cuts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     bounds = np.r_[cuts, ids.size]
+    if parallelism == "data":  # every link's rows packed at once, as views of one array
+        packed = np.array(
+            (np.ones(order.size), traffic.start[order], traffic.length[order],
+             traffic.rate[order], traffic.flows[order]), dtype=np.float64,
+        )  # fmt: skip
+        packed.setflags(write=False)
+        peaks = np.maximum.reduceat(packed[3], cuts).tolist()
+        link_ids = ids[cuts].tolist()
+        for k, (i, j) in enumerate(itertools.pairwise(bounds.tolist())):
+            out[link_ids[k]] = LinkPhases.from_packed(packed[:, i:j], peaks[k])
+        return out
     tpl = UP_TEMPLATES[parallelism]
     for i, j in itertools.pairwise(bounds.tolist()):
         rows = order[i:j]
         link = int(ids[i])
-        flows = traffic.flows[rows]
-        if parallelism == "data":
-            out[link] = LinkPhases(
-                np.ones(rows.size), traffic.start[rows], traffic.length[rows],
-                traffic.rate[rows], flows,
-            )  # fmt: skip
-        else:
-            mean = float(traffic.bytes_per_iter[rows].sum()) / traffic.comm_s
-            k = len(tpl.level)
-            out[link] = LinkPhases(
-                np.asarray(tpl.down), np.asarray(tpl.up), np.asarray(tpl.share),
-                np.asarray(tpl.level) * mean, np.full(k, float(flows.max())),
-            )  # fmt: skip
+        mean = float(traffic.bytes_per_iter[rows].sum()) / traffic.comm_s
+        k = len(tpl.level)
+        out[link] = LinkPhases(
+            np.asarray(tpl.down), np.asarray(tpl.up), np.asarray(tpl.share),
+            np.asarray(tpl.level) * mean, np.full(k, float(traffic.flows[rows].max())),
+        )  # fmt: skip
     return out
 
 
@@ -365,7 +380,7 @@ def circle_layout(
     vectorised and cached: the engine's hot path needs only this.
     """
     q = float(precision_s)
-    times = [float(t) for t in iteration_s]
+    times = np.asarray(iteration_s, dtype=np.float64).tolist()
     ns = [max(1, math.floor(t / q + 0.5)) for t in times]
     if ns and max(ns) > max_sectors:
         q *= math.ceil(max(ns) / max_sectors)
