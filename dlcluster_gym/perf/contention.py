@@ -71,6 +71,7 @@ from dlcluster_gym.perf.geometry import (
 from dlcluster_gym.perf.network import PlacementTraffic, placement_overhead, placement_traffic
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
+from dlcluster_gym.perf.stretch_kernel import warm as warm_kernel
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -177,6 +178,8 @@ class SharedLinks:
         self.num_links = cluster.num_links
         self._traffic: dict[tuple, PlacementTraffic] = {}
         self._phases: dict[tuple, dict[int, LinkPhases]] = {}
+        if sharing_can_bind(cluster):
+            warm_kernel()  # numba's cache loads here, not on the first contended link
 
     def label(self, link: int) -> str:
         """'machine 3 NIC 1', 'rack 1 ToR uplink', 'rack 1 rail 2 uplink' or 'spine'."""

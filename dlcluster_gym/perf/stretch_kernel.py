@@ -278,3 +278,21 @@ if HAVE_NUMBA:
     stretch = njit(cache=True, error_model="numpy")(_stretch)
 else:  # pragma: no cover
     stretch = None
+
+_warm = False
+
+
+def warm() -> None:
+    """Load (or compile, the first time on a machine) the kernel now rather than on the first
+    contended link: about 0.5 CPU s from numba's on-disk cache, once per process. Called when
+    a :class:`perf.contention.SharedLinks` is built, so runs without sharing never pay it."""
+    global _warm
+    if _warm or stretch is None:
+        return
+    _warm = True
+    packed = np.array([[1.0], [0.0], [1.0], [1.0], [1.0]])
+    two = np.ones(2)
+    stretch(
+        np.concatenate((packed, packed), axis=1), np.ones(2, dtype=np.int64), two, two * 0.5,
+        two * 0.0, np.ones(2, dtype=np.int64), 1.0, 1, 1.0, 1.0, 1e-9,
+    )  # fmt: skip

@@ -795,13 +795,15 @@ class Engine:
                 mean = peak = 0.0
             self._links_row = (mean, peak, int(active.size), len(self._link_stretch))
             self._links_changed = False
-        row = self._links_row
-        cols = (self._ts_util_mean, self._ts_util_max, self._ts_active, self._ts_contended)
-        for col, v in zip(cols, row, strict=True):
-            if replace:
-                col[-1] = v
-            else:
-                col.append(v)
+        mean, peak, active_n, contended = self._links_row
+        if replace:
+            self._ts_util_mean[-1], self._ts_util_max[-1] = mean, peak
+            self._ts_active[-1], self._ts_contended[-1] = active_n, contended
+        else:
+            self._ts_util_mean.append(mean)
+            self._ts_util_max.append(peak)
+            self._ts_active.append(active_n)
+            self._ts_contended.append(contended)
 
     def run(self) -> Results:
         """Run to the end under ``self.policy`` and return the results."""
