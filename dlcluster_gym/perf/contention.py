@@ -418,23 +418,22 @@ def link_stretch(
     seconds per iteration over ``U``. Returns ones when the summed peak demand fits.
     """
     it = np.asarray(iteration_s, dtype=np.float64)
-    up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
-    shift = np.asarray(shift_s, dtype=np.float64)
     n = it.size
-    ones = np.ones(n)
     if n < 2:
-        return ones
+        return np.ones(n)
     cap = float(capacity_Bps)
     if sum(min(ph.peak, cap) for ph in phases) <= cap * (1.0 + _RTOL):
-        return ones  # fast path: the link is never over-subscribed
-    layout = _layout(it, max_sectors)
+        return np.ones(n)  # fast path: the link is never over-subscribed
+    up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
+    shift = np.asarray(shift_s, dtype=np.float64)
+    layout, sectors = _layout(it, max_sectors)
     perimeter = layout.perimeter_sectors * layout.sector_s
     if _stretch is not None and n <= _KERNEL_MAX_JOBS:  # compiled sweep, same arithmetic
         return _stretch(
             np.concatenate([ph.packed for ph in phases], axis=1),
-            np.array([ph.packed.shape[1] for ph in phases], dtype=np.int64),
-            it, up, shift % it, np.array(layout.iteration_sectors, dtype=np.int64),
-            layout.sector_s, layout.perimeter_sectors, perimeter, cap, _RTOL,
+            np.fromiter((ph.packed.shape[1] for ph in phases), dtype=np.int64, count=n),
+            it, up, shift % it, sectors, layout.sector_s, layout.perimeter_sectors, perimeter,
+            cap, _RTOL,
         )  # fmt: skip
     packed = np.concatenate([ph.packed for ph in phases], axis=1)
     job_k = np.repeat(np.arange(n), [ph.packed.shape[1] for ph in phases])
@@ -444,7 +443,6 @@ def link_stretch(
     keep = (dm > 0) & (share > 0)
     if not keep.all():
         job_k, down, upf, share, dm, fl = (a[keep] for a in (job_k, down, upf, share, dm, fl))
-    sectors = np.asarray(layout.iteration_sectors, dtype=np.int64)
     length = sectors * layout.sector_s
     scale_j = length / it  # each job's pattern is stretched onto its quantised iteration
     scale = scale_j[job_k]
@@ -481,7 +479,7 @@ def link_stretch(
     demand[flows <= 0] = 0.0
     over = demand.sum(axis=1) > 1.0 + _RTOL
     if not over.any():
-        return ones
+        return np.ones(n)
     seg = np.diff(points)
     d_all, f_all = demand[over], flows[over]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -495,18 +493,21 @@ def link_stretch(
     return out
 
 
-_LAYOUTS: dict[tuple[int, tuple[float, ...]], CircleLayout] = {}
+_LAYOUTS: dict[tuple[int, tuple[float, ...]], tuple[CircleLayout, np.ndarray]] = {}
 
 
-def _layout(iteration_s: np.ndarray, max_sectors: int) -> CircleLayout:
-    """``circle_layout`` at the engine's precision, remembered per tuple of iteration times
-    (the same jobs share several links: each NIC of a machine, its uplink)."""
+def _layout(iteration_s: np.ndarray, max_sectors: int) -> tuple[CircleLayout, np.ndarray]:
+    """``circle_layout`` at the engine's precision and its iteration sectors as an array,
+    remembered per tuple of iteration times (the same jobs share several links: each NIC of
+    a machine, its uplink)."""
     key = (max_sectors, tuple(iteration_s.tolist()))
     got = _LAYOUTS.get(key)
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        got = _LAYOUTS[key] = circle_layout(iteration_s, _precision(iteration_s), max_sectors)
+        layout = circle_layout(iteration_s, _precision(iteration_s), max_sectors)
+        sectors = np.array(layout.iteration_sectors, dtype=np.int64)  # writable: one kernel type
+        got = _LAYOUTS[key] = (layout, sectors)
     return got
 
 
