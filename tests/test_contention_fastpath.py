@@ -1,6 +1,7 @@
-"""The fast ``link_stretch`` (packed phases, cached circle layouts) gives bit-identical
-factors to the implementation it replaced, kept here verbatim as the oracle (issue 15 Speed:
-"fix it with results bit-identical")."""
+"""The fast ``link_stretch`` (packed phases, cached circle layouts, the compiled sweep of
+``perf.stretch_kernel``) gives bit-identical factors to the implementation it replaced, kept
+here verbatim as the oracle (issue 15 Speed: "fix it with results bit-identical"). Both paths
+are checked: the compiled one (numba) and the numpy one it falls back to."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from dlcluster_gym.perf import contention
 from dlcluster_gym.perf.contention import (
     _RTOL,
     DEFAULT_MAX_SECTORS,
@@ -132,11 +134,21 @@ def random_phases(rng: np.random.Generator, parallelism: str) -> LinkPhases:
     return LinkPhases(np.ones(k), start, length, rate, rng.integers(1, 5, k).astype(float))
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test on the compiled sweep and on the numpy path."""
+    if request.param == "compiled" and contention._stretch is None:
+        pytest.skip("numba is not installed: no compiled sweep")
+    if request.param == "numpy":
+        monkeypatch.setattr(contention, "_stretch", None)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(40))
-def test_fast_link_stretch_is_bit_identical_to_the_reference(seed: int) -> None:
+def test_fast_link_stretch_is_bit_identical_to_the_reference(seed: int, path: str) -> None:
     rng = np.random.default_rng(seed)
     for _ in range(25):
-        n = int(rng.integers(2, 12))
+        n = int(rng.integers(2, 12) if seed % 4 else rng.integers(2, 40))
         iters = rng.uniform(0.05, 3.0, n)
         if rng.random() < 0.3:
             iters[:] = iters[0]  # identical jobs: aligned phases
@@ -150,3 +162,30 @@ def test_fast_link_stretch_is_bit_identical_to_the_reference(seed: int) -> None:
         want = reference_link_stretch(iters, ups, shifts, phases, cap, max_sectors=sectors)
         assert np.array_equal(got, want), (seed, got, want)
         assert (got >= 1.0).all()
+
+
+def test_many_jobs_beyond_one_summation_block_stay_bit_identical(path: str) -> None:
+    """Above 128 jobs on a link (one pairwise-summation block) the numpy path runs."""
+    rng = np.random.default_rng(7)
+    n = 130
+    iters = np.full(n, 0.4)
+    ups = iters * rng.uniform(0.2, 0.9, n)
+    phases = [random_phases(rng, "data") for _ in range(n)]
+    got = link_stretch(iters, ups, np.zeros(n), phases, 1.0)
+    want = reference_link_stretch(iters, ups, np.zeros(n), phases, 1.0)
+    assert np.array_equal(got, want)
+    assert (got > 1.0).any()
+
+
+def test_kernel_row_sum_is_numpys_pairwise_sum() -> None:
+    """The compiled over-subscription test adds a row as ``ndarray.sum(axis=1)`` does."""
+    from dlcluster_gym.perf.stretch_kernel import HAVE_NUMBA, MAX_JOBS, _row_sum
+
+    if not HAVE_NUMBA:
+        pytest.skip("numba is not installed: no compiled sweep")
+    rng = np.random.default_rng(1)
+    for n in range(1, MAX_JOBS + 1):
+        rows = rng.uniform(0.0, 1.0, (20, n)) * 10.0 ** rng.integers(-8, 8, (20, n))
+        want = rows.sum(axis=1)
+        got = [_row_sum(np.ascontiguousarray(r), n) for r in rows]
+        assert np.array_equal(got, want), n

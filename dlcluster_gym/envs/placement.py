@@ -110,12 +110,18 @@ class PlacementObserver:
     """Builds Placement-v0 observations of offers made in one engine run (used by the env,
     and by ``OfferPolicyScheduler`` to let an env policy act in a native run)."""
 
+    cache_tiers = True
+    """Remember (tier, exposed comm) per model and GPU set: offers repeat candidates."""
+
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self.engine = view._e
         c: Cluster = view.cluster
         self.cluster = c
         self._profiles = [self.engine.profile(j.job_id) for j in view.jobs]
+        index: dict = {}
+        self._profile_ix = [index.setdefault(p, len(index)) for p in self._profiles]
+        self._tier_cache: dict[tuple[int, bytes], tuple[int, float]] = {}
         self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
         self._sens: dict[int, tuple[float, float, float]] = {}
         self._shape_args = (
@@ -133,12 +139,21 @@ class PlacementObserver:
         e, c = self.engine, self.cluster
         if gpus.size <= 1:
             return int(Tier.MACHINE), 0.0
+        adaptive = e.par is not None and e.par_jobs[job]
+        key = (self._profile_ix[job], gpus.tobytes())
+        got = self._tier_cache.get(key) if self.cache_tiers and not adaptive else None
+        if got is not None:  # a pure function of the model and the GPUs: offers repeat them
+            return got
         shape = placement_nic_shape(c, gpus)
         tier = Tier.NETWORK if len(shape) > 1 else Tier.RACK if len(shape[0]) > 1 else Tier.MACHINE
-        if (e.par is not None and e.par_jobs[job]) or (e.links is None and e._ideal):
+        if adaptive or (e.links is None and e._ideal):
             return int(tier), e.comm_fraction(job, gpus)
         group = int(c.machine_group[c.gpu_machine[gpus[0]]])
-        return int(tier), comm_overhead(self._profiles[job], shape, net_params(c, group))
+        got = int(tier), comm_overhead(self._profiles[job], shape, net_params(c, group))
+        if len(self._tier_cache) >= 65536:
+            self._tier_cache.clear()
+        self._tier_cache[key] = got
+        return got
 
     def observe(self, offer: Offer) -> np.ndarray:
         """The observation of ``offer`` (a new array)."""

@@ -47,7 +47,8 @@ profiles jobs in isolation), without iterating the longer phases back into the c
 link (a flow slowed elsewhere does not free capacity here). It is exact for aligned identical
 jobs and for fully interleaved ones; for partial overlaps it slightly underestimates (longer
 phases would overlap a little more), which we accept for a stretch that costs one pass.
-Factors within ``1e-9`` of 1 count as 1.
+Factors within ``1e-9`` of 1 count as 1. The sweep over the circle runs compiled
+(``perf.stretch_kernel``, numba) with the numpy path's arithmetic, bit for bit.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ from dlcluster_gym.perf.geometry import (
     fit_perimeter,
 )
 from dlcluster_gym.perf.network import PlacementTraffic, placement_overhead, placement_traffic
+from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
+from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
+from dlcluster_gym.perf.stretch_kernel import warm as warm_kernel
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -174,6 +178,8 @@ class SharedLinks:
         self.num_links = cluster.num_links
         self._traffic: dict[tuple, PlacementTraffic] = {}
         self._phases: dict[tuple, dict[int, LinkPhases]] = {}
+        if sharing_can_bind(cluster):
+            warm_kernel()  # numba's cache loads here, not on the first contended link
 
     def label(self, link: int) -> str:
         """'machine 3 NIC 1', 'rack 1 ToR uplink', 'rack 1 rail 2 uplink' or 'spine'."""
@@ -260,6 +266,17 @@ class LinkPhases:
     peak: float = field(init=False)
     """Highest phase demand (bytes/s)."""
 
+    @classmethod
+    def from_packed(cls, packed: np.ndarray, peak: float) -> LinkPhases:
+        """Phases whose rows are ``packed`` (5 x phases, read-only, not copied) and whose
+        highest demand is ``peak`` (``link_phases`` builds all links of a placement at once)."""
+        self = object.__new__(cls)
+        for name, row in zip(("down", "up", "length", "rate", "flows"), packed, strict=True):
+            object.__setattr__(self, name, row)
+        object.__setattr__(self, "packed", packed)
+        object.__setattr__(self, "peak", peak)
+        return self
+
     @property
     def carried(self) -> float:
         """Bytes per Up second (the rates weighted by phase length)."""
@@ -280,23 +297,27 @@ def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPh
     ids = traffic.links[order]
     cuts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     bounds = np.r_[cuts, ids.size]
+    if parallelism == "data":  # every link's rows packed at once, as views of one array
+        packed = np.array(
+            (np.ones(order.size), traffic.start[order], traffic.length[order],
+             traffic.rate[order], traffic.flows[order]), dtype=np.float64,
+        )  # fmt: skip
+        packed.setflags(write=False)
+        peaks = np.maximum.reduceat(packed[3], cuts).tolist()
+        link_ids = ids[cuts].tolist()
+        for k, (i, j) in enumerate(itertools.pairwise(bounds.tolist())):
+            out[link_ids[k]] = LinkPhases.from_packed(packed[:, i:j], peaks[k])
+        return out
     tpl = UP_TEMPLATES[parallelism]
     for i, j in itertools.pairwise(bounds.tolist()):
         rows = order[i:j]
         link = int(ids[i])
-        flows = traffic.flows[rows]
-        if parallelism == "data":
-            out[link] = LinkPhases(
-                np.ones(rows.size), traffic.start[rows], traffic.length[rows],
-                traffic.rate[rows], flows,
-            )  # fmt: skip
-        else:
-            mean = float(traffic.bytes_per_iter[rows].sum()) / traffic.comm_s
-            k = len(tpl.level)
-            out[link] = LinkPhases(
-                np.asarray(tpl.down), np.asarray(tpl.up), np.asarray(tpl.share),
-                np.asarray(tpl.level) * mean, np.full(k, float(flows.max())),
-            )  # fmt: skip
+        mean = float(traffic.bytes_per_iter[rows].sum()) / traffic.comm_s
+        k = len(tpl.level)
+        out[link] = LinkPhases(
+            np.asarray(tpl.down), np.asarray(tpl.up), np.asarray(tpl.share),
+            np.asarray(tpl.level) * mean, np.full(k, float(traffic.flows[rows].max())),
+        )  # fmt: skip
     return out
 
 
@@ -362,7 +383,7 @@ def circle_layout(
     vectorised and cached: the engine's hot path needs only this.
     """
     q = float(precision_s)
-    times = [float(t) for t in iteration_s]
+    times = np.asarray(iteration_s, dtype=np.float64).tolist()
     ns = [max(1, math.floor(t / q + 0.5)) for t in times]
     if ns and max(ns) > max_sectors:
         q *= math.ceil(max(ns) / max_sectors)
@@ -397,17 +418,23 @@ def link_stretch(
     seconds per iteration over ``U``. Returns ones when the summed peak demand fits.
     """
     it = np.asarray(iteration_s, dtype=np.float64)
-    up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
-    shift = np.asarray(shift_s, dtype=np.float64)
     n = it.size
-    ones = np.ones(n)
     if n < 2:
-        return ones
+        return np.ones(n)
     cap = float(capacity_Bps)
     if sum(min(ph.peak, cap) for ph in phases) <= cap * (1.0 + _RTOL):
-        return ones  # fast path: the link is never over-subscribed
-    layout = _layout(it, max_sectors)
+        return np.ones(n)  # fast path: the link is never over-subscribed
+    up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
+    shift = np.asarray(shift_s, dtype=np.float64)
+    layout, sectors = _layout(it, max_sectors)
     perimeter = layout.perimeter_sectors * layout.sector_s
+    if _stretch is not None and n <= _KERNEL_MAX_JOBS:  # compiled sweep, same arithmetic
+        return _stretch(
+            np.concatenate([ph.packed for ph in phases], axis=1),
+            np.fromiter((ph.packed.shape[1] for ph in phases), dtype=np.int64, count=n),
+            it, up, shift % it, sectors, layout.sector_s, layout.perimeter_sectors, perimeter,
+            cap, _RTOL,
+        )  # fmt: skip
     packed = np.concatenate([ph.packed for ph in phases], axis=1)
     job_k = np.repeat(np.arange(n), [ph.packed.shape[1] for ph in phases])
     down, upf, share, rate, flows_k = packed
@@ -416,7 +443,6 @@ def link_stretch(
     keep = (dm > 0) & (share > 0)
     if not keep.all():
         job_k, down, upf, share, dm, fl = (a[keep] for a in (job_k, down, upf, share, dm, fl))
-    sectors = np.asarray(layout.iteration_sectors, dtype=np.int64)
     length = sectors * layout.sector_s
     scale_j = length / it  # each job's pattern is stretched onto its quantised iteration
     scale = scale_j[job_k]
@@ -453,7 +479,7 @@ def link_stretch(
     demand[flows <= 0] = 0.0
     over = demand.sum(axis=1) > 1.0 + _RTOL
     if not over.any():
-        return ones
+        return np.ones(n)
     seg = np.diff(points)
     d_all, f_all = demand[over], flows[over]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -467,18 +493,21 @@ def link_stretch(
     return out
 
 
-_LAYOUTS: dict[tuple[int, tuple[float, ...]], CircleLayout] = {}
+_LAYOUTS: dict[tuple[int, tuple[float, ...]], tuple[CircleLayout, np.ndarray]] = {}
 
 
-def _layout(iteration_s: np.ndarray, max_sectors: int) -> CircleLayout:
-    """``circle_layout`` at the engine's precision, remembered per tuple of iteration times
-    (the same jobs share several links: each NIC of a machine, its uplink)."""
+def _layout(iteration_s: np.ndarray, max_sectors: int) -> tuple[CircleLayout, np.ndarray]:
+    """``circle_layout`` at the engine's precision and its iteration sectors as an array,
+    remembered per tuple of iteration times (the same jobs share several links: each NIC of
+    a machine, its uplink)."""
     key = (max_sectors, tuple(iteration_s.tolist()))
     got = _LAYOUTS.get(key)
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        got = _LAYOUTS[key] = circle_layout(iteration_s, _precision(iteration_s), max_sectors)
+        layout = circle_layout(iteration_s, _precision(iteration_s), max_sectors)
+        sectors = np.array(layout.iteration_sectors, dtype=np.int64)  # writable: one kernel type
+        got = _LAYOUTS[key] = (layout, sectors)
     return got
 
 

@@ -84,6 +84,7 @@ Choices the thesis leaves open, made here:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import deque
@@ -342,7 +343,7 @@ def _lcm(values: Iterable[int]) -> int:
 _FITS: dict[tuple[tuple[int, ...], int], tuple[int, dict[int, int], float]] = {}
 
 
-@lru_cache(maxsize=512)  # rows of max_sectors + 1 floats: 8 MB at the default cap
+@lru_cache(maxsize=1024)  # rows of max_sectors + 1 floats: 16 MB at the default cap
 def _fit_errors(n: int, cap: int) -> np.ndarray:
     """Per perimeter ``P <= cap``: smallest ``|m - n| / n`` over divisors ``m`` of ``P`` within
     ``[n/2, 2n]`` (inf where none)."""
@@ -367,14 +368,24 @@ def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], flo
     hit = _FITS.get(key)
     if hit is not None:
         return hit
-    worst = np.max([_fit_errors(n, cap) for n in key[0]], axis=0)
+    rows = [_fit_errors(n, cap) for n in key[0]]
+    worst = rows[0].copy()
+    for row in rows[1:]:
+        np.maximum(worst, row, out=worst)
     worst[0] = np.inf
     p = int(np.argmin(worst))
+    d = np.arange(1, p + 1)
+    divisors = d[p % d == 0].tolist()  # ascending
     chosen = {}
-    for n in key[0]:
-        ms = np.arange(max(1, -(-n // 2)), min(p, 2 * n) + 1)
-        ms = ms[p % ms == 0]
-        chosen[n] = int(ms[np.argmin(np.abs(ms - n))])  # nearest, then smaller
+    for n in key[0]:  # the divisor in [n/2, 2n] nearest n, then the smaller
+        lo, hi = max(1, -(-n // 2)), min(p, 2 * n)
+        i = bisect.bisect_right(divisors, n)
+        below = divisors[i - 1] if i > 0 and divisors[i - 1] >= lo else -1
+        above = divisors[i] if i < len(divisors) and divisors[i] <= hi else -1
+        if below < 0 or (above >= 0 and above - n < n - below):
+            chosen[n] = above
+        else:
+            chosen[n] = below
     if len(_FITS) >= 4096:
         _FITS.clear()
     _FITS[key] = (p, chosen, float(worst[p]))

@@ -343,6 +343,7 @@ class Engine:
         n_links = links.num_links
         self._link_jobs: list[dict[int, None]] = [{} for _ in range(n_links)]
         self._link_stretch: dict[int, dict[int, float]] = {}  # only over-subscribed links
+        self._job_stretch: dict[int, dict[int, float]] = {}  # the same, per job: link -> factor
         self._link_count = np.zeros(n_links, dtype=np.int64)
         self._link_peak = np.zeros(n_links)  # summed capped peak demand (bytes/s)
         self._link_load = np.zeros(n_links)  # summed time-averaged carried demand (bytes/s)
@@ -434,6 +435,7 @@ class Engine:
             for link in ids.tolist():
                 del self._link_jobs[link][job]
             self._links_changed = True
+        self._job_stretch.pop(job, None)
         self.contention[job] = 1.0
         return ids
 
@@ -453,6 +455,10 @@ class Engine:
             members = self._link_jobs[link]
             had = self._link_stretch.pop(link, None)
             if had:  # was over-subscribed: its remaining jobs may speed up
+                for j in had:
+                    per_job = self._job_stretch.get(j)
+                    if per_job is not None:
+                        per_job.pop(link, None)
                 affected.update((j, None) for j in had if j in members)
             if len(members) < 2 or self._link_peak[link] <= cap[link] * (1.0 + 1e-9):
                 continue
@@ -466,16 +472,15 @@ class Engine:
                 float(cap[link]),
             )
             if (stretch > 1.0).any():
-                self._link_stretch[link] = dict(zip(jobs, stretch.tolist(), strict=True))
+                per_link = self._link_stretch[link] = dict(zip(jobs, stretch.tolist(), strict=True))
+                for j, f in per_link.items():
+                    self._job_stretch.setdefault(j, {})[link] = f
                 affected.update(dict.fromkeys(jobs))
         if placed >= 0:
             affected[placed] = None
-        for job in affected:
-            factor = 1.0
-            for link in self._job_links[job].tolist():
-                st = self._link_stretch.get(link)
-                if st is not None:
-                    factor = max(factor, st[job])
+        for job in affected:  # its worst link's stretch (factors are >= 1)
+            per_job = self._job_stretch.get(job)
+            factor = max(1.0, *per_job.values()) if per_job else 1.0
             if job == placed:
                 self.contention[job] = factor
             elif factor != self.contention[job] and self._finish_at[job] > self.now:
@@ -782,19 +787,23 @@ class Engine:
         if self._links_changed or not self._ts_util_mean:
             active = np.flatnonzero(self._link_count)
             if active.size:
-                util = self.link_utilization()[active]
+                assert self.links is not None  # link_utilization() on the active links only
+                load = np.maximum(self._link_load[active], 0.0)
+                util = np.minimum(load / self.links.capacity_Bps[active], 1.0)
                 mean, peak = float(util.sum()) / active.size, float(util.max())
             else:
                 mean = peak = 0.0
             self._links_row = (mean, peak, int(active.size), len(self._link_stretch))
             self._links_changed = False
-        row = self._links_row
-        cols = (self._ts_util_mean, self._ts_util_max, self._ts_active, self._ts_contended)
-        for col, v in zip(cols, row, strict=True):
-            if replace:
-                col[-1] = v
-            else:
-                col.append(v)
+        mean, peak, active_n, contended = self._links_row
+        if replace:
+            self._ts_util_mean[-1], self._ts_util_max[-1] = mean, peak
+            self._ts_active[-1], self._ts_contended[-1] = active_n, contended
+        else:
+            self._ts_util_mean.append(mean)
+            self._ts_util_max.append(peak)
+            self._ts_active.append(active_n)
+            self._ts_contended.append(contended)
 
     def run(self) -> Results:
         """Run to the end under ``self.policy`` and return the results."""
