@@ -339,6 +339,7 @@ class IndexSlots:
       protected: waiting, it ranks above every unprotected job (the longest total wait first)
       and, if ``protected_preempts``, may preempt to enter; running, it is never preempted for
       an unprotected job (for a protected one only if that one waited ``margin`` hours more).
+      ``wait_from="first_start"`` counts only the time kept out after the job first started.
     * ``max_preemptions`` (our extension): a running job preempted that many times already is
       never preempted again."""
 
@@ -357,6 +358,7 @@ class IndexSlots:
         wait_ratio: float = 0.0,
         protected_preempts: bool = True,
         max_preemptions: int | None = None,
+        wait_from: str = "arrival",
     ) -> None:
         if rule not in ("gittins", "las"):
             raise ConfigError(f"index-slots: rule must be 'gittins' or 'las', got {rule!r}")
@@ -372,6 +374,9 @@ class IndexSlots:
         ):  # fmt: skip
             raise ConfigError(f"index-slots: max_preemptions must be an integer >= 1 or None, "
                               f"got {max_preemptions!r}")  # fmt: skip
+        if wait_from not in ("arrival", "first_start"):
+            raise ConfigError(f"index-slots: wait_from must be 'arrival' or 'first_start', "
+                              f"got {wait_from!r}")  # fmt: skip
         guarded = promote_knob > 0 or math.isfinite(max_wait_h) or max_preemptions is not None
         if guarded and rule != "las":
             raise ConfigError("index-slots: the starvation guards need rule='las'")
@@ -384,6 +389,7 @@ class IndexSlots:
         self.wait_ratio = float(wait_ratio)
         self.protected_preempts = bool(protected_preempts)
         self.max_preemptions = max_preemptions
+        self.wait_from = wait_from
         self.promotions = 0
         self._engine: Any = None
         self._att_base = np.zeros(0)
@@ -400,7 +406,10 @@ class IndexSlots:
                 att = att - self._promote(jobs, run, att)
             idx = -(att / 3600.0) - 1e-6 * g
             if math.isfinite(self.max_wait_h):
-                waited = (env.engine.now - env.obs_state.arrival[jobs] - run) / 3600.0
+                t0 = env.obs_state.arrival[jobs]
+                if self.wait_from == "first_start":  # only the time kept out after a start
+                    t0 = np.where(run > 0, env.engine.first_start[jobs], t0)
+                waited = (env.engine.now - t0 - run) / 3600.0
                 cap = self.max_wait_h + self.wait_ratio * run / 3600.0
                 protected = (run > 0) & (waited >= cap)
                 idx = np.where(protected, _PROTECTED + waited, idx)

@@ -16,7 +16,7 @@ a trace the held-out set does not use; needs the traces, skipped without them), 
 (the held-out ITP trace's miss) without raising the mean JCT ratio, i.e. is a clone of it
 worth training as agent v5?
 
-Usage: python experiments/scheduler_teachers.py [--set default|guards] [--out DIR]
+Usage: python experiments/scheduler_teachers.py [--set default|guards] [--workers N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,8 @@ GUARDS: tuple[tuple[str, str, dict[str, Any]], ...] = (
        {"max_wait_h": h, "protected_preempts": False}) for h in (6, 12, 24)),
     *((f"+ wait cap {h:g} h + {r:g} x run", "las-slots", {"max_wait_h": h, "wait_ratio": r})
       for h, r in ((1, 0.5), (2, 0.25), (6, 0.1))),
+    *((f"+ wait cap {h:g} h after the first start", "las-slots",
+       {"max_wait_h": h, "wait_from": "first_start"}) for h in (6, 12, 24)),
     *((f"+ at most {n} preemptions", "las-slots", {"max_preemptions": n}) for n in (1, 3)),
 )  # fmt: skip
 VAL_TRACE = ScenarioSpec(
@@ -94,9 +98,16 @@ def run(label: str, name: str, params: dict[str, Any], spec: Any, seed: int) -> 
     }  # fmt: skip
 
 
+def _run(task: tuple) -> dict[str, Any]:
+    return run(*task)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("default", "guards"), default="default")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="processes (results do not depend on it)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "experiments/results/agents")
     args = ap.parse_args()
     cfg = load_agent_config(ROOT / "configs/agents/scheduler.yaml")
@@ -105,12 +116,12 @@ def main() -> None:
     if args.set == "guards":
         policies, stem = GUARDS, "teachers_guards"
         specs = available([*specs, VAL_TRACE])[0]
+    tasks = [(*p, spec, int(seed)) for spec in specs for p in policies for seed in val.seeds]
     rows = []
-    for spec in specs:
-        for label, name, params in policies:
-            for seed in val.seeds:
-                rows.append(run(label, name, params, spec, int(seed)))
-                print(json.dumps(rows[-1]), flush=True)
+    with ProcessPoolExecutor(args.workers) if args.workers > 1 else nullcontext() as pool:
+        for row in pool.map(_run, tasks) if pool else map(_run, tasks):  # rows in task order
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     ref = {(r["scenario"], r["seed"]): r["avg_jct_h"] for r in rows if r["policy"] == "dally"}
     ref99 = {(r["scenario"], r["seed"]): r["p99_jct_h"] for r in rows if r["policy"] == "dally"}
     scen = [s.name for s in specs]

@@ -40,6 +40,7 @@ def _run(**guards: object) -> tuple[dict, np.ndarray, LASSlots]:
         ({"wait_ratio": -0.5}, "wait_ratio must be a number >= 0, got -0.5"),
         ({"max_preemptions": 0}, "max_preemptions must be an integer >= 1 or None, got 0"),
         ({"max_preemptions": 1.5}, "max_preemptions must be an integer >= 1 or None"),
+        ({"wait_from": "now"}, "wait_from must be 'arrival' or 'first_start', got 'now'"),
     ],
 )
 def test_bad_guard_parameters_are_one_line_errors(kw: dict, msg: str) -> None:
