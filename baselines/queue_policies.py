@@ -23,6 +23,7 @@ without preemption the native scheduler runs with its preemption/migration off.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -33,6 +34,7 @@ from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
 from dlcluster_gym.sim.offers import PACKED
 
+_PROTECTED = 1e9  # index offset of the jobs protected by ``IndexSlots``'s starvation guards
 WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64, "skip_trivial": False}
 
 
@@ -320,21 +322,78 @@ class IndexSlots:
     of the target set on the packed candidate when its best tier is not free (off by default:
     on validation it left a 32-GPU job spread over the network for 880 h); (4) else stop. Decisions
     happen at the env's instants (arrivals and finishes), so a job is only preempted when
-    something else changed; the margin keeps it from cycling."""
+    something else changed; the margin keeps it from cycling.
+
+    Starvation guards (``rule="las"`` only; all off by default, so ``las-slots`` is unchanged;
+    measured on validation in ``experiments/results/agents/teachers_guards.md``):
+
+    * ``promote_knob`` > 0: Tiresias's starvation guard (Tiresias NSDI'19 PROMOTEKNOB, as in
+      ``baselines/tiresias.py``; LAS in 3.4 of Dally): a waiting job that has run since its
+      last promotion and has waited, since it last entered the wait queue, at least
+      ``promote_knob`` x that run time is promoted: its attained service counts from zero
+      again. Our choices where the paper is silent for this policy: checked at every step;
+      run time is wall time holding GPUs (the engine's ``run_s``), as in our Tiresias.
+    * ``max_wait_h`` < inf (our extension): a cap on how long a job may be kept out by
+      preemption. A job that has run before and has waited, in all since it arrived (age
+      minus run time), at least ``max_wait_h + wait_ratio x`` its run time in hours is
+      protected: waiting, it ranks above every unprotected job (the longest total wait first)
+      and, if ``protected_preempts``, may preempt to enter; running, it is never preempted for
+      an unprotected job (for a protected one only if that one waited ``margin`` hours more).
+      ``wait_from="first_start"`` counts only the time kept out after the job first started.
+    * ``max_preemptions`` (our extension): a running job preempted that many times already is
+      never preempted again."""
 
     env_kwargs: ClassVar[dict[str, Any]] = {
         "preemption": True, "order": "las", "running_order": "attained"}  # fmt: skip
     _tables: ClassVar[dict[str, tuple[np.ndarray, np.ndarray]]] = {}
 
     def __init__(
-        self, env: gym.Env, rule: str = "gittins", margin: float = 1.0, fallback: bool = False
+        self,
+        env: gym.Env,
+        rule: str = "gittins",
+        margin: float = 1.0,
+        fallback: bool = False,
+        promote_knob: float = 0.0,
+        max_wait_h: float = math.inf,
+        wait_ratio: float = 0.0,
+        protected_preempts: bool = True,
+        max_preemptions: int | None = None,
+        wait_from: str = "arrival",
     ) -> None:
         if rule not in ("gittins", "las"):
             raise ConfigError(f"index-slots: rule must be 'gittins' or 'las', got {rule!r}")
+        for key, v, lo in (("promote_knob", promote_knob, 0.0), ("wait_ratio", wait_ratio, 0.0),
+                           ("max_wait_h", max_wait_h, 0.0)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v >= lo:
+                raise ConfigError(f"index-slots: {key} must be a number >= {lo:g}, got {v!r}")
+        if not math.isfinite(promote_knob) or not math.isfinite(wait_ratio):
+            raise ConfigError("index-slots: promote_knob and wait_ratio must be finite")
+        if max_preemptions is not None and (
+            isinstance(max_preemptions, bool) or not isinstance(max_preemptions, int)
+            or max_preemptions < 1
+        ):  # fmt: skip
+            raise ConfigError(f"index-slots: max_preemptions must be an integer >= 1 or None, "
+                              f"got {max_preemptions!r}")  # fmt: skip
+        if wait_from not in ("arrival", "first_start"):
+            raise ConfigError(f"index-slots: wait_from must be 'arrival' or 'first_start', "
+                              f"got {wait_from!r}")  # fmt: skip
+        guarded = promote_knob > 0 or math.isfinite(max_wait_h) or max_preemptions is not None
+        if guarded and rule != "las":
+            raise ConfigError("index-slots: the starvation guards need rule='las'")
         self.env = env.unwrapped
         self.rule = rule
         self.margin = float(margin)
         self.fallback = bool(fallback)
+        self.promote_knob = float(promote_knob)
+        self.max_wait_h = float(max_wait_h)
+        self.wait_ratio = float(wait_ratio)
+        self.protected_preempts = bool(protected_preempts)
+        self.max_preemptions = max_preemptions
+        self.wait_from = wait_from
+        self.promotions = 0
+        self._engine: Any = None
+        self._att_base = np.zeros(0)
+        self._run_base = np.zeros(0)
         if rule == "gittins" and "dally" not in self._tables:
             self._tables["dally"] = gittins_table()
 
@@ -343,10 +402,44 @@ class IndexSlots:
         _, run, att = env.view.live(jobs)
         g = env.obs_state.demand[jobs].astype(np.float64)
         if self.rule == "las":
-            return -(att / 3600.0) - 1e-6 * g
+            if self.promote_knob > 0:
+                att = att - self._promote(jobs, run, att)
+            idx = -(att / 3600.0) - 1e-6 * g
+            if math.isfinite(self.max_wait_h):
+                t0 = env.obs_state.arrival[jobs]
+                if self.wait_from == "first_start":  # only the time kept out after a start
+                    t0 = np.where(run > 0, env.engine.first_start[jobs], t0)
+                waited = (env.engine.now - t0 - run) / 3600.0
+                cap = self.max_wait_h + self.wait_ratio * run / 3600.0
+                protected = (run > 0) & (waited >= cap)
+                idx = np.where(protected, _PROTECTED + waited, idx)
+            if self.max_preemptions is not None:
+                e = env.engine
+                on = np.isin(jobs, np.fromiter(e.running, dtype=np.int64, count=len(e.running)))
+                idx = np.where(on & (e.preemptions[jobs] >= self.max_preemptions), _PROTECTED, idx)
+            return idx
         t, gi = self._tables["dally"]
         k = np.clip(np.searchsorted(t, run, side="right") - 1, 0, t.size - 1)
         return gi[k] / g
+
+    def _promote(self, jobs: np.ndarray, run: np.ndarray, att: np.ndarray) -> np.ndarray:
+        """Apply the starvation guard to ``jobs``; their attained service at last promotion."""
+        e = self.env.engine
+        if e is not self._engine or self._att_base.size < e.attained.size:  # a new episode
+            self._engine = e
+            self._att_base = np.zeros(e.attained.size)
+            self._run_base = np.zeros(e.attained.size)
+            self.promotions = 0
+        waiting = np.isin(jobs, np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting)))
+        executed = run - self._run_base[jobs]
+        starving = waiting & (executed > 0)
+        starving &= e.now - e.wait_since[jobs] >= self.promote_knob * executed
+        if starving.any():
+            s = jobs[starving]
+            self._att_base[s] = att[starving]
+            self._run_base[s] = run[starving]
+            self.promotions += int(starving.sum())
+        return self._att_base[jobs]
 
     def _outranks(self, hi: float, lo: float) -> bool:
         if self.rule == "las":
@@ -375,6 +468,8 @@ class IndexSlots:
                 used += d
         nw = waiting.size
         w_in = target[:nw]
+        if not self.protected_preempts:  # protected waiting jobs do not preempt
+            w_in = w_in & (idx[:nw] < _PROTECTED)
         if env.preemption and w_in.any() and running.size:
             best_w = float(idx[:nw][w_in].max())
             out = np.flatnonzero(~target[nw:])
@@ -419,6 +514,11 @@ class LASSlots(IndexSlots):
     teachers.md``)."""
 
     def __init__(
-        self, env: gym.Env, rule: str = "las", margin: float = 4.0, fallback: bool = False
+        self,
+        env: gym.Env,
+        rule: str = "las",
+        margin: float = 4.0,
+        fallback: bool = False,
+        **guards: Any,
     ) -> None:
-        super().__init__(env, rule, margin, fallback)
+        super().__init__(env, rule, margin, fallback, **guards)

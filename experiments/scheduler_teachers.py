@@ -7,7 +7,16 @@ the validation set of ``configs/agents/scheduler.yaml`` (training-sized clusters
 margin and the ``gittins-slots`` variants were chosen here; the held-out table is measured once,
 with the final checkpoint, by ``dlcluster evaluate``.
 
-Usage: python experiments/scheduler_teachers.py [--out experiments/results/agents]
+``--set guards`` measures the starvation guards of ``IndexSlots`` (``promote_knob``,
+``max_wait_h``, ``wait_ratio``, ``protected_preempts``, ``max_preemptions``) added to the
+``las-slots`` teacher of the shipped agent v4, next to the heuristics and the shipped agent
+itself, on the same validation seeds plus a validation trace (``VAL_TRACE``: ITP cluster06,
+a trace the held-out set does not use; needs the traces, skipped without them), and writes
+``teachers_guards.md``/``.json``. The question it answers: does a guard lower the P99 JCT
+(the held-out ITP trace's miss) without raising the mean JCT ratio, i.e. is a clone of it
+worth training as agent v5?
+
+Usage: python experiments/scheduler_teachers.py [--set default|guards] [--workers N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +33,9 @@ import gymnasium as gym
 import numpy as np
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
-from dlcluster_gym.agents.config import load_agent_config
+from dlcluster_gym.agents.config import ScenarioSpec, load_agent_config
+from dlcluster_gym.agents.envs import available
+from dlcluster_gym.envs.agent_loader import load_agent_policy, read_agent_meta
 from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
 from dlcluster_gym.scheduler import _import
 
@@ -38,16 +51,44 @@ POLICIES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     *((f"gittins-slots margin {m:g}", "gittins-slots", {"margin": m}) for m in (0.25, 1, 3)),
 )
 
+AGENT = ROOT / "agents/checkpoints/scheduler.zip"
+GUARDS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("dally", "dally", {}),
+    ("tiresias", "tiresias", {}),
+    ("gandiva", "gandiva", {}),
+    ("scheduler-agent v4 (shipped)", "agent", {}),
+    ("las-slots (v4 teacher)", "las-slots", {}),
+    *((f"+ Tiresias promotion knob {k:g}", "las-slots", {"promote_knob": k}) for k in (1, 2, 4)),
+    *((f"+ wait cap {h:g} h", "las-slots", {"max_wait_h": h}) for h in (6, 12, 24)),
+    *((f"+ wait cap {h:g} h, no preempting", "las-slots",
+       {"max_wait_h": h, "protected_preempts": False}) for h in (6, 12, 24)),
+    *((f"+ wait cap {h:g} h + {r:g} x run", "las-slots", {"max_wait_h": h, "wait_ratio": r})
+      for h, r in ((1, 0.5), (2, 0.25), (6, 0.1))),
+    *((f"+ wait cap {h:g} h after the first start", "las-slots",
+       {"max_wait_h": h, "wait_from": "first_start"}) for h in (6, 12, 24)),
+    *((f"+ at most {n} preemptions", "las-slots", {"max_preemptions": n}) for n in (1, 3)),
+)  # fmt: skip
+VAL_TRACE = ScenarioSpec(
+    scenario="itp-cluster06",
+    label="val-trace-itp06-l0.9",
+    requires_traces=True,
+    overrides={"workload": {"target_load": 0.9, "max_jobs": 800}},
+)
+
 
 def run(label: str, name: str, params: dict[str, Any], spec: Any, seed: int) -> dict[str, Any]:
-    kw = dict(_import(ENV_POLICIES["Scheduler"][name][0]).env_kwargs)
+    if name == "agent":
+        kw = dict(read_agent_meta(AGENT).get("env_kwargs", {}))
+    else:
+        kw = dict(_import(ENV_POLICIES["Scheduler"][name][0]).env_kwargs)
     if name.endswith("-slots"):
         kw.update(SLOTS)
     env = gym.make(
         "DLCluster/Scheduler-v0", scenario=spec.scenario, scenario_overrides=spec.overrides, **kw
     )
     t0 = time.process_time()
-    info, _, steps = rollout(env, make_env_policy(name, env, **params), seed=seed)
+    pol = load_agent_policy(AGENT, env) if name == "agent" else make_env_policy(name, env, **params)
+    info, _, steps = rollout(env, pol, seed=seed)
     r = info["results"]
     return {
         "scenario": spec.name, "seed": seed, "policy": label, "avg_jct_h": r["avg_jct_s"] / 3600,
@@ -57,32 +98,48 @@ def run(label: str, name: str, params: dict[str, Any], spec: Any, seed: int) -> 
     }  # fmt: skip
 
 
+def _run(task: tuple) -> dict[str, Any]:
+    return run(*task)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", choices=("default", "guards"), default="default")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="processes (results do not depend on it)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "experiments/results/agents")
     args = ap.parse_args()
     cfg = load_agent_config(ROOT / "configs/agents/scheduler.yaml")
     val = cfg.validation
+    policies, stem, specs = POLICIES, "teachers", list(val.scenarios)
+    if args.set == "guards":
+        policies, stem = GUARDS, "teachers_guards"
+        specs = available([*specs, VAL_TRACE])[0]
+    tasks = [(*p, spec, int(seed)) for spec in specs for p in policies for seed in val.seeds]
     rows = []
-    for spec in val.scenarios:
-        for label, name, params in POLICIES:
-            for seed in val.seeds:
-                rows.append(run(label, name, params, spec, int(seed)))
-                print(json.dumps(rows[-1]), flush=True)
+    with ProcessPoolExecutor(args.workers) if args.workers > 1 else nullcontext() as pool:
+        for row in pool.map(_run, tasks) if pool else map(_run, tasks):  # rows in task order
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     ref = {(r["scenario"], r["seed"]): r["avg_jct_h"] for r in rows if r["policy"] == "dally"}
     ref99 = {(r["scenario"], r["seed"]): r["p99_jct_h"] for r in rows if r["policy"] == "dally"}
-    scen = [s.name for s in val.scenarios]
+    scen = [s.name for s in specs]
+    cmd = "python experiments/scheduler_teachers.py" + (
+        " --set guards" if stem != "teachers" else ""
+    )
     lines = [
         f"# Scheduler-v0 warm-start teachers on validation seeds {', '.join(map(str, val.seeds))}",
         "",
-        "`python experiments/scheduler_teachers.py` (env rollouts; ratio = mean over seeds of avg "
+        f"`{cmd}` (env rollouts; ratio = mean over seeds of avg "
         "JCT / Dally's avg JCT; P99 likewise; preemptions: total over the seeds).",
         "",
-        "| policy | " + " | ".join(f"{s} avg / P99 (preempt.)" for s in scen) + " | mean avg |",
-        "|---|" + "---:|" * (len(scen) + 1),
-    ]
-    for label, _, _ in POLICIES:
-        cells, means = [], []
+        "| policy | " + " | ".join(f"{s} avg / P99 (preempt.)" for s in scen)
+        + " | mean avg | max P99 |",
+        "|---|" + "---:|" * (len(scen) + 2),
+    ]  # fmt: skip
+    for label, _, _ in policies:
+        cells, means, p99s = [], [], []
         for s in scen:
             mine = [r for r in rows if r["policy"] == label and r["scenario"] == s]
             a = float(np.mean([r["avg_jct_h"] / ref[s, r["seed"]] for r in mine]))
@@ -91,10 +148,12 @@ def main() -> None:
             bad = sum(r["unfinished"] for r in mine)
             cells.append(f"{a:.3f} / {p:.3f} ({n:,})" + (f" {bad} unfinished" if bad else ""))
             means.append(a)
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(means):.3f} |")
+            p99s.append(p)
+        lines.append(f"| {label} | " + " | ".join(cells)
+                     + f" | {np.mean(means):.3f} | {max(p99s):.3f} |")  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "teachers.md").write_text("\n".join(lines) + "\n")
-    (args.out / "teachers.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     print("\n".join(lines))
 
 
