@@ -124,3 +124,11 @@ def test_nearchus_gpu_skipping_failed_growth_matches_retrying_it():
     _assert_same(fast, slow)
     assert fast.summary["resizes"] > 0  # jobs grew, so growth attempts were made
     assert pol.skipped_attempts > 0  # and the shortcut was taken
+
+
+@needs_traces
+@pytest.mark.slow
+def test_nearchus_gpu_fast_paths_match_general_loop_on_trace_prefix():
+    fast, pol = _run_with_policy("philly-1024gpu", "nearchus-gpu", True, 1000)
+    _assert_same(fast, _run("philly-1024gpu", "nearchus-gpu", False, 1000))
+    assert fast.summary["resizes"] > 0 and pol.skipped_attempts > 0
