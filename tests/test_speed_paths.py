@@ -66,7 +66,14 @@ def test_dally_fast_paths_match_general_loop(scenario, policy, params):
 
 
 @needs_traces
-@pytest.mark.parametrize("scenario", ["philly-1024gpu", "itp-cluster04"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "philly-1024gpu",
+        "itp-cluster04",
+        pytest.param("crius-philly-1280gpu", marks=pytest.mark.slow),  # long queues
+    ],
+)
 def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
     _assert_same(
         _run(scenario, "dally", True, jobs=2000), _run(scenario, "dally", False, jobs=2000)
