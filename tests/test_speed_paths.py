@@ -24,7 +24,9 @@ def _run_with_policy(scenario: str, policy: str, fast: bool, jobs: int = 0, **pa
     if jobs:
         job_list = job_list[:jobs]
     pol = make_policy(policy, **params)
-    getattr(pol, "base", pol).fast_paths = fast  # Cassini: its base policy's shortcuts
+    pol.fast_paths = fast
+    if hasattr(pol, "base"):  # Cassini: its base policy's shortcuts too
+        pol.base.fast_paths = fast
     return Engine(cfg, cluster, job_list, pol, rng).run(), pol
 
 
@@ -139,3 +141,11 @@ def test_nearchus_gpu_fast_paths_match_general_loop_on_trace_prefix():
     fast, pol = _run_with_policy("philly-1024gpu", "nearchus-gpu", True, 1000)
     _assert_same(fast, _run("philly-1024gpu", "nearchus-gpu", False, 1000))
     assert fast.summary["resizes"] > 0 and pol.skipped_attempts > 0
+
+
+@needs_traces
+@pytest.mark.slow
+def test_cassini_local_rescoring_of_incumbent_moves_matches_rebuilding():
+    fast, pol = _run_with_policy("itp-cluster04", "cassini", True, 1200)
+    _assert_same(fast, _run("itp-cluster04", "cassini", False, 1200))
+    assert pol.incumbents_moved > 0  # candidates that move incumbents were chosen
