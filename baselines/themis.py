@@ -291,6 +291,26 @@ class Themis(BaseScheduler):
             return
         ends = self._lease_end[jobs]
         cross = self._cross[jobs]
+        if float(ends.min()) + self.lease_s >= now:
+            # No renewal ends before ``now``: each lease renews at most once, at the first
+            # wake-up instant that covers it, so the instants are the sorted lease ends
+            # grouped ``EPS`` apart (what the general replay below gives, in one pass).
+            order = np.argsort(ends, kind="stable")
+            se = ends[order]
+            out = se.copy()
+            i, due = 0, int(np.searchsorted(se, now, side="left"))
+            while i < due:
+                w = float(se[i])
+                j = int(np.searchsorted(se, w + EPS, side="right"))
+                out[i:j] = w + self.lease_s
+                self.renewals += j - i
+                self.auction_times.append(w)
+                i = j
+            if i and cross[order[:i]].any():  # _defer wakes up before this can happen
+                raise RuntimeError("themis: deferred renewal of a cross-rack lease")
+            ends[order] = out
+            self._lease_end[jobs] = ends
+            return
         w = float(ends.min())
         while w < now:
             hit = ends <= w + EPS
@@ -322,10 +342,11 @@ class Themis(BaseScheduler):
     @staticmethod
     def _running_after(running: np.ndarray, plan: Plan) -> np.ndarray:
         """Jobs that run once ``plan``'s actions are applied."""
-        gone = {a.job for a in plan.actions if isinstance(a, Preempt)}
-        new = {a.job for a in plan.actions if isinstance(a, Start)}
-        out = {int(j) for j in running if int(j) not in gone} | new
-        return np.fromiter(sorted(out), dtype=np.int64, count=len(out))
+        gone = [a.job for a in plan.actions if isinstance(a, Preempt)]
+        new = [a.job for a in plan.actions if isinstance(a, Start)]
+        if gone:
+            running = running[~np.isin(running, gone)]
+        return np.union1d(running, np.asarray(new, dtype=np.int64))  # sorted, unique
 
     def _schedule_epochs(self, view: ClusterView) -> Sequence[Action]:
         """``auction="renew"``: synchronized epochs; winners renew on the same GPUs."""
