@@ -41,6 +41,19 @@ thesis's description and documents what it fills in:
   the Themis paper, which is not in ../shared/papers, and the engine's jobs here have fixed
   GPU demands. Also not modelled: the fairness-knob filter that lets only the worst 1-f of
   jobs bid (every job bids).
+
+Implementation at trace scale (issue #19, ``fast_paths``; per-job results bit-identical to
+waking up for every expiry, checked in ``tests/test_speed_paths.py``): while no job waits, a
+lease expiry in which only one-rack jobs bid is a renewal of each on its own GPUs (no
+placement has a smaller penalty and the bidders' own GPUs are free), so it changes nothing
+the engine sees. The policy then asks to be woken only for the first cross-rack lease end
+(that auction may move the job into one rack) and, at its next call (an arrival, a finish,
+or that wake-up), replays the skipped expiries at the instants it would have woken up at, so
+every lease end and renewal count is the same. Cassini is not affected: it acts only when its
+base starts or moves a job, and a renewal does neither (4.5.2: "Placement changes are
+triggered by job arrivals, job departures, and when the lease time of any of the servers
+expires"; a renewal is an expiry whose auction changes no placement). Engine events and time-series points are fewer (``sim_events``
+changes; time averages over the series agree to rounding).
 """
 
 from __future__ import annotations
