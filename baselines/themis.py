@@ -52,8 +52,9 @@ or that wake-up), replays the skipped expiries at the instants it would have wok
 every lease end and renewal count is the same. Cassini is not affected: it acts only when its
 base starts or moves a job, and a renewal does neither (4.5.2: "Placement changes are
 triggered by job arrivals, job departures, and when the lease time of any of the servers
-expires"; a renewal is an expiry whose auction changes no placement). Engine events and time-series points are fewer (``sim_events``
-changes; time averages over the series agree to rounding).
+expires"; a renewal is an expiry whose auction changes no placement). Engine events and
+time-series points are fewer (``sim_events`` changes; time averages over the series agree to
+rounding).
 """
 
 from __future__ import annotations
