@@ -304,8 +304,11 @@ class Themis(BaseScheduler):
         if jobs is None or not jobs.size:
             return
         ends = self._lease_end[jobs]
+        first = float(ends.min())
+        if first >= now:
+            return  # no lease ended since the last call
         cross = self._cross[jobs]
-        if float(ends.min()) + self.lease_s >= now:
+        if first + self.lease_s >= now:
             # No renewal ends before ``now``: each lease renews at most once, at the first
             # wake-up instant that covers it, so the instants are the sorted lease ends
             # grouped ``EPS`` apart (what the general replay below gives, in one pass).
