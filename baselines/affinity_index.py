@@ -76,6 +76,30 @@ class AffinityIndex:
                 parent[r] = job  # the job's component absorbs this one
             m.append(job)
 
+    def partition(self) -> tuple[dict[int, int], dict[int, list[int]], dict[int, int], set[int]]:
+        """(root of each job, jobs of each root, root of each shared link, roots of the
+        components with a loop): the components as they are, for scoring variants of the
+        graph that change only some of them."""
+        root_of = {job: self._find(job) for job in self.links_of}
+        jobs_of: dict[int, list[int]] = {}
+        for job, r in root_of.items():
+            jobs_of.setdefault(r, []).append(job)
+        link_root: dict[int, int] = {}
+        edges: dict[int, int] = {}
+        nodes: dict[int, int] = {}
+        in_graph: set[int] = set()
+        for link, m in self.members.items():
+            if len(m) > 1:
+                r = root_of[m[0]]
+                link_root[link] = r
+                edges[r] = edges.get(r, 0) + len(m)
+                nodes[r] = nodes.get(r, 0) + 1
+                in_graph.update(m)
+        for job in in_graph:
+            nodes[root_of[job]] += 1
+        loops = {r for r, e in edges.items() if e >= nodes[r]}
+        return root_of, jobs_of, link_root, loops
+
     def shared_links(self) -> list[int]:
         """Links that carry more than one job, in order of first appearance."""
         return [link for link, m in self.members.items() if len(m) > 1]

@@ -95,6 +95,9 @@ class Cassini(BaseScheduler):
 
     name = "cassini"
     default_base = "themis"
+    # Shortcuts that give the same decisions as the direct form (issue 19); False scores
+    # every incumbent-moving candidate on a graph built afresh (tests compare the two).
+    fast_paths: bool = True
 
     def __init__(
         self,
@@ -346,9 +349,16 @@ class Cassini(BaseScheduler):
                 scores[link] = self._link_score(link, index.members[link], entries, cache)
         base_sum, base_count = math.fsum(scores.values()), len(scores)
         best, best_score = cands[0], -np.inf
+        parts = None  # the index's components, for candidates that move incumbents
         for c, moves in cands:
             self.candidates_scored += 1
-            if moves:
+            if moves and self.fast_paths and len(index.links_of) == len(entries) - (job in entries):
+                if parts is None:
+                    parts = index.partition()
+                got = self._moved_score_local(
+                    view, job, c, moves, entries, cache, index, scores, parts
+                )
+            elif moves:
                 got = self._moved_score(view, job, c, moves, entries, cache)
             else:
                 entries[job] = self._placement(view, job, c)
@@ -420,6 +430,54 @@ class Cassini(BaseScheduler):
         return math.fsum(
             self._link_score(link, index.members[link], trial, cache) for link in shared
         ) / len(shared)
+
+    def _moved_score_local(
+        self, view, job, gpus, moves, entries, cache, index, scores, parts
+    ) -> float | None:
+        """``_moved_score`` rebuilding only the components the moves touch: the components
+        of the moved incumbents and of the links their new placements and the new job's
+        cross. The others keep their jobs, links, loop flags and link scores. Same value:
+        loops are a property of each component, and the mean is an exact sum (``fsum``)
+        over the same link scores (each a function of the link's members)."""
+        root_of, jobs_of, link_root, loops = parts
+        placed = {k: self._placement(view, k, gk) for k, gk in moves}
+        placed[job] = self._placement(view, job, gpus)
+        touched = {root_of[k] for k in placed if k in root_of}
+        members = index.members
+        for e in placed.values():
+            for link in e[2]:
+                m = members.get(link)
+                if m:
+                    touched.add(root_of[m[0]])
+        if any(r not in touched for r in loops):
+            return None
+        trial = dict(entries)
+        local: dict[int, list[int]] = {}
+        for r in touched:
+            for j in jobs_of[r]:
+                if j not in placed:
+                    local[j] = entries[j][2]
+        for k, e in placed.items():
+            if e[2]:
+                trial[k] = e
+                local[k] = e[2]
+            else:
+                trial.pop(k, None)
+        sub = AffinityIndex(local.items())
+        if sub.has_loop:
+            return None
+        terms = [
+            scores[link]
+            if link in scores
+            else self._link_score(link, members[link], entries, cache)
+            for link, r in link_root.items()
+            if r not in touched
+        ]
+        shared = sub.shared_links()
+        terms += [self._link_score(link, sub.members[link], trial, cache) for link in shared]
+        if not terms:
+            return 1.0
+        return math.fsum(terms) / len(terms)
 
     def _with_shifts(self, actions, index, entries, cache, started) -> list[Action]:
         shifts: dict[int, float] = {}

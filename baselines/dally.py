@@ -278,7 +278,8 @@ class Dally(BaseScheduler):
 
     # ---------------------------------------------------------------- offers
     def schedule(self, view: ClusterView) -> Sequence[Action]:
-        return drive(self.offers(view), self.choose)
+        native = self.fast_paths and type(self).choose is Dally.choose
+        return drive(self.offers(view, native=native), self.choose)
 
     @staticmethod
     def choose(offer: Offer) -> int:
@@ -295,13 +296,18 @@ class Dally(BaseScheduler):
                 return NETWORK_SLOT
         return WAIT
 
-    def offers(self, view: ClusterView) -> OfferGen:
+    def offers(self, view: ClusterView, *, native: bool = False) -> OfferGen:
         """Offer the free GPUs to waiting jobs in increasing Nw_sens (4.3.1). With
         ``preemption="requeue"`` the suffering running jobs whose tightest tier is free are
         first preempted into the wait queue (4.3); with ``"relocate"`` they are offered
         their tightest tier in the same order and moved at once. Every start or relocation
         changes the free GPUs, so the jobs that declined are offered again (from the front
-        of the order)."""
+        of the order).
+
+        ``native`` (``schedule``, answers from :meth:`choose`): the answer of ``choose`` is a
+        function of the free-GPU counts, the job's demand, starvation and timers, so it is
+        computed for the whole queue at once and only the first job that accepts is offered
+        the GPUs; the jobs before it would decline, and a decline changes nothing."""
         fast = self.fast_paths
         if fast and view.num_waiting == 0 and not self._suffering:
             return ()  # nobody to offer GPUs to or to move (same answer as below, sooner)
@@ -344,9 +350,13 @@ class Dally(BaseScheduler):
         is_wait = ~is_run
         while True:
             fits = demand <= plan.num_free
-            if any_movers:
+            if any_movers or native:
                 fm = int(plan.free_per_machine.max())
                 fr = int(plan.free_per_rack.max())
+            if native:  # Algorithm 1's answer (``choose``) for every job at once
+                past_mc = starv >= t_mc
+                fits &= (demand <= fm) | (past_mc & ((demand <= fr) | (starv >= t_rk)))
+            if any_movers:
                 moves = is_run & (
                     ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
                 )

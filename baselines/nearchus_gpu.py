@@ -27,6 +27,8 @@ from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import check_positive, check_unit
 
+_EFF_CACHE_MAX = 200_000  # cached placement efficiencies (cleared when exceeded)
+
 
 class NearchusGPU(BaseScheduler):
     """Multiplicative scale-up of GPU workers while communication stays efficient."""
@@ -60,6 +62,21 @@ class NearchusGPU(BaseScheduler):
         self._wake = -1.0
         self._failed: dict[int, tuple[bytes, bytes]] = {}  # job -> (held, free) of a failure
         self.skipped_attempts = 0
+        # Efficiency of a placement: a pure function of (model, GPUs), kept across decisions.
+        self._eff: dict[tuple[str, bytes], float] = {}
+
+    def _efficiency(self, view: ClusterView, job: int, gpus: np.ndarray) -> float:
+        """``compute / (compute + exposed communication)`` of ``job`` on ``gpus`` (cached per
+        model and GPU ids when ``fast_paths``: the same inputs give the same number)."""
+        if not self.fast_paths:
+            return 1.0 / (1.0 + view.comm_overhead_for(job, gpus))
+        key = (view.jobs[job].model, gpus.tobytes())
+        e = self._eff.get(key)
+        if e is None:
+            if len(self._eff) > _EFF_CACHE_MAX:
+                self._eff.clear()
+            e = self._eff[key] = 1.0 / (1.0 + view.comm_overhead_for(job, gpus))
+        return e
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         plan = view.plan()
@@ -87,17 +104,20 @@ class NearchusGPU(BaseScheduler):
                     growing = True  # it failed on these very GPUs: it would fail again
                     self.skipped_attempts += 1
                     continue
-                e = 1.0 / (1.0 + view.comm_overhead_for(job, held))
+                e = self._efficiency(view, job, held)
                 if e < self.e_thd_job:
                     self.done.add(job)
                     continue
                 n = min(demand, math.ceil(held.size * (1 + self.r_up)))
-                trial = plan.copy()
-                trial.preempt(job)
+                if self.fast_paths:  # no placement of more GPUs than its own + the free ones
+                    n = min(n, held.size + plan.num_free)
+                if n > held.size:
+                    trial = plan.copy()
+                    trial.preempt(job)
                 while n > held.size:
                     gpus = trial.find(n)
                     if gpus is not None:
-                        e_new = 1.0 / (1.0 + view.comm_overhead_for(job, gpus))
+                        e_new = self._efficiency(view, job, gpus)
                         if e_new >= self.e_thd_job:
                             plan.migrate(job, gpus)
                             plan.actions[-1] = Resize(job, tuple(gpus.tolist()))

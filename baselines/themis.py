@@ -41,6 +41,20 @@ thesis's description and documents what it fills in:
   the Themis paper, which is not in ../shared/papers, and the engine's jobs here have fixed
   GPU demands. Also not modelled: the fairness-knob filter that lets only the worst 1-f of
   jobs bid (every job bids).
+
+Implementation at trace scale (issue #19, ``fast_paths``; per-job results bit-identical to
+waking up for every expiry, checked in ``tests/test_speed_paths.py``): while no job waits, a
+lease expiry in which only one-rack jobs bid is a renewal of each on its own GPUs (no
+placement has a smaller penalty and the bidders' own GPUs are free), so it changes nothing
+the engine sees. The policy then asks to be woken only for the first cross-rack lease end
+(that auction may move the job into one rack) and, at its next call (an arrival, a finish,
+or that wake-up), replays the skipped expiries at the instants it would have woken up at, so
+every lease end and renewal count is the same. Cassini is not affected: it acts only when its
+base starts or moves a job, and a renewal does neither (4.5.2: "Placement changes are
+triggered by job arrivals, job departures, and when the lease time of any of the servers
+expires"; a renewal is an expiry whose auction changes no placement). Engine events and
+time-series points are fewer (``sim_events`` changes; time averages over the series agree to
+rounding).
 """
 
 from __future__ import annotations
@@ -60,6 +74,7 @@ from .consolidation import make_room
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
 EPS = 1e-9
+_NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
 
 
 class Themis(BaseScheduler):
@@ -113,6 +128,10 @@ class Themis(BaseScheduler):
         self._next_epoch = self.lease_s
         self._lease_end = np.full(n, np.inf)  # per job, while it runs (re-auction)
         self._penalty = np.ones(n)  # Themis's slowdown estimate of the job's placement
+        self._cross = np.zeros(n, dtype=bool)  # the job's placement spans racks
+        # Running jobs (after the last decision's actions) whose one-rack lease renewals are
+        # deferred to the next call (fast paths; see ``_defer``), or None.
+        self._deferred: np.ndarray | None = None
         self.renewals = 0
         self.auction_times: list[float] = []  # instants at which leases expired
 
@@ -151,7 +170,8 @@ class Themis(BaseScheduler):
         plan.start(job, gpus)
         self._lease_end[job] = now + self.lease_s
         racks = plan.cluster.gpu_rack[gpus]
-        cross = gpus.size and racks.min() != racks.max()
+        cross = bool(gpus.size and racks.min() != racks.max())
+        self._cross[job] = cross
         self._penalty[job] = self.cross_rack_slowdown if cross else 1.0
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
@@ -162,15 +182,18 @@ class Themis(BaseScheduler):
     def _schedule_reauction(self, view: ClusterView) -> Sequence[Action]:
         """Per-job leases; at expiry the released GPUs are re-auctioned (4.5.1)."""
         now = view.now
+        fast = self.fast_paths
+        if self._deferred is not None:
+            self._catch_up(now)
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)
         expired = running[self._lease_end[running] <= now + EPS]
-        fast = self.fast_paths
         nofit = waiting.size and view.num_free < int(self._demand[waiting].min())
         if fast and not expired.size and nofit:
             waiting = waiting[:0]  # no lease expired and no waiting job fits: no auction
         if fast and expired.size and not waiting.size and self._all_one_rack(view, expired):
-            return self._renew_all(running, expired, now)
+            self._renew_all(expired, now)
+            return self._defer(running)  # nobody waits (``waiting`` is not cut down here)
         plan = view.plan()
         if waiting.size or expired.size:
             own = {int(j): np.asarray(view.gpus_of(int(j)), dtype=np.int64) for j in expired}
@@ -209,6 +232,8 @@ class Themis(BaseScheduler):
             if expired.size:
                 self.auction_times.append(now)
         if fast:
+            if self._none_waits_after(view, plan):
+                return plan.actions + self._defer(self._running_after(running, plan))
             wake = self._next_lease_end(running, plan)
             if wake is not None:
                 plan.wake_up(wake)
@@ -228,7 +253,7 @@ class Themis(BaseScheduler):
                 return False
         return True
 
-    def _renew_all(self, running: np.ndarray, expired: np.ndarray, now: float) -> list[Action]:
+    def _renew_all(self, expired: np.ndarray, now: float) -> None:
         """The auction (4.5.1) when only jobs whose leases expired bid and each holds one
         rack: each bidder finds its own GPUs free (the bidders before it kept theirs) and no
         placement with a smaller penalty exists, so every bidder renews on its own GPUs,
@@ -237,7 +262,82 @@ class Themis(BaseScheduler):
         self._penalty[expired] = 1.0
         self.renewals += int(expired.size)
         self.auction_times.append(now)
-        return [WakeUp(float(self._lease_end[running].min()))]
+
+    @staticmethod
+    def _none_waits_after(view: ClusterView, plan: Plan) -> bool:
+        """Whether no job waits once ``plan``'s actions are applied."""
+        started = {a.job for a in plan.actions if isinstance(a, Start)}
+        preempted = {a.job for a in plan.actions if isinstance(a, Preempt)}
+        return view.num_waiting - len(started - preempted) + len(preempted - started) == 0
+
+    def _defer(self, after: np.ndarray) -> list[Action]:
+        """The wake-up to ask for when no job waits, with ``after`` the jobs that run once
+        this decision's actions are applied.
+
+        With nobody waiting, a lease expiry in which only one-rack jobs bid is a renewal of
+        each on its own GPUs (``_renew_all``): it changes no placement, so the policy need not
+        wake up for it. It wakes up for the first cross-rack lease end instead (that auction
+        may move the job into one rack), or for any earlier event (an arrival, a finish).
+        ``_catch_up`` then replays the skipped expiries in order, at the instants the policy
+        would have woken up at, so every lease end is what waking up for each would give.
+        One-rack leases ending within ``_NEAR_S`` before the first cross-rack one are woken
+        up for (an expiry within ``EPS`` of another is decided with it).
+        """
+        self._deferred = after
+        if not after.size:
+            return []
+        ends = self._lease_end[after]
+        cross = self._cross[after]
+        if not cross.any():
+            return []
+        first = float(ends[cross].min())
+        near = ends[~cross & (ends >= first - _NEAR_S)]
+        return [WakeUp(min(first, float(near.min())) if near.size else first)]
+
+    def _catch_up(self, now: float) -> None:
+        """Replay the one-rack renewals skipped since the last call (``_defer``): at each
+        instant the policy would have woken up at (the earliest lease end of the jobs then
+        running), strictly before ``now``, every lease ending within ``EPS`` renews from that
+        instant, as ``_renew_all`` does. Nothing else changed in between: no job waited, and
+        the jobs running were those of the last decision (a finish or an arrival is a call)."""
+        jobs, self._deferred = self._deferred, None
+        if jobs is None or not jobs.size:
+            return
+        ends = self._lease_end[jobs]
+        first = float(ends.min())
+        if first >= now:
+            return  # no lease ended since the last call
+        cross = self._cross[jobs]
+        if first + self.lease_s >= now:
+            # No renewal ends before ``now``: each lease renews at most once, at the first
+            # wake-up instant that covers it, so the instants are the sorted lease ends
+            # grouped ``EPS`` apart (what the general replay below gives, in one pass).
+            order = np.argsort(ends, kind="stable")
+            se = ends[order]
+            out = se.copy()
+            i, due = 0, int(np.searchsorted(se, now, side="left"))
+            while i < due:
+                w = float(se[i])
+                j = int(np.searchsorted(se, w + EPS, side="right"))
+                out[i:j] = w + self.lease_s
+                self.renewals += j - i
+                self.auction_times.append(w)
+                i = j
+            if i and cross[order[:i]].any():  # _defer wakes up before this can happen
+                raise RuntimeError("themis: deferred renewal of a cross-rack lease")
+            ends[order] = out
+            self._lease_end[jobs] = ends
+            return
+        w = float(ends.min())
+        while w < now:
+            hit = ends <= w + EPS
+            if (hit & cross).any():  # _defer wakes up before this can happen
+                raise RuntimeError(f"themis: deferred renewal of a cross-rack lease at t={w}")
+            ends[hit] = w + self.lease_s
+            self.renewals += int(hit.sum())
+            self.auction_times.append(w)
+            w = float(ends.min())
+        self._lease_end[jobs] = ends
 
     def _next_lease_end(self, running: np.ndarray, plan: Plan) -> float | None:
         """The earliest lease end of the jobs that run once ``plan``'s actions are applied
@@ -259,10 +359,11 @@ class Themis(BaseScheduler):
     @staticmethod
     def _running_after(running: np.ndarray, plan: Plan) -> np.ndarray:
         """Jobs that run once ``plan``'s actions are applied."""
-        gone = {a.job for a in plan.actions if isinstance(a, Preempt)}
-        new = {a.job for a in plan.actions if isinstance(a, Start)}
-        out = {int(j) for j in running if int(j) not in gone} | new
-        return np.fromiter(sorted(out), dtype=np.int64, count=len(out))
+        gone = [a.job for a in plan.actions if isinstance(a, Preempt)]
+        new = [a.job for a in plan.actions if isinstance(a, Start)]
+        if gone:
+            running = running[~np.isin(running, gone)]
+        return np.union1d(running, np.asarray(new, dtype=np.int64))  # sorted, unique
 
     def _schedule_epochs(self, view: ClusterView) -> Sequence[Action]:
         """``auction="renew"``: synchronized epochs; winners renew on the same GPUs."""

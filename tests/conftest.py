@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,10 @@ from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import get_model
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+TRACES = Path(
+    os.environ.get("DLCLUSTER_TRACES")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+)
 traces_available = TRACES.is_dir()
 needs_traces = pytest.mark.skipif(
     not traces_available, reason=f"{TRACES} not found (set DLCLUSTER_TRACES to run trace tests)"

@@ -63,3 +63,21 @@ def test_two_jobs_on_two_shared_links_form_a_loop() -> None:
     index.add(2, [5, 9])
     assert index.has_loop
     assert index.components() == [([0, 1, 2], True)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_partition_matches_components(seed: int) -> None:
+    """Roots, jobs per root, shared links per root and loop flags agree with ``components``
+    (Cassini's local rescoring of incumbent moves relies on them)."""
+    rng = np.random.default_rng(seed)
+    job_links = _random_job_links(rng, int(rng.integers(1, 25)), int(rng.integers(2, 15)))
+    index = AffinityIndex(job_links.items())
+    root_of, jobs_of, link_root, loops = index.partition()
+    assert set(root_of) == set(job_links)
+    assert sorted(j for js in jobs_of.values() for j in js) == sorted(job_links)
+    assert set(link_root) == set(index.shared_links())
+    for jobs, loop in index.components():
+        (root,) = {root_of[j] for j in jobs}
+        assert set(jobs) <= set(jobs_of[root])
+        assert (root in loops) == loop
+    assert bool(loops) == index.has_loop

@@ -543,9 +543,13 @@ class ParallelismSpeeds:
 
     def plan(self, model: str, gpus: np.ndarray) -> Plan | None:
         """The plan a job of ``model`` runs on ``gpus`` (None: no plan fits in memory)."""
-        kinds = np.unique(self.cluster.gpu_type_idx[gpus])
+        types = self.cluster.gpu_type_idx[gpus]
+        if not types.size:
+            return None
+        lo, hi = int(types.min()), int(types.max())
+        kinds = [lo] if lo == hi else np.unique(types).tolist()  # one type: the usual case
         worst: Plan | None = None
-        for k in kinds.tolist():
+        for k in kinds:
             p = best_plan(model, self.hardware[k], int(gpus.size))
             if p is None:
                 return None
