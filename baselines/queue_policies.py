@@ -232,7 +232,24 @@ class RandomScheduler:
         return np.asarray(int(valid[self.rng.integers(valid.size)])), state
 
 
-class ClairvoyantSlots:
+class _ActingTeacher:
+    """SB3-style ``predict`` for the teachers below, which pick an action from the env's state
+    (``act``) and ignore the observation."""
+
+    def act(self) -> int:
+        raise NotImplementedError
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        return np.asarray(self.act()), state
+
+
+class ClairvoyantSlots(_ActingTeacher):
     """A teacher for learned Scheduler-v0 agents (not a paper's policy): ``srw`` restricted
     to what the env shows. Among the waiting slots whose best possible tier is a valid
     candidate now (one machine if the job fits on one, else one rack, else packed), start the
@@ -259,15 +276,6 @@ class ClairvoyantSlots:
         left = np.where(cand, left, np.inf)
         k = int(np.argmin(left))
         return 1 + k * 6 + int(best[k])
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
-        return np.asarray(self.act()), state
 
 
 def gittins_table(
@@ -302,7 +310,7 @@ def gittins_table(
     return t, g
 
 
-class IndexSlots:
+class IndexSlots(_ActingTeacher):
     """A non-clairvoyant teacher for learned Scheduler-v0 agents that uses the preempt action
     (not a paper's policy; env ``preemption=True``, ``order="las"``,
     ``running_order="attained"``, its ``env_kwargs``).
@@ -496,15 +504,6 @@ class IndexSlots:
             if packed[k]:
                 return 1 + k * 6 + PACKED - 1
         return 0
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
-        return np.asarray(self.act()), state
 
 
 class LASSlots(IndexSlots):

@@ -394,6 +394,13 @@ def rankings() -> list[dict]:
 # ----------------------------------------------------------------------------- report
 
 
+def _emit(name: str, lines: list[str]) -> int:
+    """Write one report page under OUT, echo it, and return the exit status 0."""
+    (OUT / name).write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces-dir", default=None)
@@ -430,9 +437,7 @@ def main() -> int:
             *pollux_latency_sweep(root),
             "",
         ]
-        (OUT / "pollux_latency.md").write_text("\n".join(text))
-        print("\n".join(text))
-        return 0
+        return _emit("pollux_latency.md", text)
     if args.pollux_overlap:
         table, _ = pollux_overlap_sweep(root)
         text = [
@@ -448,9 +453,7 @@ def main() -> int:
             *table,
             "",
         ]
-        (OUT / "pollux_overlap.md").write_text("\n".join(text))
-        print("\n".join(text))
-        return 0
+        return _emit("pollux_overlap.md", text)
     cluster = pollux_cluster()
     eff = cluster.config.transport_efficiency
     lines = [
