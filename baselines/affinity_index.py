@@ -20,7 +20,7 @@ index (Cassini does, when the base policy preempts or migrates in a decision).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 class AffinityIndex:
@@ -84,21 +84,29 @@ class AffinityIndex:
         jobs_of: dict[int, list[int]] = {}
         for job, r in root_of.items():
             jobs_of.setdefault(r, []).append(job)
+        link_root, loops, _ = self._shared_graph(root_of.__getitem__)
+        return root_of, jobs_of, link_root, loops
+
+    def _shared_graph(
+        self, find: Callable[[int], int]
+    ) -> tuple[dict[int, int], set[int], set[int]]:
+        """(root of each shared link, roots of the components with a loop, jobs on a shared
+        link) of the bipartite job-link graph; a component has a loop when its edges are at
+        least its nodes (jobs plus shared links)."""
         link_root: dict[int, int] = {}
         edges: dict[int, int] = {}
         nodes: dict[int, int] = {}
         in_graph: set[int] = set()
         for link, m in self.members.items():
             if len(m) > 1:
-                r = root_of[m[0]]
+                r = find(m[0])
                 link_root[link] = r
                 edges[r] = edges.get(r, 0) + len(m)
                 nodes[r] = nodes.get(r, 0) + 1
                 in_graph.update(m)
         for job in in_graph:
-            nodes[root_of[job]] += 1
-        loops = {r for r, e in edges.items() if e >= nodes[r]}
-        return root_of, jobs_of, link_root, loops
+            nodes[find(job)] += 1
+        return link_root, {r for r, e in edges.items() if e >= nodes[r]}, in_graph
 
     def shared_links(self) -> list[int]:
         """Links that carry more than one job, in order of first appearance."""
@@ -107,19 +115,9 @@ class AffinityIndex:
     def components(self) -> list[tuple[list[int], bool]]:
         """(jobs in insertion order, has a loop) per component with a shared link, ordered by
         their first job."""
-        edges: dict[int, int] = {}
-        nodes: dict[int, int] = {}
-        in_graph: set[int] = set()
-        for m in self.members.values():
-            if len(m) > 1:
-                r = self._find(m[0])
-                edges[r] = edges.get(r, 0) + len(m)
-                nodes[r] = nodes.get(r, 0) + 1
-                in_graph.update(m)
+        _, loops, in_graph = self._shared_graph(self._find)
         comps: dict[int, list[int]] = {}
         for job in self.links_of:
             if job in in_graph:
-                r = self._find(job)
-                comps.setdefault(r, []).append(job)
-                nodes[r] += 1
-        return [(jobs, edges[r] >= nodes[r]) for r, jobs in comps.items()]
+                comps.setdefault(self._find(job), []).append(job)
+        return [(jobs, r in loops) for r, jobs in comps.items()]

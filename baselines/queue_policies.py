@@ -38,7 +38,24 @@ _PROTECTED = 1e9  # index offset of the jobs protected by ``IndexSlots``'s starv
 WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64, "skip_trivial": False}
 
 
-class NativeInScheduler:
+class _EnvActing:
+    """SB3-style ``predict`` for the policies of this module, which pick an action from the
+    env's state (``act``) and ignore the observation."""
+
+    def act(self) -> int:
+        raise NotImplementedError
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        return np.asarray(self.act()), state
+
+
+class NativeInScheduler(_EnvActing):
     """A native scheduler acting through Scheduler-v0's actions (see the module docstring)."""
 
     native = "fcfs"
@@ -60,13 +77,7 @@ class NativeInScheduler:
             params.setdefault(self.preemption_param, False)
         return make_policy(self.native, **params)
 
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
+    def act(self) -> int:
         env = self.env
         if env.engine is not self._engine:  # a new episode
             self._engine = env.engine
@@ -78,7 +89,7 @@ class NativeInScheduler:
             self._queue, wakeups = self._translate(self.policy.schedule(env.view))
             for t in wakeups:  # sent with this instant's decisions, however it ends
                 env.wake_up(t)
-        return np.asarray(self._next()), state
+        return self._next()
 
     def _translate(self, actions: Any) -> tuple[list, list]:
         acts, out, wake = list(actions), [], []
@@ -212,7 +223,7 @@ class SRWInScheduler(NativeInScheduler):
     env_kwargs: ClassVar[dict[str, Any]] = {"order": "srw", "known_durations": True, **WINDOWS}
 
 
-class RandomScheduler:
+class RandomScheduler(_EnvActing):
     """Uniform over the valid actions of the current decision point (``action_masks``)."""
 
     env_kwargs: ClassVar[dict[str, Any]] = {}
@@ -221,35 +232,12 @@ class RandomScheduler:
         self.env = env.unwrapped
         self.rng = np.random.default_rng(seed)
 
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
-        valid = np.flatnonzero(self.env.action_masks())
-        return np.asarray(int(valid[self.rng.integers(valid.size)])), state
-
-
-class _ActingTeacher:
-    """SB3-style ``predict`` for the teachers below, which pick an action from the env's state
-    (``act``) and ignore the observation."""
-
     def act(self) -> int:
-        raise NotImplementedError
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
-        return np.asarray(self.act()), state
+        valid = np.flatnonzero(self.env.action_masks())
+        return int(valid[self.rng.integers(valid.size)])
 
 
-class ClairvoyantSlots(_ActingTeacher):
+class ClairvoyantSlots(_EnvActing):
     """A teacher for learned Scheduler-v0 agents (not a paper's policy): ``srw`` restricted
     to what the env shows. Among the waiting slots whose best possible tier is a valid
     candidate now (one machine if the job fits on one, else one rack, else packed), start the
@@ -310,7 +298,7 @@ def gittins_table(
     return t, g
 
 
-class IndexSlots(_ActingTeacher):
+class IndexSlots(_EnvActing):
     """A non-clairvoyant teacher for learned Scheduler-v0 agents that uses the preempt action
     (not a paper's policy; env ``preemption=True``, ``order="las"``,
     ``running_order="attained"``, its ``env_kwargs``).
