@@ -134,6 +134,8 @@ class Crius(BaseScheduler):
         self.cells: dict[int, dict[Alloc, float]] = {}
         self.cell_stages: dict[int, dict[Alloc, int]] = {}
         self.cells_arr: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._cell_sig: dict[int, tuple] = {}  # job -> its Cells as a hashable signature
+        self._mv_rows: dict[int, tuple[Alloc, tuple[np.ndarray, ...] | None]] = {}
         self._mv: dict[str, np.ndarray] | None = None
         self._memo: dict = {}  # _free_up / _reach answers for the current virtual state
         self.alloc: dict[int, Alloc] = {}
@@ -222,6 +224,8 @@ class Crius(BaseScheduler):
             np.array([a[1] for a in cells], dtype=np.int64),
             np.array(list(cells.values()), dtype=np.float64),
         )
+        self._cell_sig[job] = tuple(cells.items())
+        self._mv_rows.pop(job, None)
 
     def _sync(self, view: ClusterView) -> None:
         """Virtual allocation := the actual one (jobs finished since the last decision)."""
@@ -258,7 +262,14 @@ class Crius(BaseScheduler):
             self.free[a[1]] -= a[0]
 
     def _cell_based_sched(self, job: int) -> bool:
-        """ScaleResource + BestPerf + VirtualAlloc for one job (Algorithm 1 lines 14-20)."""
+        """ScaleResource + BestPerf + VirtualAlloc for one job (Algorithm 1 lines 14-20).
+
+        A pending job's answer depends only on its Cells and the virtual allocation, so a
+        failure is remembered per Cell signature until the allocation changes (``_take``
+        clears the memo): the next pending job with the same Cells fails without a search."""
+        fail_key = ("fail", self._cell_sig[job]) if job not in self.alloc else None
+        if fail_key is not None and fail_key in self._memo:
+            return False
         best_val, best = 0.0, None
         reach: dict[int, int] = {}
         for a, thr in self.cells[job].items():
@@ -280,6 +291,8 @@ class Crius(BaseScheduler):
             if val > best_val + 1e-12:
                 best_val, best = val, (a, moves)
         if best is None:
+            if fail_key is not None:
+                self._memo[fail_key] = True
             return False
         a, moves = best
         for r, a2 in moves:
@@ -293,14 +306,13 @@ class Crius(BaseScheduler):
         if self._mv is not None:
             return self._mv
         parts = []
-        for r, (n_r, k_r) in self.alloc.items():
-            n2, k2, thr = self.cells_arr[r]
-            cur = self.cells[r].get((n_r, k_r), 0.0)
-            keep = (n2 != n_r) | (k2 != k_r)
-            m = int(keep.sum())
-            if m:
-                parts.append((np.full(m, r), np.full(m, n_r), np.full(m, k_r), n2[keep],
-                              k2[keep], np.maximum(cur - thr[keep], 0.0)))  # fmt: skip
+        for r, a in self.alloc.items():
+            hit = self._mv_rows.get(r)
+            if hit is None or hit[0] != a:  # rows of job r, cached per (Cells, allocation)
+                hit = (a, self._job_moves(r, a))
+                self._mv_rows[r] = hit
+            if hit[1] is not None:
+                parts.append(hit[1])
         cols = ("job", "n", "k", "n2", "k2", "loss")
         if parts:
             self._mv = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(cols)}
@@ -308,6 +320,18 @@ class Crius(BaseScheduler):
             self._mv = {c: np.zeros(0, dtype=np.int64) for c in cols}
         self._mv["valid"] = np.ones(self._mv["job"].size, dtype=bool)
         return self._mv
+
+    def _job_moves(self, r: int, a: Alloc) -> tuple[np.ndarray, ...] | None:
+        """The scalings of running job ``r`` from ``a`` to its other Cells (None: none)."""
+        n_r, k_r = a
+        n2, k2, thr = self.cells_arr[r]
+        cur = self.cells[r].get(a, 0.0)
+        keep = (n2 != n_r) | (k2 != k_r)
+        m = int(keep.sum())
+        if not m:
+            return None
+        return (np.full(m, r), np.full(m, n_r), np.full(m, k_r), n2[keep], k2[keep],
+                np.maximum(cur - thr[keep], 0.0))  # fmt: skip
 
     def _reach(self, k: int) -> int:
         """Upper bound on the GPUs of type ``k`` that ``search_depth`` scalings can free."""
@@ -396,8 +420,8 @@ class Crius(BaseScheduler):
 
     def _opportunistic(self, view: ClusterView) -> None:
         """Suspend opportunistic jobs for the oldest pending job once its smallest Cell is
-        covered by idle GPUs plus the opportunistic jobs on one type (6.1)."""
-        self._sync(view)
+        covered by idle GPUs plus the opportunistic jobs on one type (6.1). Called right
+        after ``_sync`` (the virtual allocation is the actual one)."""
         j = self.blocked
         if j is None or not self.opp:
             return
