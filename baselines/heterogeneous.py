@@ -37,10 +37,10 @@ def requested_type(view: ClusterView, job: int) -> int:
 
 def current_alloc(view: ClusterView, job: int) -> Alloc | None:
     """(count, type) a running job holds, or None."""
-    gpus = view.gpus_of(job)
-    if gpus.size == 0:
+    n, first = view.holding(job)
+    if n == 0:
         return None
-    return int(gpus.size), int(view.cluster.gpu_type_idx[gpus[0]])
+    return n, int(view.cluster.gpu_type_idx[first])
 
 
 def _shrink(view: ClusterView, gpus: np.ndarray, n: int) -> np.ndarray:

@@ -229,3 +229,29 @@ def test_progress_fraction_in_view():
     )
     assert seen == [0.25]
     assert np.isclose(seen[0], 0.25)
+
+
+def test_view_holding_matches_gpus_of():
+    """``ClusterView.holding`` (count, first GPU) agrees with ``gpus_of`` as a job starts,
+    resizes and is preempted, and is (0, -1) for a job that holds nothing."""
+    sc = small_scenario()
+    jobs = [Job(0, "vgg11", 2, 100, 1.0, 0.0), Job(1, "vgg11", 1, 10, 1.0, 0.0)]
+    seen: list[tuple] = []
+
+    class Watch(Scripted):
+        def schedule(self, view):
+            g = view.gpus_of(0)
+            seen.append((view.now, view.holding(0), (g.size, int(g[0]) if g.size else -1)))
+            return super().schedule(view)
+
+    script = {
+        0.0: [Start(0, (6, 7)), WakeUp(10.0)],
+        10.0: [Resize(0, (2, 3, 4, 5)), WakeUp(20.0)],
+        20.0: [Preempt(0), WakeUp(30.0)],
+        30.0: [Start(0, (1, 2))],
+    }
+    run_engine(sc, jobs, Watch(script))
+    by_t = {t: h for t, h, _ in seen}
+    assert all(h == ref for _, h, ref in seen)
+    assert by_t[0.0] == (0, -1) and by_t[10.0] == (2, 6) and by_t[20.0] == (4, 2)
+    assert by_t[30.0] == (0, -1)

@@ -94,6 +94,12 @@ class ClusterView:
         g = self._e.job_gpus.get(job)
         return _ro(g) if g is not None else np.empty(0, dtype=np.int64)
 
+    def holding(self, job: int) -> tuple[int, int]:
+        """(GPU count, first GPU id) of a running job, (0, -1) if not running: the cheap
+        question for policies that track allocations as (count, GPU type)."""
+        g = self._e.job_gpus.get(job)
+        return (int(g.size), int(g[0])) if g is not None and g.size else (0, -1)
+
     def is_running(self, job: int) -> bool:
         return job in self._e.running
 
