@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.scheduler import check_policy_params, make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
 from dlcluster_gym.sim.offers import PACKED
 
@@ -66,7 +66,7 @@ class NativeInScheduler(_EnvActing):
         self.env = env.unwrapped
         self.action_space = env.action_space
         self.observation_space = env.observation_space
-        self.params = dict(params)
+        self.params = check_policy_params(self.native, dict(params))  # fail at construction
         self._engine: Any = None
         self._instant = -1
         self._queue: list[tuple[str, int, Any, Any]] = []
@@ -508,4 +508,7 @@ class LASSlots(IndexSlots):
         fallback: bool = False,
         **guards: Any,
     ) -> None:
-        super().__init__(env, rule, margin, fallback, **guards)
+        given = {"rule": rule, "margin": margin, "fallback": fallback, **guards}
+        name = "las-slots (takes gittins-slots' parameters; its defaults: rule 'las', margin 4.0)"
+        p = check_policy_params(name, given, IndexSlots, bound=("env",))
+        super().__init__(env, **p)

@@ -146,14 +146,15 @@ def _constructor(factory: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=256)
-def policy_parameters(factory: Any) -> type[BaseModel] | None:
+def policy_parameters(factory: Any, bound: tuple[str, ...] = ()) -> type[BaseModel] | None:
     """The declared parameters of a policy as a pydantic model, or None when it accepts any
     keyword (a user constructor with ``**kwargs``).
 
     One mechanism for every policy: the declaration is the constructor's keyword parameters
     with their type hints and defaults, so adding a parameter is one line in ``__init__``.
     :class:`BaseScheduler`'s own ``**params`` declares nothing: a subclass without an
-    ``__init__`` takes no parameters.
+    ``__init__`` takes no parameters. ``bound`` names constructor arguments the caller
+    supplies itself (an env policy's ``env``); they are not parameters.
     """
     init = _constructor(factory)
     if init is BaseScheduler.__init__:
@@ -170,7 +171,7 @@ def policy_parameters(factory: Any) -> type[BaseModel] | None:
     for p in sig.parameters.values():
         if p.kind is p.VAR_KEYWORD:
             return None
-        if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) or p.name == "self":
+        if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) or p.name in ("self", *bound):
             continue
         default = ... if p.default is p.empty else p.default
         fields[p.name] = (_strict(hints.get(p.name, Any)), default)
@@ -193,12 +194,14 @@ def _describe(model: type[BaseModel]) -> str:
     return ", ".join(parts) or "(none)"
 
 
-def check_policy_params(name: str, params: dict[str, Any], factory: Any = None) -> dict[str, Any]:
+def check_policy_params(
+    name: str, params: dict[str, Any], factory: Any = None, bound: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """``params`` validated against the policy's declaration (see :func:`policy_parameters`);
     an unknown or ill-typed parameter is a :class:`ConfigError` listing the valid ones."""
     if factory is None:
         factory, _ = resolve_policy(name)
-    model = policy_parameters(factory)
+    model = policy_parameters(factory, bound)
     if model is None:
         return dict(params)
     unknown = [k for k in params if k not in model.model_fields]

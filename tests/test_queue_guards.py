@@ -36,10 +36,12 @@ def _run(**guards: object) -> tuple[dict, np.ndarray, LASSlots]:
     [
         ({"promote_knob": -1}, "promote_knob must be a number >= 0, got -1"),
         ({"promote_knob": math.inf}, "promote_knob and wait_ratio must be finite"),
-        ({"max_wait_h": "x"}, "max_wait_h must be a number >= 0, got 'x'"),
+        ({"max_wait_h": "x"}, r"parameter 'max_wait_h': Input should be a valid number.*got 'x'"),
+        ({"max_wiat_h": 2}, "has no parameter 'max_wiat_h'"),
+        ({"margin": "x"}, r"parameter 'margin': Input should be a valid number.*got 'x'"),
         ({"wait_ratio": -0.5}, "wait_ratio must be a number >= 0, got -0.5"),
         ({"max_preemptions": 0}, "max_preemptions must be an integer >= 1 or None, got 0"),
-        ({"max_preemptions": 1.5}, "max_preemptions must be an integer >= 1 or None"),
+        ({"max_preemptions": 1.5}, r"parameter 'max_preemptions': Input should be a valid int"),
         ({"wait_from": "now"}, "wait_from must be 'arrival' or 'first_start', got 'now'"),
     ],
 )

@@ -19,7 +19,7 @@ import numpy as np
 
 from dlcluster_gym.envs.agent_meta import env_kind
 from dlcluster_gym.errors import UnknownNameError
-from dlcluster_gym.scheduler import _import
+from dlcluster_gym.scheduler import _import, check_policy_params
 
 
 @runtime_checkable
@@ -118,6 +118,7 @@ def make_env_policy(name: str, env: gym.Env, **params: Any) -> EnvPolicy:
     if name not in table:
         raise UnknownNameError(f"{kind}-v0 policy", name, table)
     factory = _import(table[name][0])
+    params = check_policy_params(f"{kind} env policy {name}", params, factory, bound=("env",))
     return factory(env, **params)
 
 
