@@ -64,17 +64,23 @@ class ClusterFeatures:
         v = self.view
         fpm = v.free_per_machine
         fpr = v.free_per_rack
-        free = float(fpr.sum())
+        free = float(np.add.reduce(fpr))
         empty_m = fpm == self.machine_gpus
-        n_empty = int(empty_m.sum())
-        waiting = v.waiting()
+        n_empty = int(np.count_nonzero(empty_m))
+        n_wait = v.num_waiting
+        # integer-valued sums: exact in any order
+        empty_gpus = float(np.add.reduce(self.machine_gpus[empty_m])) if n_empty else 0.0
         out[0] = free / self.num_gpus
-        out[1] = fpm.max() / self.gpm
-        out[2] = fpr.max() / self.gpr
+        out[1] = np.maximum.reduce(fpm) / self.gpm
+        out[2] = np.maximum.reduce(fpr) / self.gpr
         out[3] = n_empty / fpm.size
-        out[4] = int((fpr == self.rack_gpus).sum()) / fpr.size
-        out[5] = 1.0 - float(self.machine_gpus[empty_m].sum()) / free if free > 0 else 0.0
-        out[6] = count_feature(len(waiting))
-        out[7] = min(float(self.demand[waiting].sum()) / self.num_gpus, 1.0) if waiting else 0.0
+        out[4] = int(np.count_nonzero(fpr == self.rack_gpus)) / fpr.size
+        out[5] = 1.0 - empty_gpus / free if free > 0 else 0.0
+        out[6] = count_feature(n_wait)
+        if n_wait:
+            waiting = np.fromiter(v.iter_waiting(), dtype=np.int64, count=n_wait)
+            out[7] = min(float(np.add.reduce(self.demand[waiting])) / self.num_gpus, 1.0)
+        else:
+            out[7] = 0.0
         out[8] = count_feature(v.num_running)
         out[9] = v.num_done / self.num_jobs

@@ -154,6 +154,10 @@ class Engine:
         self.waiting: dict[int, None] = {}
         self.running: dict[int, None] = {}
         self._ideal = scenario.network == "ideal"
+        # comm_fraction per (model, GPU ids): a pure function of the two, asked again and
+        # again for the same placements (offers' candidates, the start that follows, the
+        # consolidation checks of running jobs).
+        self._comm_memo: dict[tuple[str, bytes], float] = {}
         source = scenario.profile
         names = {j.model for j in self.jobs if not j.is_ps}
         self._profiles = {name: model_profile(name, source) for name in names}
@@ -234,7 +238,17 @@ class Engine:
         if self.par is not None and self.par_jobs[job]:
             compute, comm = self._par_speed(job, gpus)
             return comm / compute
-        return placement_overhead(self.cluster, self._profiles[self.jobs[job].model], gpus)
+        if gpus.dtype != np.int64:
+            gpus = gpus.astype(np.int64)
+        model = self.jobs[job].model
+        key = (model, gpus.tobytes())
+        got = self._comm_memo.get(key)
+        if got is None:
+            got = placement_overhead(self.cluster, self._profiles[model], gpus)
+            if len(self._comm_memo) >= 65536:
+                self._comm_memo.clear()
+            self._comm_memo[key] = got
+        return got
 
     def _par_speed(self, job: int, gpus: np.ndarray) -> tuple[float, float]:
         """(compute, communication) seconds per iteration of an adaptive-parallelism job: its

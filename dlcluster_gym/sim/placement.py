@@ -11,6 +11,8 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
 
+_NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold a job
+
 
 def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
     """The ``n`` lowest-numbered free GPUs (first fit over machines in index order)."""
@@ -21,6 +23,11 @@ def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
 def _take_from_machines(
     cluster: Cluster, free_mask: np.ndarray, machines: np.ndarray, n: int
 ) -> np.ndarray:
+    """The first ``n`` free GPUs of ``machines`` in that order (each machine's in id order;
+    fewer when they hold fewer)."""
+    grid = cluster.gpu_grid
+    if grid is not None:  # equal machines: whole rows of the GPU grid at once
+        return grid[machines][free_mask.reshape(grid.shape)[machines]][:n]
     out: list[np.ndarray] = []
     need = n
     for m in machines.tolist():
@@ -49,12 +56,13 @@ def on_one_machine(
 ) -> np.ndarray | None:
     """Best fit: the machine with the fewest free GPUs that holds ``n`` (lowest id on ties)."""
     fpm = free_per_machine if machines is None else free_per_machine[machines]
-    ok = np.flatnonzero(fpm >= n)
-    if ok.size == 0:
+    fits = np.where(fpm >= n, fpm, _NO_FIT)
+    best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
+    if fits[best] == _NO_FIT:
         return None
-    best = ok[np.argmin(fpm[ok])]
-    m = int(best if machines is None else machines[best])
-    gpus = cluster.machine_gpus(m)
+    m = best if machines is None else int(machines[best])
+    grid = cluster.gpu_grid
+    gpus = grid[m] if grid is not None else cluster.machine_gpus(m)
     return gpus[free_mask[gpus]][:n]
 
 
@@ -66,10 +74,10 @@ def on_one_rack(
     n: int,
 ) -> np.ndarray | None:
     """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
-    ok = np.flatnonzero(free_per_rack >= n)
-    if ok.size == 0:
+    fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
+    rack = int(fits.argmin())
+    if fits[rack] == _NO_FIT:
         return None
-    rack = int(ok[np.argmin(free_per_rack[ok])])
     return _take_from_machines(
         cluster, free_mask, _fullest_first(cluster, free_per_machine, rack), n
     )
@@ -105,6 +113,13 @@ def _pack_racks(
     n: int,
 ) -> np.ndarray:
     """``n`` GPUs taken rack by rack in the given order, fullest machines first in each."""
+    if cluster.gpu_grid is not None:  # one machine order over all the racks, then one take
+        rank = np.full(cluster.num_racks, racks.size, dtype=np.int64)
+        rank[racks] = np.arange(racks.size)
+        of_machine = rank[cluster.machine_rack]
+        order = np.lexsort((-free_per_machine, of_machine))  # stable: lowest id on ties
+        order = order[: int(np.searchsorted(of_machine[order], racks.size))]
+        return _take_from_machines(cluster, free_mask, order, n)
     out: list[np.ndarray] = []
     need = n
     for rack in racks.tolist():
