@@ -319,8 +319,13 @@ class Engine:
         self.last_update[job] = self.now
 
     def done_iters_now(self, job: int) -> float:
-        """Iterations done as of ``now`` (without mutating state)."""
-        return float(self.live(np.array([job]))[0][0])
+        """Iterations done as of ``now`` (without mutating state): ``live`` for one job, on
+        scalars (the same float operations)."""
+        done = float(self.done_iters[job])
+        if self.status[job] != RUNNING:
+            return done
+        busy = max(self.now - max(float(self.last_update[job]), float(self.resume_at[job])), 0.0)
+        return min(done + busy / float(self.iter_time[job]), float(self.iterations[job]))
 
     def live(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(iterations done, seconds holding GPUs, GPU-seconds attained) as of ``now``."""
@@ -560,17 +565,20 @@ class Engine:
         arr = np.asarray(gpus, dtype=np.int64).reshape(-1)
         if arr.size == 0:
             raise self._bad(action, f"job {job}: no GPUs given")
-        bad = arr[(arr < 0) | (arr >= self.cluster.num_gpus)]
-        if bad.size:
+        ids = arr.tolist()  # Python min/max/set: placements are small
+        if min(ids) < 0 or max(ids) >= self.cluster.num_gpus:
+            bad = arr[(arr < 0) | (arr >= self.cluster.num_gpus)]
             raise self._bad(
                 action,
                 f"job {job}: GPU {int(bad[0])} does not exist (cluster "
                 f"{self.cluster.name} has GPUs 0..{self.cluster.num_gpus - 1})",
             )
-        if len(set(arr.tolist())) != arr.size:
+        if len(set(ids)) != arr.size:
             uniq, counts = np.unique(arr, return_counts=True)
             raise self._bad(action, f"job {job}: GPU {int(uniq[counts > 1][0])} listed twice")
         owners = self.gpu_owner[arr]
+        if max(owners.tolist()) < 0:
+            return arr  # every GPU is free
         taken = arr[(owners >= 0) & (owners != own)]
         if taken.size:
             g = int(taken[0])

@@ -91,8 +91,14 @@ def spread_packed(
     n: int,
 ) -> np.ndarray | None:
     """Any placement, as few racks and machines as greedy packing gives."""
-    if int(free_per_rack.sum()) < n:
+    if int(np.add.reduce(free_per_rack)) < n:
         return None
+    if cluster.gpu_grid is not None:  # the same order as below, from one sort
+        # racks with most free first (lowest id on ties), in each its fullest machines first;
+        # racks with nothing free come last and give nothing
+        rack_free = free_per_rack[cluster.machine_rack]
+        order = np.lexsort((-free_per_machine, cluster.machine_rack, -rack_free))
+        return _take_from_machines(cluster, free_mask, order, n)
     return _pack_racks(
         cluster, free_mask, free_per_machine, free_per_rack, _racks_fullest_first(free_per_rack), n
     )
