@@ -536,8 +536,7 @@ class Engine:
     def _allocate(self, job: int, gpus: np.ndarray) -> Tier:
         self.free_mask[gpus] = False
         self.gpu_owner[gpus] = job
-        np.subtract.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
-        np.subtract.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
+        self._count_free(gpus, -1)
         self.job_gpus[job] = gpus
         self.alloc_n[job] = gpus.size
         tier = self.cluster.placement_tier(gpus)
@@ -551,9 +550,20 @@ class Engine:
         self.alloc_n[job] = 0
         self.free_mask[gpus] = True
         self.gpu_owner[gpus] = -1
-        np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
-        np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
+        self._count_free(gpus, 1)
         return gpus
+
+    def _count_free(self, gpus: np.ndarray, d: int) -> None:
+        """Add ``d`` to the free counts of the machines and racks of ``gpus``."""
+        if gpus.size <= 16:  # a Python loop beats ufunc.at's overhead on a few GPUs
+            fpm, fpr = self.free_per_machine, self.free_per_rack
+            for m in self.cluster.gpu_machine[gpus].tolist():
+                fpm[m] += d
+            for r in self.cluster.gpu_rack[gpus].tolist():
+                fpr[r] += d
+        else:
+            np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
+            np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
 
     # ------------------------------------------------------------------ actions
     def _bad(self, action: Any, msg: str) -> InvalidActionError:
