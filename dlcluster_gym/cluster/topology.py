@@ -86,6 +86,10 @@ class Cluster:
         # ``gpu_grid[m]`` the ids of machine m (placement search takes GPUs by whole rows).
         same = bool((self.machine_num_gpus == self.max_gpus_per_machine).all())
         self.uniform_gpus_per_machine = self.max_gpus_per_machine if same else 0
+        # (first machine, machine count) of each rack, as Python ints
+        self.rack_machine_span: tuple[tuple[int, int], ...] = tuple(
+            zip(self.rack_first_machine.tolist(), self.rack_num_machines.tolist(), strict=True)
+        )
         self.gpu_grid: np.ndarray | None = (
             np.arange(self.num_gpus, dtype=np.int64).reshape(self.num_machines, -1)
             if same

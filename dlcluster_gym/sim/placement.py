@@ -43,6 +43,9 @@ def _take_from_machines(
 
 def _fullest_first(cluster: Cluster, free_per_machine: np.ndarray, rack: int) -> np.ndarray:
     """Machines of ``rack``, most free GPUs first (lowest id on ties)."""
+    if cluster.gpu_grid is not None:  # machines of a rack are consecutive ids
+        first, k = cluster.rack_machine_span[rack]
+        return first + np.argsort(-free_per_machine[first : first + k], kind="stable")
     machines = cluster.rack_machines(rack)
     return machines[np.argsort(-free_per_machine[machines], kind="stable")]
 
