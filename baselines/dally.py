@@ -334,8 +334,8 @@ class Dally(BaseScheduler):
         is_run = np.zeros(ids.size, dtype=bool)
         is_run[waiting.size :] = True
         since = np.asarray(view.wait_since)[ids]
-        if requeued.size:
-            since[np.isin(ids, requeued)] = now  # back in the wait queue from now (4.3)
+        if requeued.size:  # the tail of ids (requeueing leaves no movers to relocate)
+            since[ids.size - requeued.size :] = now  # back in the wait queue from now (4.3)
         if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
             order = np.lexsort((ids, since, self.nw_sens(view, ids)))
             ids, is_run, since = ids[order], is_run[order], since[order]
