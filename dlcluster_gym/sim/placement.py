@@ -21,12 +21,19 @@ def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
 
 
 def _take_from_machines(
-    cluster: Cluster, free_mask: np.ndarray, machines: np.ndarray, n: int
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    machines: np.ndarray,
+    n: int,
+    free_per_machine: np.ndarray | None = None,
 ) -> np.ndarray:
     """The first ``n`` free GPUs of ``machines`` in that order (each machine's in id order;
-    fewer when they hold fewer)."""
+    fewer when they hold fewer). ``free_per_machine`` lets a long order be cut first."""
     grid = cluster.gpu_grid
     if grid is not None:  # equal machines: whole rows of the GPU grid at once
+        if free_per_machine is not None and machines.size > 64:  # only the rows needed
+            k = int(np.searchsorted(np.cumsum(free_per_machine[machines]), n)) + 1
+            machines = machines[:k]
         return grid[machines][free_mask.reshape(grid.shape)[machines]][:n]
     out: list[np.ndarray] = []
     need = n
@@ -101,7 +108,7 @@ def spread_packed(
         # racks with nothing free come last and give nothing
         rack_free = free_per_rack[cluster.machine_rack]
         order = np.lexsort((-free_per_machine, cluster.machine_rack, -rack_free))
-        return _take_from_machines(cluster, free_mask, order, n)
+        return _take_from_machines(cluster, free_mask, order, n, free_per_machine)
     return _pack_racks(
         cluster, free_mask, free_per_machine, free_per_rack, _racks_fullest_first(free_per_rack), n
     )
@@ -128,7 +135,7 @@ def _pack_racks(
         of_machine = rank[cluster.machine_rack]
         order = np.lexsort((-free_per_machine, of_machine))  # stable: lowest id on ties
         order = order[: int(np.searchsorted(of_machine[order], racks.size))]
-        return _take_from_machines(cluster, free_mask, order, n)
+        return _take_from_machines(cluster, free_mask, order, n, free_per_machine)
     out: list[np.ndarray] = []
     need = n
     for rack in racks.tolist():
@@ -220,7 +227,7 @@ def packed_on(
     if gpus is not None:
         return gpus
     order = machines[np.argsort(-fpm, kind="stable")]
-    return _take_from_machines(cluster, free_mask, order, n)
+    return _take_from_machines(cluster, free_mask, order, n, free_per_machine)
 
 
 def candidates(
