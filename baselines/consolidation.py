@@ -41,8 +41,7 @@ def worth_moving(view: ClusterView, job: int, gpus: np.ndarray) -> bool:
     about to finish is not moved for nothing.
     """
     spec = view.jobs[job]
-    done, _, _ = view.live([job])
-    remaining = spec.iterations - float(done[0])
+    remaining = spec.iterations - view.iterations_done(job)
     new_iter = spec.compute_s * (1.0 + view.comm_overhead_for(job, gpus))
     saving = remaining * (float(view.iter_time_s[job]) - new_iter)
     ov = view.scenario.overheads

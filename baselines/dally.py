@@ -334,8 +334,8 @@ class Dally(BaseScheduler):
         is_run = np.zeros(ids.size, dtype=bool)
         is_run[waiting.size :] = True
         since = np.asarray(view.wait_since)[ids]
-        if requeued.size:
-            since[np.isin(ids, requeued)] = now  # back in the wait queue from now (4.3)
+        if requeued.size:  # the tail of ids (requeueing leaves no movers to relocate)
+            since[ids.size - requeued.size :] = now  # back in the wait queue from now (4.3)
         if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
             order = np.lexsort((ids, since, self.nw_sens(view, ids)))
             ids, is_run, since = ids[order], is_run[order], since[order]
@@ -427,13 +427,14 @@ class Dally(BaseScheduler):
         """Preempt the suffering running jobs (``movers``) whose tightest tier the free GPUs
         of this instant hold and for which the move pays (4.3, 4.3.1, 5.2.3); each is judged
         alone against the same free GPUs. Returns the victims, now in the wait queue."""
-        demand, best = self._demand[movers], self._best[movers]
-        fm = int(plan.free_per_machine.max())
-        fr = int(plan.free_per_rack.max())
-        fits = ((best == MACHINE) & (demand <= fm)) | ((best == RACK) & (demand <= fr))
+        fm = max(plan.free_per_machine.tolist())
+        fr = max(plan.free_per_rack.tolist())
         victims = []
-        cand = zip(movers[fits].tolist(), demand[fits].tolist(), best[fits].tolist(), strict=True)
-        for job, n, b in cand:
+        # a few jobs: Python scalars beat small-array numpy
+        demand, best = self._demand[movers].tolist(), self._best[movers].tolist()
+        for job, n, b in zip(movers.tolist(), demand, best, strict=True):
+            if not ((b == MACHINE and n <= fm) or (b == RACK and n <= fr)):
+                continue
             gpus = plan.find(n, tier=Tier(b))
             if gpus is not None and worth_moving(view, job, gpus):
                 victims.append(job)

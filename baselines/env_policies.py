@@ -95,7 +95,7 @@ class RandomMasked(_EnvPolicy):
 
     def act(self, obs: np.ndarray) -> Any:
         if isinstance(self.action_space, gym.spaces.Discrete):
-            cands = (np.flatnonzero(obs[pl.VALID_INDEX] > 0.5) + 1).tolist()
+            cands = [a for a, v in enumerate(obs[pl.VALID_INDEX].tolist(), 1) if v > 0.5]
             limited = getattr(self.env, "wait_limit", "none") == "rack_timer"
             past = obs[_I["job.past_rack_timer"]] > 0.5 and obs[_I["job.past_machine_timer"]] > 0.5
             no_wait = limited and cands and past

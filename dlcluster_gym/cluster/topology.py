@@ -82,6 +82,19 @@ class Cluster:
         self.max_gpus_per_rack = int(self.rack_num_gpus.max())
         # Cumulative GPUs of the largest machines first: how few machines can hold n GPUs.
         self.machines_by_size_cumsum = np.cumsum(np.sort(self.machine_num_gpus)[::-1])
+        # Every machine has this many GPUs (0 when sizes differ): GPU ids then form a grid,
+        # ``gpu_grid[m]`` the ids of machine m (placement search takes GPUs by whole rows).
+        same = bool((self.machine_num_gpus == self.max_gpus_per_machine).all())
+        self.uniform_gpus_per_machine = self.max_gpus_per_machine if same else 0
+        # (first machine, machine count) of each rack, as Python ints
+        self.rack_machine_span: tuple[tuple[int, int], ...] = tuple(
+            zip(self.rack_first_machine.tolist(), self.rack_num_machines.tolist(), strict=True)
+        )
+        self.gpu_grid: np.ndarray | None = (
+            np.arange(self.num_gpus, dtype=np.int64).reshape(self.num_machines, -1)
+            if same
+            else None
+        )
 
     def _init_nics(self, machine_group: list[int]) -> None:
         """NICs and the links the network model shares (``perf.network``).
@@ -235,6 +248,13 @@ class Cluster:
     def placement_tier(self, gpus: Sequence[int] | np.ndarray) -> Tier:
         """The widest tier a set of GPUs spans."""
         machines = self.gpu_machine[np.asarray(gpus, dtype=np.int64)]
+        if machines.size <= 64:  # small placements: Python sets beat numpy's reductions
+            ms = set(machines.tolist())
+            if len(ms) <= 1:
+                return Tier.MACHINE
+            rack_of = self._machine_rack_list
+            first = rack_of[ms.pop()]
+            return Tier.RACK if all(rack_of[m] == first for m in ms) else Tier.NETWORK
         if machines.size == 0 or (machines == machines[0]).all():
             return Tier.MACHINE
         racks = self.machine_rack[machines]

@@ -48,6 +48,9 @@ def count_feature(n: float) -> float:
 class ClusterFeatures:
     """Computes ``CLUSTER_FEATURES`` from a view (per-run constants cached)."""
 
+    SMALL_MACHINES = 256
+    """Up to this many machines the counts are summed on Python lists (faster there)."""
+
     def __init__(self, view: ClusterView) -> None:
         c: Cluster = view.cluster
         self.view = view
@@ -56,25 +59,44 @@ class ClusterFeatures:
         self.gpr = float(c.max_gpus_per_rack)
         self.machine_gpus = c.machine_num_gpus
         self.rack_gpus = c.rack_num_gpus
+        self.small = c.num_machines <= self.SMALL_MACHINES
+        self._machine_gpus = c.machine_num_gpus.tolist()
+        self._rack_gpus = c.rack_num_gpus.tolist()
         self.num_jobs = max(len(view.jobs), 1)
         self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.float64)
 
     def compute(self, out: np.ndarray) -> None:
         """Write the features into ``out`` (length ``len(CLUSTER_FEATURES)``)."""
         v = self.view
-        fpm = v.free_per_machine
-        fpr = v.free_per_rack
-        free = float(fpr.sum())
-        empty_m = fpm == self.machine_gpus
-        n_empty = int(empty_m.sum())
-        waiting = v.waiting()
+        # integer counts and sums (exact in any order): Python lists on small clusters,
+        # numpy reductions on large ones
+        if self.small:
+            fpm, fpr = v.free_per_machine.tolist(), v.free_per_rack.tolist()
+            free = float(sum(fpr))
+            empty = [g for f, g in zip(fpm, self._machine_gpus, strict=True) if f == g]
+            n_empty, empty_gpus = len(empty), float(sum(empty))
+            max_m, max_r = max(fpm), max(fpr)
+            n_empty_r = sum(1 for f, g in zip(fpr, self._rack_gpus, strict=True) if f == g)
+        else:
+            fpm, fpr = v.free_per_machine, v.free_per_rack
+            free = float(np.add.reduce(fpr))
+            empty_m = fpm == self.machine_gpus
+            n_empty = int(np.count_nonzero(empty_m))
+            empty_gpus = float(np.add.reduce(self.machine_gpus[empty_m])) if n_empty else 0.0
+            max_m, max_r = int(np.maximum.reduce(fpm)), int(np.maximum.reduce(fpr))
+            n_empty_r = int(np.count_nonzero(fpr == self.rack_gpus))
+        n_wait = v.num_waiting
         out[0] = free / self.num_gpus
-        out[1] = fpm.max() / self.gpm
-        out[2] = fpr.max() / self.gpr
-        out[3] = n_empty / fpm.size
-        out[4] = int((fpr == self.rack_gpus).sum()) / fpr.size
-        out[5] = 1.0 - float(self.machine_gpus[empty_m].sum()) / free if free > 0 else 0.0
-        out[6] = count_feature(len(waiting))
-        out[7] = min(float(self.demand[waiting].sum()) / self.num_gpus, 1.0) if waiting else 0.0
+        out[1] = max_m / self.gpm
+        out[2] = max_r / self.gpr
+        out[3] = n_empty / len(fpm)
+        out[4] = n_empty_r / len(fpr)
+        out[5] = 1.0 - empty_gpus / free if free > 0 else 0.0
+        out[6] = count_feature(n_wait)
+        if n_wait:
+            waiting = np.fromiter(v.iter_waiting(), dtype=np.int64, count=n_wait)
+            out[7] = min(float(np.add.reduce(self.demand[waiting])) / self.num_gpus, 1.0)
+        else:
+            out[7] = 0.0
         out[8] = count_feature(v.num_running)
         out[9] = v.num_done / self.num_jobs

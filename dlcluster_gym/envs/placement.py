@@ -17,7 +17,7 @@ from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.perf.network import comm_overhead, net_params, placement_nic_shape
+from dlcluster_gym.perf.network import comm_overhead, net_params
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
 from dlcluster_gym.sim.view import ClusterView
@@ -132,10 +132,15 @@ class PlacementObserver:
         )
         self._cluster = ClusterFeatures(view)
         self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
+        # Cluster features read the engine's state, which no offer of one instant changes
+        # (offers work on a scratch plan): computed once per instant (the engine's event
+        # count tells instants apart: every instant pops at least one event).
+        self._feat = np.zeros(_NK, dtype=np.float32)
+        self._feat_at = -1
 
     def _tier_comm(self, job: int, gpus: np.ndarray) -> tuple[int, float]:
-        """(tier, exposed comm / compute) of ``job`` on ``gpus``, from one shape computation
-        (the engine's own ``comm_fraction`` for adaptive-parallelism jobs)."""
+        """(tier, exposed comm / compute) of ``job`` on ``gpus``: the engine's own
+        ``comm_fraction`` (memoized there, so the start that follows an offer reuses it)."""
         e, c = self.engine, self.cluster
         if gpus.size <= 1:
             return int(Tier.MACHINE), 0.0
@@ -144,12 +149,9 @@ class PlacementObserver:
         got = self._tier_cache.get(key) if self.cache_tiers and not adaptive else None
         if got is not None:  # a pure function of the model and the GPUs: offers repeat them
             return got
-        shape = placement_nic_shape(c, gpus)
-        tier = Tier.NETWORK if len(shape) > 1 else Tier.RACK if len(shape[0]) > 1 else Tier.MACHINE
-        if adaptive or (e.links is None and e._ideal):
-            return int(tier), e.comm_fraction(job, gpus)
-        group = int(c.machine_group[c.gpu_machine[gpus[0]]])
-        got = int(tier), comm_overhead(self._profiles[job], shape, net_params(c, group))
+        got = int(c.placement_tier(gpus)), e.comm_fraction(job, gpus)
+        if adaptive:
+            return got
         if len(self._tier_cache) >= 65536:
             self._tier_cache.clear()
         self._tier_cache[key] = got
@@ -204,7 +206,10 @@ class PlacementObserver:
             o[base + 1 + got[0]] = 1.0
             o[base + 4] = got[1]
             o[base + 5] = got[2]
-        self._cluster.compute(o[_NJ + NUM_CANDIDATES * _NC :])
+        if e.sim_events != self._feat_at:
+            self._cluster.compute(self._feat)
+            self._feat_at = e.sim_events
+        o[_NJ + NUM_CANDIDATES * _NC :] = self._feat
         return o.copy()
 
 

@@ -154,6 +154,10 @@ class Engine:
         self.waiting: dict[int, None] = {}
         self.running: dict[int, None] = {}
         self._ideal = scenario.network == "ideal"
+        # comm_fraction per (model, GPU ids): a pure function of the two, asked again and
+        # again for the same placements (offers' candidates, the start that follows, the
+        # consolidation checks of running jobs).
+        self._comm_memo: dict[tuple[str, bytes], float] = {}
         source = scenario.profile
         names = {j.model for j in self.jobs if not j.is_ps}
         self._profiles = {name: model_profile(name, source) for name in names}
@@ -234,7 +238,17 @@ class Engine:
         if self.par is not None and self.par_jobs[job]:
             compute, comm = self._par_speed(job, gpus)
             return comm / compute
-        return placement_overhead(self.cluster, self._profiles[self.jobs[job].model], gpus)
+        if gpus.dtype != np.int64:
+            gpus = gpus.astype(np.int64)
+        model = self.jobs[job].model
+        key = (model, gpus.tobytes())
+        got = self._comm_memo.get(key)
+        if got is None:
+            got = placement_overhead(self.cluster, self._profiles[model], gpus)
+            if len(self._comm_memo) >= 65536:
+                self._comm_memo.clear()
+            self._comm_memo[key] = got
+        return got
 
     def _par_speed(self, job: int, gpus: np.ndarray) -> tuple[float, float]:
         """(compute, communication) seconds per iteration of an adaptive-parallelism job: its
@@ -305,8 +319,13 @@ class Engine:
         self.last_update[job] = self.now
 
     def done_iters_now(self, job: int) -> float:
-        """Iterations done as of ``now`` (without mutating state)."""
-        return float(self.live(np.array([job]))[0][0])
+        """Iterations done as of ``now`` (without mutating state): ``live`` for one job, on
+        scalars (the same float operations)."""
+        done = float(self.done_iters[job])
+        if self.status[job] != RUNNING:
+            return done
+        busy = max(self.now - max(float(self.last_update[job]), float(self.resume_at[job])), 0.0)
+        return min(done + busy / float(self.iter_time[job]), float(self.iterations[job]))
 
     def live(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(iterations done, seconds holding GPUs, GPU-seconds attained) as of ``now``."""
@@ -517,8 +536,7 @@ class Engine:
     def _allocate(self, job: int, gpus: np.ndarray) -> Tier:
         self.free_mask[gpus] = False
         self.gpu_owner[gpus] = job
-        np.subtract.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
-        np.subtract.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
+        self._count_free(gpus, -1)
         self.job_gpus[job] = gpus
         self.alloc_n[job] = gpus.size
         tier = self.cluster.placement_tier(gpus)
@@ -532,9 +550,20 @@ class Engine:
         self.alloc_n[job] = 0
         self.free_mask[gpus] = True
         self.gpu_owner[gpus] = -1
-        np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], 1)
-        np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], 1)
+        self._count_free(gpus, 1)
         return gpus
+
+    def _count_free(self, gpus: np.ndarray, d: int) -> None:
+        """Add ``d`` to the free counts of the machines and racks of ``gpus``."""
+        if gpus.size <= 16:  # a Python loop beats ufunc.at's overhead on a few GPUs
+            fpm, fpr = self.free_per_machine, self.free_per_rack
+            for m in self.cluster.gpu_machine[gpus].tolist():
+                fpm[m] += d
+            for r in self.cluster.gpu_rack[gpus].tolist():
+                fpr[r] += d
+        else:
+            np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
+            np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
 
     # ------------------------------------------------------------------ actions
     def _bad(self, action: Any, msg: str) -> InvalidActionError:
@@ -546,17 +575,20 @@ class Engine:
         arr = np.asarray(gpus, dtype=np.int64).reshape(-1)
         if arr.size == 0:
             raise self._bad(action, f"job {job}: no GPUs given")
-        bad = arr[(arr < 0) | (arr >= self.cluster.num_gpus)]
-        if bad.size:
+        ids = arr.tolist()  # Python min/max/set: placements are small
+        if min(ids) < 0 or max(ids) >= self.cluster.num_gpus:
+            bad = arr[(arr < 0) | (arr >= self.cluster.num_gpus)]
             raise self._bad(
                 action,
                 f"job {job}: GPU {int(bad[0])} does not exist (cluster "
                 f"{self.cluster.name} has GPUs 0..{self.cluster.num_gpus - 1})",
             )
-        if len(set(arr.tolist())) != arr.size:
+        if len(set(ids)) != arr.size:
             uniq, counts = np.unique(arr, return_counts=True)
             raise self._bad(action, f"job {job}: GPU {int(uniq[counts > 1][0])} listed twice")
         owners = self.gpu_owner[arr]
+        if max(owners.tolist()) < 0:
+            return arr  # every GPU is free
         taken = arr[(owners >= 0) & (owners != own)]
         if taken.size:
             g = int(taken[0])

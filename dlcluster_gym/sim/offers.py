@@ -67,7 +67,7 @@ def manual_timers(cluster: Cluster, demand: int) -> tuple[float, float]:
 def _candidate(plan: Plan, n: int, action: int) -> np.ndarray | None:
     c = plan.cluster
     fm, fpm, fpr = plan.free_mask, plan.free_per_machine, plan.free_per_rack
-    if int(fpr.sum()) < n:
+    if plan.num_free < n:
         return None
     if action == MACHINE or (action == FEWEST_MACHINES and n <= c.max_gpus_per_machine):
         return placement.on_one_machine(c, fm, fpm, n)

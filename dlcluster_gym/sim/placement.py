@@ -11,6 +11,8 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
 
+_NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold a job
+
 
 def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
     """The ``n`` lowest-numbered free GPUs (first fit over machines in index order)."""
@@ -19,8 +21,20 @@ def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
 
 
 def _take_from_machines(
-    cluster: Cluster, free_mask: np.ndarray, machines: np.ndarray, n: int
+    cluster: Cluster,
+    free_mask: np.ndarray,
+    machines: np.ndarray,
+    n: int,
+    free_per_machine: np.ndarray | None = None,
 ) -> np.ndarray:
+    """The first ``n`` free GPUs of ``machines`` in that order (each machine's in id order;
+    fewer when they hold fewer). ``free_per_machine`` lets a long order be cut first."""
+    grid = cluster.gpu_grid
+    if grid is not None:  # equal machines: whole rows of the GPU grid at once
+        if free_per_machine is not None and machines.size > 64:  # only the rows needed
+            k = int(np.searchsorted(np.cumsum(free_per_machine[machines]), n)) + 1
+            machines = machines[:k]
+        return grid[machines][free_mask.reshape(grid.shape)[machines]][:n]
     out: list[np.ndarray] = []
     need = n
     for m in machines.tolist():
@@ -36,6 +50,9 @@ def _take_from_machines(
 
 def _fullest_first(cluster: Cluster, free_per_machine: np.ndarray, rack: int) -> np.ndarray:
     """Machines of ``rack``, most free GPUs first (lowest id on ties)."""
+    if cluster.gpu_grid is not None:  # machines of a rack are consecutive ids
+        first, k = cluster.rack_machine_span[rack]
+        return first + np.argsort(-free_per_machine[first : first + k], kind="stable")
     machines = cluster.rack_machines(rack)
     return machines[np.argsort(-free_per_machine[machines], kind="stable")]
 
@@ -49,12 +66,13 @@ def on_one_machine(
 ) -> np.ndarray | None:
     """Best fit: the machine with the fewest free GPUs that holds ``n`` (lowest id on ties)."""
     fpm = free_per_machine if machines is None else free_per_machine[machines]
-    ok = np.flatnonzero(fpm >= n)
-    if ok.size == 0:
+    fits = np.where(fpm >= n, fpm, _NO_FIT)
+    best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
+    if fits[best] == _NO_FIT:
         return None
-    best = ok[np.argmin(fpm[ok])]
-    m = int(best if machines is None else machines[best])
-    gpus = cluster.machine_gpus(m)
+    m = best if machines is None else int(machines[best])
+    grid = cluster.gpu_grid
+    gpus = grid[m] if grid is not None else cluster.machine_gpus(m)
     return gpus[free_mask[gpus]][:n]
 
 
@@ -66,10 +84,10 @@ def on_one_rack(
     n: int,
 ) -> np.ndarray | None:
     """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
-    ok = np.flatnonzero(free_per_rack >= n)
-    if ok.size == 0:
+    fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
+    rack = int(fits.argmin())
+    if fits[rack] == _NO_FIT:
         return None
-    rack = int(ok[np.argmin(free_per_rack[ok])])
     return _take_from_machines(
         cluster, free_mask, _fullest_first(cluster, free_per_machine, rack), n
     )
@@ -83,8 +101,14 @@ def spread_packed(
     n: int,
 ) -> np.ndarray | None:
     """Any placement, as few racks and machines as greedy packing gives."""
-    if int(free_per_rack.sum()) < n:
+    if int(np.add.reduce(free_per_rack)) < n:
         return None
+    if cluster.gpu_grid is not None:  # the same order as below, from one sort
+        # racks with most free first (lowest id on ties), in each its fullest machines first;
+        # racks with nothing free come last and give nothing
+        rack_free = free_per_rack[cluster.machine_rack]
+        order = np.lexsort((-free_per_machine, cluster.machine_rack, -rack_free))
+        return _take_from_machines(cluster, free_mask, order, n, free_per_machine)
     return _pack_racks(
         cluster, free_mask, free_per_machine, free_per_rack, _racks_fullest_first(free_per_rack), n
     )
@@ -105,6 +129,13 @@ def _pack_racks(
     n: int,
 ) -> np.ndarray:
     """``n`` GPUs taken rack by rack in the given order, fullest machines first in each."""
+    if cluster.gpu_grid is not None:  # one machine order over all the racks, then one take
+        rank = np.full(cluster.num_racks, racks.size, dtype=np.int64)
+        rank[racks] = np.arange(racks.size)
+        of_machine = rank[cluster.machine_rack]
+        order = np.lexsort((-free_per_machine, of_machine))  # stable: lowest id on ties
+        order = order[: int(np.searchsorted(of_machine[order], racks.size))]
+        return _take_from_machines(cluster, free_mask, order, n, free_per_machine)
     out: list[np.ndarray] = []
     need = n
     for rack in racks.tolist():
@@ -196,7 +227,7 @@ def packed_on(
     if gpus is not None:
         return gpus
     order = machines[np.argsort(-fpm, kind="stable")]
-    return _take_from_machines(cluster, free_mask, order, n)
+    return _take_from_machines(cluster, free_mask, order, n, free_per_machine)
 
 
 def candidates(

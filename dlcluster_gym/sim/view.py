@@ -107,6 +107,10 @@ class ClusterView:
         """Fraction of the job's iterations completed."""
         return float(self._e.done_iters_now(job) / self.jobs[job].iterations)
 
+    def iterations_done(self, job: int) -> float:
+        """Iterations a job has done as of now (``live`` for one job, without arrays)."""
+        return self._e.done_iters_now(job)
+
     def live(self, jobs: np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per job, as of now: iterations done, seconds holding GPUs, GPU-seconds attained.
 
