@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,7 +89,7 @@ from .affinity_index import AffinityIndex
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
 _LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)
 _PROFILE_CACHE_MAX = 20_000  # profiles per (model, compute, GPUs) without fast paths
-_Entry = tuple[bytes, dict[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
+_Entry = tuple[bytes, Mapping[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 _Moves = tuple[tuple[int, np.ndarray], ...]  # incumbents a candidate moves: (job, new GPUs)
 CANDIDATES = ("auction", "new-only")
 
@@ -145,7 +145,7 @@ class Cassini(BaseScheduler):
         self._start_seq: dict[int, int] = {}
         self._seq = itertools.count()
         self._link_cache: dict[tuple, tuple[float, dict[int, float]]] = {}
-        self._profile_cache: dict[tuple, tuple[dict[int, CommProfile], list[int]]] = {}
+        self._profile_cache: dict[tuple, tuple[Mapping[int, CommProfile], list[int]]] = {}
         self._comp_cache: dict[tuple, dict[int, float]] = {}  # component -> Algorithm 1 shifts
         self.candidates_scored = 0
         self.loops_discarded = 0
@@ -154,7 +154,7 @@ class Cassini(BaseScheduler):
     # ---------------------------------------------------------------- profiles
     def _profiles(
         self, view: ClusterView, job: int, gpus: np.ndarray
-    ) -> tuple[dict[int, CommProfile], list[int]]:
+    ) -> tuple[Mapping[int, CommProfile], list[int]]:
         """The job's link profiles on ``gpus`` and the links it crosses: a pure function of
         (model, compute seconds, placement), cached across jobs and decisions. With
         ``fast_paths`` the cache is keyed by the placement's structure
