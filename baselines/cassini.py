@@ -52,14 +52,18 @@ networkx subgraph view, whose node order for a small component follows the itera
 a set of ``("job", id)`` tuples, i.e. Python's string hashing; here it is always the
 component's first job in start order, as ``assign_time_shifts`` documents.) A candidate
 that moves incumbents is scored on an index built afresh (linear in the running jobs on shared
-links); the per-link solutions are still cached by the members' placements.
+links); the per-link solutions are still cached by the members' placements. Link profiles
+are cached by placement signature (``perf.contention.SharedLinks.profiles``): a job placed on
+other GPUs of the same structure (per-NIC GPU counts, machine/rack grouping, NIC and uplink
+capacities, machine group) reuses the profiles on its own link ids, the same floats; each
+profile is built only when a link score or Algorithm 1 reads it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -84,8 +88,8 @@ from .affinity_index import AffinityIndex
 
 _SHIFT_TOL = 1e-9  # seconds: shifts closer than this are the same shift
 _LINK_CACHE_MAX = 200_000  # per-link solutions kept across calls (cleared when exceeded)
-_PROFILE_CACHE_MAX = 20_000  # link profiles per (model, compute, GPUs) (cleared when exceeded)
-_Entry = tuple[bytes, dict[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
+_PROFILE_CACHE_MAX = 20_000  # profiles per (model, compute, GPUs) without fast paths
+_Entry = tuple[bytes, Mapping[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 _Moves = tuple[tuple[int, np.ndarray], ...]  # incumbents a candidate moves: (job, new GPUs)
 CANDIDATES = ("auction", "new-only")
 
@@ -141,25 +145,36 @@ class Cassini(BaseScheduler):
         self._start_seq: dict[int, int] = {}
         self._seq = itertools.count()
         self._link_cache: dict[tuple, tuple[float, dict[int, float]]] = {}
-        self._profile_cache: dict[tuple, dict[int, CommProfile]] = {}
+        self._profile_cache: dict[tuple, tuple[Mapping[int, CommProfile], list[int]]] = {}
         self._comp_cache: dict[tuple, dict[int, float]] = {}  # component -> Algorithm 1 shifts
         self.candidates_scored = 0
         self.loops_discarded = 0
         self.incumbents_moved = 0
 
     # ---------------------------------------------------------------- profiles
-    def _profiles(self, view: ClusterView, job: int, gpus: np.ndarray) -> dict[int, CommProfile]:
-        """The job's link profiles on ``gpus``: a pure function of (model, compute seconds,
-        GPUs), cached across jobs and decisions (preemption churn re-places jobs on GPUs
-        seen before: 57 % hits on the first 1,000 ITP-04 jobs). Callers must not mutate it."""
+    def _profiles(
+        self, view: ClusterView, job: int, gpus: np.ndarray
+    ) -> tuple[Mapping[int, CommProfile], list[int]]:
+        """The job's link profiles on ``gpus`` and the links it crosses: a pure function of
+        (model, compute seconds, placement), cached across jobs and decisions. With
+        ``fast_paths`` the cache is keyed by the placement's structure
+        (``SharedLinks.profiles``: a job on other GPUs of the same shape, NIC speeds and link
+        classes reuses the profiles on its own link ids; on the 1,280-GPU heterogeneous
+        Crius cluster exact GPU ids rarely repeat); without, by the exact GPU ids (the direct
+        form, for the tests). Callers must not mutate the result."""
         spec = view.jobs[job]
         compute = spec.compute_s * spec.num_gpus / gpus.size
+        if self.fast_paths:
+            return self.links.profiles(self._models[spec.model], compute, gpus)
         key = (spec.model, compute, gpus.tobytes())
         hit = self._profile_cache.get(key)
         if hit is None:
             if len(self._profile_cache) > _PROFILE_CACHE_MAX:
                 self._profile_cache.clear()
-            hit = job_link_profiles(self.links, self._models[spec.model], compute, gpus)
+            hit = (
+                job_link_profiles(self.links, self._models[spec.model], compute, gpus),
+                self.links.links(gpus).tolist(),
+            )
             self._profile_cache[key] = hit
         return hit
 
@@ -169,7 +184,7 @@ class Cassini(BaseScheduler):
         key = gpus.tobytes()
         hit = self._placed.get(job)
         if hit is None or hit[0] != key:
-            hit = (key, self._profiles(view, job, gpus), self.links.links(gpus).tolist())
+            hit = (key, *self._profiles(view, job, gpus))
             self._placed[job] = hit
         return hit
 

@@ -149,3 +149,23 @@ def test_cassini_local_rescoring_of_incumbent_moves_matches_rebuilding():
     fast, pol = _run_with_policy("itp-cluster04", "cassini", True, 1200)
     _assert_same(fast, _run("itp-cluster04", "cassini", False, 1200))
     assert pol.incumbents_moved > 0  # candidates that move incumbents were chosen
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    ("policy", "jobs"),
+    [
+        ("fcfs+cassini", 400),
+        pytest.param("cassini", 1000, marks=pytest.mark.slow),
+        pytest.param("dally+cassini", 1000, marks=pytest.mark.slow),
+    ],
+)
+def test_cassini_signature_profiles_match_exact_gpu_profiles_on_crius(policy, jobs):
+    """Link profiles cached by placement signature (``SharedLinks.profiles``) on the
+    heterogeneous 1,280-GPU Crius cluster: same results as profiles per exact GPU ids."""
+    fast, pol = _run_with_policy("crius-philly-1280gpu", policy, True, jobs)
+    _assert_same(fast, _run("crius-philly-1280gpu", policy, False, jobs))
+    links = pol.links
+    assert not pol._profile_cache  # the signature cache answered
+    # Different GPU sets shared one signature (the reuse the exact-ids cache missed).
+    assert len(links._signatures) > len({key for _, key in links._shapes})

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -78,6 +78,7 @@ __all__ = [
     "UP_TEMPLATES",
     "CircleLayout",
     "LinkPhases",
+    "LinkProfiles",
     "PlacementTraffic",
     "SharedLinks",
     "UpTemplate",
@@ -86,6 +87,7 @@ __all__ = [
     "job_link_profiles",
     "link_phases",
     "link_stretch",
+    "placement_signature",
     "placement_traffic",
     "sharing_can_bind",
     "up_phases",
@@ -171,6 +173,7 @@ class SharedLinks:
     send over them (``perf.network``)."""
 
     _CACHE = 8192  # placements remembered per instance (policies re-score the same ones)
+    _PROFILE_CACHE = 65536  # (model, compute, placement signature) -> link profiles
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -178,6 +181,9 @@ class SharedLinks:
         self.num_links = cluster.num_links
         self._traffic: dict[tuple, PlacementTraffic] = {}
         self._phases: dict[tuple, dict[int, LinkPhases]] = {}
+        self._profiles: dict[tuple, _RankedProfiles] = {}
+        self._shapes: dict[tuple, tuple[float, tuple[tuple[int, LinkPhases], ...]]] = {}
+        self._signatures: dict[bytes, tuple[tuple, list[int], list[int]]] = {}
         if sharing_can_bind(cluster):
             warm_kernel()  # numba's cache loads here, not on the first contended link
 
@@ -197,6 +203,48 @@ class SharedLinks:
             return nics
         extra = [c.spine_link] if c.spine_link >= 0 else []
         return np.unique(np.concatenate((nics, c.nic_uplink[nics], extra))).astype(np.int64)
+
+    def profiles(
+        self, profile: ModelProfile, compute_s: float, gpus: Sequence[int] | np.ndarray
+    ) -> tuple[LinkProfiles, list[int]]:
+        """(:func:`job_link_profiles`, :meth:`links` as a list) of a placement, cached by its
+        :func:`placement_signature`: a job placed on other GPUs of the same structure reuses
+        the profiles computed for the first one, on its own link ids (the same values, see
+        :func:`placement_signature`). The dict and its profiles are shared: do not mutate."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        sig = self._signatures.get(raw := gpus.tobytes())
+        if sig is None:  # the same GPU sets come back (swaps, preemption churn)
+            if len(self._signatures) >= self._PROFILE_CACHE:
+                self._signatures.clear()
+            key, link_ids, crossed = placement_signature(self.cluster, gpus)
+            sig = self._signatures[raw] = (key, link_ids.tolist(), crossed)
+        key, ids, crossed = sig
+        full = (profile, compute_s, key)
+        ranked = self._profiles.get(full)
+        if ranked is None:
+            if len(self._profiles) >= self._PROFILE_CACHE:
+                self._profiles.clear()
+            shape = self._shapes.get((profile, key))
+            if shape is None:  # compute-independent: shared by the jobs of this model
+                if len(self._shapes) >= self._PROFILE_CACHE:
+                    self._shapes.clear()
+                fraction = placement_overhead(self.cluster, profile, gpus)
+                phases = (
+                    link_phases(placement_traffic(self.cluster, profile, gpus), profile.parallelism)
+                    if fraction > 0.0
+                    else {}
+                )
+                rank = {link: r for r, link in enumerate(ids)}
+                shape = self._shapes[(profile, key)] = (
+                    fraction,
+                    tuple((rank[link], ph) for link, ph in phases.items()),
+                )
+            fraction, phased = shape
+            caps = self.capacity_Bps[ids].tolist()
+            ranked = self._profiles[full] = _RankedProfiles(
+                profile, compute_s, fraction, tuple((r, caps[r], ph) for r, ph in phased)
+            )
+        return LinkProfiles(ranked, ids), crossed
 
     def _cached(self, store: dict, profile: ModelProfile, gpus: np.ndarray, make) -> Any:
         """``make(gpus)`` for this placement, remembered in ``store`` (bounded)."""
@@ -223,6 +271,113 @@ class SharedLinks:
             gpus,
             lambda g: link_phases(self.traffic(profile, g), profile.parallelism),
         )
+
+
+class _RankedProfiles:
+    """:func:`job_link_profiles` of a placement signature, by link rank; each profile is
+    built when first read (a Cassini candidate is mostly scored on the links it shares
+    with others, or not at all when its score is cached)."""
+
+    __slots__ = ("compute_s", "fraction", "links", "made", "profile")
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        compute_s: float,
+        fraction: float,
+        links: tuple[tuple[int, float, LinkPhases], ...],
+    ) -> None:
+        self.profile = profile
+        self.compute_s = compute_s
+        self.fraction = fraction
+        self.links = links if fraction > 0.0 else ()  # (rank, capacity, phases) per link
+        self.made: list[CommProfile | None] = [None] * len(self.links)
+
+    def get(self, i: int) -> CommProfile:
+        got = self.made[i]
+        if got is None:
+            _, cap, ph = self.links[i]
+            got = _profiles_on_links(self.profile, self.compute_s, self.fraction, [(cap, ph)])[0]
+            self.made[i] = got
+        return got
+
+
+class LinkProfiles(Mapping[int, CommProfile]):
+    """Read-only ``{link id: CommProfile}`` of a placement (the value of
+    :func:`job_link_profiles`, keys in the same order), whose profiles are built on first
+    read and shared by every placement with the same signature."""
+
+    __slots__ = ("_ids", "_index", "_ranked")
+
+    def __init__(self, ranked: _RankedProfiles, ids: list[int]) -> None:
+        self._ranked = ranked
+        self._ids = ids
+        self._index: dict[int, int] | None = None
+
+    def _where(self) -> dict[int, int]:
+        if self._index is None:
+            ids = self._ids
+            self._index = {ids[r]: i for i, (r, _, _) in enumerate(self._ranked.links)}
+        return self._index
+
+    def __getitem__(self, link: int) -> CommProfile:
+        return self._ranked.get(self._where()[link])
+
+    def __iter__(self) -> Iterator[int]:
+        ids = self._ids
+        return (ids[r] for r, _, _ in self._ranked.links)
+
+    def __len__(self) -> int:
+        return len(self._ranked.links)
+
+
+def placement_signature(
+    cluster: Cluster, gpus: Sequence[int] | np.ndarray
+) -> tuple[tuple, np.ndarray, list[int]]:
+    """(key, link ids, crossed links) of a placement: what its traffic and link profiles are a
+    function of, with the ids relabelled, so that isomorphic placements share one key.
+
+    ``link ids``: the sorted ids of the placement's NICs, their uplinks and the spine; the key
+    names links by their rank in it. The key holds the machine group of the first GPU (its
+    network parameters, ``perf.network.placement_net``), per NIC the placement uses (sorted
+    by id) its link rank, its uplink's rank, the job's GPUs on it, the rank of its machine
+    and of its rack, its index inside its machine and its machine's NIC count (the NIC shape,
+    ``placement_nic_shape``), and the capacities of the ranked links (heterogeneous NICs and
+    uplinks). :func:`placement_traffic`, :func:`link_phases` and :func:`job_link_profiles`
+    only compare, sort, group and index by these ids (``np.unique``, ``argsort``,
+    ``bincount`` in input order, capacities looked up by id), so an order-preserving
+    relabelling changes none of their floats: equal keys give the same profiles on the
+    respective link ids, bit for bit (``tests/test_contention_signature.py`` checks it).
+    ``crossed links``: :meth:`SharedLinks.links` of the placement, as a list.
+    """
+    gpus = np.asarray(gpus, dtype=np.int64)
+    nics, counts = np.unique(cluster.gpu_nic[gpus], return_counts=True)
+    machine = cluster.nic_machine[nics]
+    uplink = cluster.nic_uplink[nics]
+    rack = cluster.machine_rack[machine]
+    spine = cluster.spine_link
+    ids = np.concatenate((nics, uplink, [spine])) if spine >= 0 else np.concatenate((nics, uplink))
+    link_ids, rank = np.unique(ids, return_inverse=True)
+    m_ids, m_rank = np.unique(machine, return_inverse=True)
+    r_ids, r_rank = np.unique(rack, return_inverse=True)
+    key = (
+        int(cluster.machine_group[cluster.gpu_machine[gpus[0]]]) if gpus.size else -1,
+        nics.size,
+        rank.tobytes(),
+        counts.tobytes(),
+        m_rank.tobytes(),
+        r_rank.tobytes(),
+        cluster.nic_local[nics].tobytes(),
+        cluster.machine_num_nics[machine].tobytes(),
+        cluster.link_capacity_Bps[link_ids].tobytes(),
+    )
+    if m_ids.size <= 1:
+        crossed: list[int] = []
+    elif r_ids.size <= 1:
+        crossed = nics.tolist()
+    else:
+        crossed = link_ids.tolist()
+    return key, link_ids, crossed
 
 
 def sharing_can_bind(cluster: Cluster) -> bool:
@@ -338,19 +493,33 @@ def job_link_profiles(
     fraction = placement_overhead(links.cluster, profile, gpus)
     if fraction <= 0.0:
         return {}
+    phases = links.phases(profile, gpus)
+    caps = [(float(links.capacity_Bps[link]), ph) for link, ph in phases.items()]
+    return dict(zip(phases, _profiles_on_links(profile, compute_s, fraction, caps), strict=True))
+
+
+def _profiles_on_links(
+    profile: ModelProfile,
+    compute_s: float,
+    fraction: float,
+    links: list[tuple[float, LinkPhases]],
+) -> list[CommProfile]:
+    """:func:`job_link_profiles` of a placement whose exposed communication is ``fraction``
+    of the compute time, one profile per (link capacity, job phases on the link)."""
+    if fraction <= 0.0:
+        return []
     overlap = profile.comm.overlap
     comm = fraction * compute_s
     iteration = compute_s + comm
     up = min(comm / (1.0 - overlap), iteration)
-    out = {}
-    for link, ph in links.phases(profile, gpus).items():
-        cap = float(links.capacity_Bps[link])
+    out = []
+    for cap, ph in links:
         starts = ph.down * (iteration - up) + ph.up * up
         phases = [
             (float(s), float(d), float(min(v, cap)))
             for s, d, v in zip(starts, ph.length * up, ph.rate, strict=True)
         ]
-        out[link] = CommProfile.multi_phase(iteration, phases, profile.name)
+        out.append(CommProfile.multi_phase(iteration, phases, profile.name))
     return out
 
 
