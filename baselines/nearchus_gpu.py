@@ -8,18 +8,21 @@ count is elastic (the engine's ``Resize`` keeps the global batch and pays ``rest
   (the analogue of R0 = 15 of 100 vCPUs), head-of-line blocking;
 - every ``check_interval_s`` (the stability window: the GPU engine's speeds carry no noise),
   efficiency ``e_job = compute / (compute + exposed communication)`` of the current placement;
-  if ``e_job >= e_thd_job`` the job grows multiplicatively by ``r_up`` (capped by its demand
-  and the free GPUs) onto a placement whose predicted efficiency still passes the threshold;
-  otherwise (a network bottleneck: the GPU analogue of PSN/MU) it stops growing;
+  if ``e_job >= e_thd_job`` the job grows multiplicatively by ``r_up`` (the Scaling Engine's
+  scale-up, IV), capped by its demand and the free GPUs ("only scaled up with the available
+  resources"), onto the largest placement whose predicted efficiency still passes the
+  threshold; if none passes now it stays growing and retries at later decisions; if
+  ``e_job < e_thd_job`` (a network bottleneck: the GPU analogue of PSN/MU) it stops growing;
 - running jobs do not grow while jobs wait.
 
 Growth attempts that cannot succeed are skipped (``fast_paths``, same decisions): a job whose
 placement is efficient but whose next larger one is not stays "growing" and would retry its
-growth search whenever the free GPUs change. When the network model's overhead of a placement
-is a function of its per-rack, per-machine GPU counts alone (see :func:`counts_determine_overhead`),
-the best efficiency any placement of ``k`` GPUs can have is a maximum over those count shapes,
-computed once per (model, k); if it is below ``e_thd_job`` for every size the search would try,
-the search fails whatever GPUs are free, and is not run.
+growth search whenever the free GPUs change. When the network model's overhead of a
+placement is a function of its per-rack, per-machine GPU counts alone
+(:func:`counts_determine_overhead`), the best efficiency any placement of ``k`` GPUs can have
+is a maximum over those count shapes, computed once per (model, k); if it is below
+``e_thd_job`` for every size the search would try, the search fails whatever GPUs are free,
+and is not run.
 """
 
 from __future__ import annotations
