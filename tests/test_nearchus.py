@@ -146,7 +146,7 @@ def test_nearchus_gpu_count_shapes_are_every_placement_shape() -> None:
     force over every k-subset of a 2-rack x 2-machine x 4-GPU cluster)."""
     from itertools import combinations
 
-    from baselines.nearchus_gpu import count_shapes
+    from dlcluster_gym.baselines.nearchus_gpu import count_shapes
 
     sc = load_scenario({
         "name": "c",
@@ -169,7 +169,7 @@ def test_nearchus_gpu_overhead_is_a_function_of_the_count_shape(name: str) -> No
     random placements with the same count shape have exactly the same overhead."""
     import numpy as np
 
-    from baselines.nearchus_gpu import counts_determine_overhead
+    from dlcluster_gym.baselines.nearchus_gpu import counts_determine_overhead
     from dlcluster_gym.perf.network import placement_overhead
     from dlcluster_gym.workload.models import get_model
 
@@ -196,6 +196,6 @@ def test_nearchus_gpu_overhead_is_a_function_of_the_count_shape(name: str) -> No
 def test_nearchus_gpu_bound_off_where_gpu_ids_matter(name: str) -> None:
     """Rails, several NICs shared by GPUs, or several machine groups: no bound (the search
     runs as written)."""
-    from baselines.nearchus_gpu import counts_determine_overhead
+    from dlcluster_gym.baselines.nearchus_gpu import counts_determine_overhead
 
     assert not counts_determine_overhead(_cluster(name))
