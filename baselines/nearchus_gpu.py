@@ -8,10 +8,21 @@ count is elastic (the engine's ``Resize`` keeps the global batch and pays ``rest
   (the analogue of R0 = 15 of 100 vCPUs), head-of-line blocking;
 - every ``check_interval_s`` (the stability window: the GPU engine's speeds carry no noise),
   efficiency ``e_job = compute / (compute + exposed communication)`` of the current placement;
-  if ``e_job >= e_thd_job`` the job grows multiplicatively by ``r_up`` (capped by its demand
-  and the free GPUs) onto a placement whose predicted efficiency still passes the threshold;
-  otherwise (a network bottleneck: the GPU analogue of PSN/MU) it stops growing;
+  if ``e_job >= e_thd_job`` the job grows multiplicatively by ``r_up`` (the Scaling Engine's
+  scale-up, IV), capped by its demand and the free GPUs ("only scaled up with the available
+  resources"), onto the largest placement whose predicted efficiency still passes the
+  threshold; if none passes now it stays growing and retries at later decisions; if
+  ``e_job < e_thd_job`` (a network bottleneck: the GPU analogue of PSN/MU) it stops growing;
 - running jobs do not grow while jobs wait.
+
+Growth attempts that cannot succeed are skipped (``fast_paths``, same decisions): a job whose
+placement is efficient but whose next larger one is not stays "growing" and would retry its
+growth search whenever the free GPUs change. When the network model's overhead of a
+placement is a function of its per-rack, per-machine GPU counts alone
+(:func:`counts_determine_overhead`), the best efficiency any placement of ``k`` GPUs can have
+is a maximum over those count shapes, computed once per (model, k); if it is below
+``e_thd_job`` for every size the search would try, the search fails whatever GPUs are free,
+and is not run.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Resize
 from dlcluster_gym.sim.view import ClusterView
@@ -28,6 +41,70 @@ from dlcluster_gym.sim.view import ClusterView
 from .ps_common import check_positive, check_unit
 
 _EFF_CACHE_MAX = 200_000  # cached placement efficiencies (cleared when exceeded)
+# Largest growth size whose best efficiency is bounded by enumerating count shapes (there are
+# few shapes of up to 8 GPUs; larger sizes fall back to the search).
+_BOUND_MAX_GPUS = 8
+
+
+def counts_determine_overhead(cluster: Cluster) -> bool:
+    """Whether ``perf.network.placement_overhead`` of any placement on ``cluster`` depends only
+    on its per-rack, per-machine GPU counts (``Cluster.placement_shape``).
+
+    True when all machines belong to one group (one ``NetParams``: ``placement_net``), hold the
+    same number of GPUs, every rack the same number of machines, and the NICs are one per GPU
+    (no rails) or one per machine: ``placement_nic_shape`` then builds the NIC shape from the
+    count shape alone (its two fast layouts); any other NIC layout depends on which GPUs share
+    a NIC, so it is not covered.
+    """
+    if np.unique(cluster.machine_group).size != 1:
+        return False
+    if np.unique(cluster.machine_num_gpus).size != 1:
+        return False
+    if np.unique(np.bincount(cluster.machine_rack)).size != 1:
+        return False
+    per_gpu = (
+        cluster.num_rails <= 1
+        and cluster.num_nics == cluster.num_gpus
+        and bool((cluster.gpu_nic == np.arange(cluster.num_gpus)).all())
+    )
+    per_machine = cluster.num_nics == cluster.num_machines and bool(
+        (cluster.nic_machine == np.arange(cluster.num_machines)).all()
+    )
+    return per_gpu or per_machine
+
+
+def count_shapes(
+    k: int, gpus_per_machine: int, machines_per_rack: int, racks: int
+) -> list[tuple[tuple[int, ...], ...]]:
+    """Every count shape of ``k`` GPUs: racks as non-increasing tuples of per-machine counts
+    (each <= ``gpus_per_machine``, at most ``machines_per_rack`` machines), at most ``racks``
+    racks, listed in non-increasing order (each shape once)."""
+    rack_tuples: list[tuple[int, ...]] = []
+
+    def machines(left: int, cap: int, acc: tuple[int, ...]) -> None:
+        if acc:
+            rack_tuples.append(acc)
+        if len(acc) == machines_per_rack:
+            return
+        for c in range(min(cap, left), 0, -1):
+            machines(left - c, c, (*acc, c))
+
+    machines(k, gpus_per_machine, ())
+    order = sorted(set(rack_tuples), key=lambda r: (sum(r), r), reverse=True)
+    out: list[tuple[tuple[int, ...], ...]] = []
+
+    def build(left: int, start: int, acc: tuple[tuple[int, ...], ...]) -> None:
+        if left == 0:
+            out.append(acc)
+            return
+        if len(acc) == racks:
+            return
+        for i in range(start, len(order)):
+            if sum(order[i]) <= left:
+                build(left - sum(order[i]), i, (*acc, order[i]))
+
+    build(k, 0, ())
+    return out
 
 
 class NearchusGPU(BaseScheduler):
@@ -64,6 +141,11 @@ class NearchusGPU(BaseScheduler):
         self.skipped_attempts = 0
         # Efficiency of a placement: a pure function of (model, GPUs), kept across decisions.
         self._eff: dict[tuple[str, bytes], float] = {}
+        # Best efficiency of any placement of k GPUs, per (model, k) (None: not bounded).
+        self._best: dict[tuple[str, int], float | None] = {}
+        self._by_counts = counts_determine_overhead(view.cluster)
+        self.bounded_skips = 0  # attempts skipped because no placement could be efficient
+        self._stuck: set[int] = set()  # running jobs none of whose growth sizes can be efficient
 
     def _efficiency(self, view: ClusterView, job: int, gpus: np.ndarray) -> float:
         """``compute / (compute + exposed communication)`` of ``job`` on ``gpus`` (cached per
@@ -78,6 +160,45 @@ class NearchusGPU(BaseScheduler):
             e = self._eff[key] = 1.0 / (1.0 + view.comm_overhead_for(job, gpus))
         return e
 
+    def _best_efficiency(self, view: ClusterView, job: int, k: int) -> float | None:
+        """The highest efficiency any placement of ``k`` GPUs on the cluster can have for
+        ``job``'s model: the maximum over every count shape (each realized on the first racks,
+        machines and GPUs), exact because the overhead depends on the count shape alone. None
+        when that does not hold, the model runs with adaptive parallelism (its speed depends
+        on more than the counts), or ``k`` is too large to enumerate."""
+        model = view.jobs[job].model
+        key = (model, k)
+        if key in self._best:
+            return self._best[key]
+        best: float | None = None
+        cluster = view.cluster
+        if self._by_counts and k <= _BOUND_MAX_GPUS and not is_adaptive_model(model):
+            shapes = count_shapes(
+                k,
+                int(cluster.machine_num_gpus[0]),
+                int(cluster.rack_machines(0).size),
+                cluster.num_racks,
+            )
+            best = 0.0
+            for shape in shapes:
+                gpus = [
+                    cluster.machine_gpus(m)[:c]
+                    for r, rack in enumerate(shape)
+                    for m, c in zip(cluster.rack_machines(r).tolist(), rack, strict=False)
+                ]  # rack r's first len(rack) machines (zip stops at the shorter)
+                best = max(best, self._efficiency(view, job, np.concatenate(gpus)))
+        self._best[key] = best
+        return best
+
+    def _cannot_grow(self, view: ClusterView, job: int, lo: int, hi: int) -> bool:
+        """No placement of ``lo`` to ``hi`` GPUs anywhere reaches ``e_thd_job`` for ``job``, so
+        its growth search fails whatever GPUs are free."""
+        for k in range(lo, hi + 1):
+            best = self._best_efficiency(view, job, k)
+            if best is None or best >= self.e_thd_job:
+                return False
+        return True
+
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         plan = view.plan()
         for job in view.waiting():
@@ -90,6 +211,9 @@ class NearchusGPU(BaseScheduler):
         if not view.waiting() or len(plan.actions) == view.num_waiting:
             for job in view.running():
                 if job in self.done:
+                    continue
+                if job in self._stuck:  # its search always fails: it only keeps a wake-up
+                    growing = True
                     continue
                 held = view.gpus_of(job)
                 demand = view.jobs[job].num_gpus
@@ -109,8 +233,20 @@ class NearchusGPU(BaseScheduler):
                     self.done.add(job)
                     continue
                 n = min(demand, math.ceil(held.size * (1 + self.r_up)))
-                if self.fast_paths:  # no placement of more GPUs than its own + the free ones
+                if self.fast_paths:
+                    if self._cannot_grow(view, job, held.size + 1, n):
+                        # No efficient placement of any size it may grow to: every later
+                        # search fails too (it holds these GPUs until it finishes).
+                        self._stuck.add(job)
+                        growing = True
+                        self.bounded_skips += 1
+                        continue
+                    # no placement of more GPUs than its own + the free ones
                     n = min(n, held.size + plan.num_free)
+                    if n > held.size and self._cannot_grow(view, job, held.size + 1, n):
+                        growing = True  # the search below would fail (no efficient placement)
+                        self.bounded_skips += 1
+                        continue
                 if n > held.size:
                     trial = plan.copy()
                     trial.preempt(job)

@@ -130,3 +130,72 @@ def test_nearchus_gpu_grows_jobs() -> None:
     assert res.summary["resizes"] > 0
     with pytest.raises(NotApplicableError):
         simulate("nearchus-multi-a", "nearchus-gpu")
+
+
+def _cluster(name: str):
+    from dlcluster_gym.cluster.topology import Cluster
+
+    sc = load_scenario(
+        {"name": "c", "cluster": name, "workload": {"kind": "synthetic", "num_jobs": 1}}
+    )
+    return Cluster(sc.cluster)
+
+
+def test_nearchus_gpu_count_shapes_are_every_placement_shape() -> None:
+    """``count_shapes`` lists exactly the count shapes of all placements of k GPUs (brute
+    force over every k-subset of a 2-rack x 2-machine x 4-GPU cluster)."""
+    from itertools import combinations
+
+    from dlcluster_gym.baselines.nearchus_gpu import count_shapes
+
+    sc = load_scenario({
+        "name": "c",
+        "cluster": {"racks": 2, "machines_per_rack": 2, "gpus_per_machine": 4},
+        "workload": {"kind": "synthetic", "num_jobs": 1},
+    })  # fmt: skip
+    from dlcluster_gym.cluster.topology import Cluster
+
+    cluster = Cluster(sc.cluster)
+    for k in range(1, 7):
+        seen = {cluster.placement_shape(g) for g in combinations(range(cluster.num_gpus), k)}
+        listed = count_shapes(k, 4, 2, 2)
+        assert len(listed) == len(set(listed))
+        assert set(listed) == seen, k
+
+
+@pytest.mark.parametrize("name", ["dally-16rack", "itp-cluster04", "tiresias-n32g4"])
+def test_nearchus_gpu_overhead_is_a_function_of_the_count_shape(name: str) -> None:
+    """What the growth bound relies on: on these clusters (``counts_determine_overhead``)
+    random placements with the same count shape have exactly the same overhead."""
+    import numpy as np
+
+    from dlcluster_gym.baselines.nearchus_gpu import counts_determine_overhead
+    from dlcluster_gym.perf.network import placement_overhead
+    from dlcluster_gym.workload.models import get_model
+
+    cluster = _cluster(name)
+    assert counts_determine_overhead(cluster)
+    rng = np.random.default_rng(0)
+    profile = get_model("vgg11")
+    by_shape: dict = {}
+    for _ in range(400):
+        k = int(rng.integers(2, 9))
+        # Few machines, so shapes repeat: pick 3 random machines' GPUs, then k of them.
+        machines = rng.choice(
+            cluster.num_machines, size=min(3, cluster.num_machines), replace=False
+        )
+        pool = np.concatenate([cluster.machine_gpus(int(m)) for m in machines])
+        gpus = np.sort(rng.choice(pool, size=min(k, pool.size), replace=False))
+        o = placement_overhead(cluster, profile, gpus)
+        by_shape.setdefault(cluster.placement_shape(gpus), set()).add(o)
+    assert all(len(v) == 1 for v in by_shape.values()), by_shape
+    assert len(by_shape) > 10
+
+
+@pytest.mark.parametrize("name", ["h100-rail-spine2", "a100-4nic-tor3", "crius-sim-1280gpu"])
+def test_nearchus_gpu_bound_off_where_gpu_ids_matter(name: str) -> None:
+    """Rails, several NICs shared by GPUs, or several machine groups: no bound (the search
+    runs as written)."""
+    from dlcluster_gym.baselines.nearchus_gpu import counts_determine_overhead
+
+    assert not counts_determine_overhead(_cluster(name))
