@@ -260,8 +260,8 @@ class Cassini(BaseScheduler):
                 reserved[list(a.gpus)] = False
             if isinstance(a, Preempt):
                 free[moved.pop(a.job, None) if a.job in moved else view.gpus_of(a.job)] = True
-                linked.pop(a.job, None)
-                index = None
+                if linked.pop(a.job, None) is not None or not self.fast_paths:
+                    index = None  # it left the Affinity graph (a job off shared links did not)
             elif isinstance(a, Migrate | Resize):
                 free[moved[a.job] if a.job in moved else view.gpus_of(a.job)] = True
                 g = np.asarray(a.gpus, dtype=np.int64)
