@@ -293,8 +293,14 @@ class Themis(BaseScheduler):
     ) -> None:
         """One bidder's turn in the auction: its smallest-penalty placement, or its own GPUs
         (an expired job) when they are free and no placement has a smaller penalty."""
-        gpus = self.place(plan, job)
         mine = own.get(job)
+        if self.fast_paths and mine is not None and plan.free_mask[mine].all():
+            racks = plan.cluster.gpu_rack[mine]
+            if racks.min() == racks.max():  # one rack: no placement has a smaller penalty
+                kept.add(job)
+                self._start(plan, job, mine, now)
+                return
+        gpus = self.place(plan, job)
         if (
             mine is not None
             and plan.free_mask[mine].all()
