@@ -53,6 +53,16 @@ a set of ``("job", id)`` tuples, i.e. Python's string hashing; here it is always
 component's first job in start order, as ``assign_time_shifts`` documents.) A candidate
 that moves incumbents is scored on an index built afresh (linear in the running jobs on shared
 links); the per-link solutions are still cached by the members' placements.
+
+Search pruning (``fast_paths``; same choice as scoring every candidate, checked in
+``tests/test_speed_paths.py``): scores are at most 1 and a candidate replaces the best only
+when strictly better, so a base that scores 1 ends the search; a loop of the Affinity graph
+survives in every candidate that leaves all the jobs of its component in place, so with a
+loop, candidates that move nobody (or a job of another component) are discarded without
+their link profiles, and loops in two components end the search (a candidate moves at most
+one incumbent); only the incumbent-moving candidates that can enter the first
+``max_candidates`` are generated. ``candidates_scored`` then counts fewer candidates
+(``searches_skipped`` counts the searches ended early).
 """
 
 from __future__ import annotations

@@ -54,7 +54,15 @@ base starts or moves a job, and a renewal does neither (4.5.2: "Placement change
 triggered by job arrivals, job departures, and when the lease time of any of the servers
 expires"; a renewal is an expiry whose auction changes no placement). Engine events and
 time-series points are fewer (``sim_events`` changes; time averages over the series agree to
-rounding).
+rounding). The auction itself (``_auction_fast``, same winners as ``_auction``): the expired
+jobs release their GPUs before it and it only takes GPUs, so the free count only falls; a
+bidder whose demand exceeds it wins nothing, so only the bidders that fit the free GPUs at the
+start are ranked (rho per job, the fair share still over all bidders) and the loop stops once
+the free GPUs are below every remaining demand; an expired one-rack job whose GPUs are still
+free renews without a placement search (no placement has a smaller penalty). On ITP cluster08
+(64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404 preemptions for
+13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none is restarted at
+the instant it was preempted; 1.4 % restart later on the same GPUs).
 """
 
 from __future__ import annotations
