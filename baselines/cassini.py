@@ -57,6 +57,16 @@ are cached by placement signature (``perf.contention.SharedLinks.profiles``): a 
 other GPUs of the same structure (per-NIC GPU counts, machine/rack grouping, NIC and uplink
 capacities, machine group) reuses the profiles on its own link ids, the same floats; each
 profile is built only when a link score or Algorithm 1 reads it.
+
+Search pruning (``fast_paths``; same choice as scoring every candidate, checked in
+``tests/test_speed_paths.py``): scores are at most 1 and a candidate replaces the best only
+when strictly better, so a base that scores 1 ends the search; a loop of the Affinity graph
+survives in every candidate that leaves all the jobs of its component in place, so with a
+loop, candidates that move nobody (or a job of another component) are discarded without
+their link profiles, and loops in two components end the search (a candidate moves at most
+one incumbent); only the incumbent-moving candidates that can enter the first
+``max_candidates`` are generated. ``candidates_scored`` then counts fewer candidates
+(``searches_skipped`` counts the searches ended early).
 """
 
 from __future__ import annotations
@@ -150,6 +160,7 @@ class Cassini(BaseScheduler):
         self.candidates_scored = 0
         self.loops_discarded = 0
         self.incumbents_moved = 0
+        self.searches_skipped = 0  # decisions whose base placement scored 1 (fast paths)
 
     # ---------------------------------------------------------------- profiles
     def _profiles(
@@ -274,8 +285,8 @@ class Cassini(BaseScheduler):
                 reserved[list(a.gpus)] = False
             if isinstance(a, Preempt):
                 free[moved.pop(a.job, None) if a.job in moved else view.gpus_of(a.job)] = True
-                linked.pop(a.job, None)
-                index = None
+                if linked.pop(a.job, None) is not None or not self.fast_paths:
+                    index = None  # it left the Affinity graph (a job off shared links did not)
             elif isinstance(a, Migrate | Resize):
                 free[moved[a.job] if a.job in moved else view.gpus_of(a.job)] = True
                 g = np.asarray(a.gpus, dtype=np.int64)
@@ -339,42 +350,73 @@ class Cassini(BaseScheduler):
         tier = cluster.placement_tier(base_gpus)
         if tier == Tier.MACHINE:  # one machine crosses no shared link: nothing to choose
             return base_gpus, ()
+        base = np.sort(base_gpus)
+        scores: dict[int, float] = {}
+        if not index.has_loop:
+            for link in index.shared_links():
+                scores[link] = self._link_score(link, index.members[link], entries, cache)
+        base_sum, base_count = math.fsum(scores.values()), len(scores)
+        # The base's own placement first: no candidate scores above 1 (Table 4.1: one minus
+        # a non-negative excess; the mean of such scores), and only a strictly better one
+        # (by 1e-12) replaces it, so a base that scores 1 ends the search (fast paths).
+        self.candidates_scored += 1
+        entries[job] = self._placement(view, job, base)
+        got = self._score(index, job, entries[job][2], base_sum, base_count, scores, entries, cache)
+        if got is None:
+            self.loops_discarded += 1
+        best, best_score = (base, ()), (-np.inf if got is None else got)
+        fast = self.fast_paths
+        if fast and best_score + 1e-12 >= 1.0:
+            self.searches_skipped += 1
+            return best
+        # Loops (fast paths): a candidate's graph keeps every loop of the index whose jobs
+        # all stay where they are (the same jobs on the same links are in it), and a
+        # candidate moves at most one incumbent. So with a loop in the index, a candidate
+        # that moves nobody has a loop, one that moves a job outside a looped component has
+        # a loop, and with loops in two components every candidate has one: the base stays.
+        local = fast and len(index.links_of) == len(entries) - (job in entries)
+        parts = index.partition() if local and index.has_loop else None
+        loops = parts[3] if parts is not None else set()
+        if len(loops) > 1:
+            self.searches_skipped += 1
+            return best
         scratch = free.copy()
         fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
         fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
-        base = np.sort(base_gpus)
         own: list[tuple[np.ndarray, _Moves]] = []
         for c in placement.candidates(
             cluster, scratch, fpm, fpr, base_gpus.size, tier, self.max_candidates
         ):
             if not np.array_equal(c, base):
                 own.append((c, ()))
+        # Only the first ``need`` candidates after the base's are scored, alternating own
+        # and incumbent-moving ones (own first): at most this many of the latter are used.
+        need = self.max_candidates - 1
+        limit = need - min(len(own), (need + 1) // 2) if fast else self.max_candidates
         others = (
-            self._incumbent_moves(view, job, base, free, entries, fixed)
-            if self.candidates == "auction"
+            self._incumbent_moves(view, job, base, free, entries, fixed, limit)
+            if self.candidates == "auction" and limit > 0
             else []
         )
         cands: list[tuple[np.ndarray, _Moves]] = [(base, ())]
         for pair in itertools.zip_longest(own, others):  # alternate the two kinds
             cands.extend(c for c in pair if c is not None)
         cands = cands[: self.max_candidates]
-        scores: dict[int, float] = {}
-        if not index.has_loop:
-            for link in index.shared_links():
-                scores[link] = self._link_score(link, index.members[link], entries, cache)
-        base_sum, base_count = math.fsum(scores.values()), len(scores)
-        best, best_score = cands[0], -np.inf
-        parts = None  # the index's components, for candidates that move incumbents
-        for c, moves in cands:
+        for c, moves in cands[1:]:
             self.candidates_scored += 1
-            if moves and self.fast_paths and len(index.links_of) == len(entries) - (job in entries):
+            if moves and local:
                 if parts is None:
                     parts = index.partition()
-                got = self._moved_score_local(
-                    view, job, c, moves, entries, cache, index, scores, parts
-                )
+                if loops and not loops <= {parts[0].get(k) for k, _ in moves}:
+                    got = None  # a looped component keeps all its jobs: still a loop
+                else:
+                    got = self._moved_score_local(
+                        view, job, c, moves, entries, cache, index, scores, parts
+                    )
             elif moves:
                 got = self._moved_score(view, job, c, moves, entries, cache)
+            elif fast and index.has_loop:
+                got = None  # what ``_score`` says, without the candidate's link profiles
             else:
                 entries[job] = self._placement(view, job, c)
                 got = self._score(
@@ -387,7 +429,7 @@ class Cassini(BaseScheduler):
                 best, best_score = (c, moves), got
         return best
 
-    def _incumbent_moves(self, view, job, base, free, entries, fixed) -> list:
+    def _incumbent_moves(self, view, job, base, free, entries, fixed, limit) -> list:
         """Candidates in which running jobs' workers move too (4.4.2 step 1), over the running
         jobs on shared links in start order: (a) swap: the new job takes an incumbent's GPUs
         and the incumbent takes the new job's base GPUs (same size and tier); (b) relocation:
@@ -395,7 +437,8 @@ class Cassini(BaseScheduler):
         GPUs of its own tier, the new job keeps its base placement. Every job keeps its worker
         count and its placement tier (Themis's rack / cross-rack slowdown penalty), so all
         candidates have the same finish-time fairness in Themis's own estimate, as the thesis
-        requires of its candidates."""
+        requires of its candidates. Stops once it has ``limit`` (the list is a prefix of a
+        longer one's)."""
         cluster = view.cluster
         tier = cluster.placement_tier(base)
         mine = set(self.links.links(base).tolist())
@@ -417,7 +460,7 @@ class Cassini(BaseScheduler):
                     if not np.array_equal(c, gk):
                         out.append((base, ((k, c),)))
                         break
-            if len(out) >= self.max_candidates:
+            if len(out) >= limit:
                 break
         return out
 

@@ -54,7 +54,15 @@ base starts or moves a job, and a renewal does neither (4.5.2: "Placement change
 triggered by job arrivals, job departures, and when the lease time of any of the servers
 expires"; a renewal is an expiry whose auction changes no placement). Engine events and
 time-series points are fewer (``sim_events`` changes; time averages over the series agree to
-rounding).
+rounding). The auction itself (``_auction_fast``, same winners as ``_auction``): the expired
+jobs release their GPUs before it and it only takes GPUs, so the free count only falls; a
+bidder whose demand exceeds it wins nothing, so only the bidders that fit the free GPUs at the
+start are ranked (rho per job, the fair share still over all bidders) and the loop stops once
+the free GPUs are below every remaining demand; an expired one-rack job whose GPUs are still
+free renews without a placement search (no placement has a smaller penalty). On ITP cluster08
+(64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404 preemptions for
+13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none is restarted at
+the instant it was preempted; 1.4 % restart later on the same GPUs).
 """
 
 from __future__ import annotations
@@ -135,8 +143,15 @@ class Themis(BaseScheduler):
         self.renewals = 0
         self.auction_times: list[float] = []  # instants at which leases expired
 
-    def rho(self, view: ClusterView, jobs: np.ndarray, running: np.ndarray) -> np.ndarray:
-        """Finish-time fairness of ``jobs`` (``running`` flags which of them run)."""
+    def rho(
+        self,
+        view: ClusterView,
+        jobs: np.ndarray,
+        running: np.ndarray,
+        bidders: int | None = None,
+    ) -> np.ndarray:
+        """Finish-time fairness of ``jobs`` (``running`` flags which of them run) when
+        ``bidders`` jobs (default: ``jobs.size``) share the cluster."""
         done, _, _ = view.live(jobs)
         if self.placement == "penalty":
             it = self._compute[jobs] * np.where(running, self._penalty[jobs], 1.0)
@@ -144,7 +159,7 @@ class Themis(BaseScheduler):
             it = np.where(running, np.asarray(view.iter_time_s)[jobs], self._compute[jobs])
             it = np.where(np.isfinite(it), it, self._compute[jobs])
         shared = (view.now - self._arrival[jobs]) + (self._iters[jobs] - done) * it
-        fair_share = view.num_gpus / max(jobs.size, 1)
+        fair_share = view.num_gpus / max(jobs.size if bidders is None else bidders, 1)
         ideal = (
             self._iters[jobs]
             * self._compute[jobs]
@@ -199,33 +214,9 @@ class Themis(BaseScheduler):
             own = {int(j): np.asarray(view.gpus_of(int(j)), dtype=np.int64) for j in expired}
             for j in own:
                 plan.preempt(j)  # gives up its servers; kept if it wins them back
-            ids = np.concatenate((waiting, expired))
-            is_exp = np.zeros(ids.size, dtype=bool)
-            is_exp[waiting.size :] = True
-            rho = self.rho(view, ids, is_exp)
-            kept: set[int] = set()
-            order = np.lexsort((ids, -rho))
-            # From position i on, no job can be placed once the free GPUs are fewer than the
-            # smallest remaining demand and no remaining bidder holds GPUs of its own.
-            rest_min = np.minimum.accumulate(self._demand[ids[order]][::-1])[::-1].tolist()
-            rest_exp = np.cumsum(is_exp[order][::-1])[::-1].tolist()
-            for i, k in enumerate(order.tolist()):
-                if fast and not rest_exp[i] and plan.num_free < rest_min[i]:
-                    break
-                job = int(ids[k])
-                gpus = self.place(plan, job)
-                mine = own.get(job)
-                if (
-                    mine is not None
-                    and plan.free_mask[mine].all()
-                    and (gpus is None or self._no_better(plan, mine, gpus))
-                ):
-                    gpus = mine
-                if gpus is None:
-                    continue
-                if mine is not None and np.array_equal(np.sort(gpus), np.sort(mine)):
-                    kept.add(job)
-                self._start(plan, job, gpus, now)
+            self._lease_end[expired] = np.inf  # not running unless it wins again
+            auction = self._auction_fast if fast else self._auction
+            kept = auction(view, plan, waiting, expired, own, now)
             if kept:  # renewals: the job keeps its GPUs, no preemption and no restart
                 plan.actions = [a for a in plan.actions if getattr(a, "job", None) not in kept]
                 self.renewals += len(kept)
@@ -242,6 +233,93 @@ class Themis(BaseScheduler):
         if after.size:
             plan.wake_up(float(self._lease_end[after].min()))
         return plan.actions
+
+    def _auction(
+        self,
+        view: ClusterView,
+        plan: Plan,
+        waiting: np.ndarray,
+        expired: np.ndarray,
+        own: dict[int, np.ndarray],
+        now: float,
+    ) -> set[int]:
+        """The auction of the released and free GPUs (4.4.2, 4.5.1): bidders (the waiting and
+        the expired jobs) in decreasing rho, each on its smallest-penalty placement, an
+        expired job on its own GPUs when they are free and nothing is better. Returns the
+        expired jobs that won their own GPUs back (renewals)."""
+        ids = np.concatenate((waiting, expired))
+        is_exp = np.zeros(ids.size, dtype=bool)
+        is_exp[waiting.size :] = True
+        rho = self.rho(view, ids, is_exp)
+        order = np.lexsort((ids, -rho))
+        kept: set[int] = set()
+        for k in order.tolist():
+            self._bid(plan, int(ids[k]), own, now, kept)
+        return kept
+
+    def _auction_fast(
+        self,
+        view: ClusterView,
+        plan: Plan,
+        waiting: np.ndarray,
+        expired: np.ndarray,
+        own: dict[int, np.ndarray],
+        now: float,
+    ) -> set[int]:
+        """``_auction`` with the same winners, visiting only the bidders that can win.
+
+        The auction only takes GPUs (the expired jobs released theirs before it), so the
+        free count only falls: a bidder whose demand exceeds it gets nothing (no placement
+        exists, and its own GPUs, as many as its demand, cannot all be free), and once it
+        is below every remaining demand nobody else wins. So only the bidders whose demand
+        fits the free GPUs at the start are ranked (rho is per job; the fair share still
+        counts every bidder), in the same order, and the loop stops at that point."""
+        ids = np.concatenate((waiting, expired))
+        dem = self._demand[ids]
+        can = dem <= plan.num_free
+        kept: set[int] = set()
+        if not can.any():
+            return kept
+        is_exp = np.zeros(ids.size, dtype=bool)
+        is_exp[waiting.size :] = True
+        n_bidders = ids.size
+        ids, dem, is_exp = ids[can], dem[can], is_exp[can]
+        rho = self.rho(view, ids, is_exp, bidders=n_bidders)
+        order = np.lexsort((ids, -rho))
+        dem = dem[order]
+        rest_min = np.minimum.accumulate(dem[::-1])[::-1].tolist()
+        for i, (job, d) in enumerate(zip(ids[order].tolist(), dem.tolist(), strict=True)):
+            nf = plan.num_free
+            if nf < rest_min[i]:
+                break
+            if d <= nf:
+                self._bid(plan, job, own, now, kept)
+        return kept
+
+    def _bid(
+        self, plan: Plan, job: int, own: dict[int, np.ndarray], now: float, kept: set[int]
+    ) -> None:
+        """One bidder's turn in the auction: its smallest-penalty placement, or its own GPUs
+        (an expired job) when they are free and no placement has a smaller penalty."""
+        mine = own.get(job)
+        if self.fast_paths and mine is not None and plan.free_mask[mine].all():
+            racks = plan.cluster.gpu_rack[mine]
+            if racks.min() == racks.max():  # one rack: no placement has a smaller penalty
+                kept.add(job)
+                self._start(plan, job, mine, now)
+                return
+        gpus = self.place(plan, job)
+        if (
+            mine is not None
+            and plan.free_mask[mine].all()
+            and (gpus is None or self._no_better(plan, mine, gpus))
+        ):
+            gpus = mine
+        if gpus is None:
+            return
+        if mine is not None and np.array_equal(np.sort(gpus), np.sort(mine)):
+            kept.add(job)
+        self._start(plan, job, gpus, now)
 
     @staticmethod
     def _all_one_rack(view: ClusterView, jobs: np.ndarray) -> bool:
@@ -341,15 +419,13 @@ class Themis(BaseScheduler):
 
     def _next_lease_end(self, running: np.ndarray, plan: Plan) -> float | None:
         """The earliest lease end of the jobs that run once ``plan``'s actions are applied
-        (the minimum ``_running_after`` gives, without building that set)."""
-        gone = [a.job for a in plan.actions if isinstance(a, Preempt)]
+        (the minimum ``_running_after`` gives, without building that set: a job that gave
+        up its GPUs has an infinite lease end unless it won again)."""
         new = [a.job for a in plan.actions if isinstance(a, Start)]
-        ends = self._lease_end[running]
-        if gone:
-            ends = ends[~np.isin(running, gone)]
+        end = float(self._lease_end[running].min()) if running.size else math.inf
         if new:
-            ends = np.concatenate((ends, self._lease_end[new]))
-        return float(ends.min()) if ends.size else None
+            end = min(end, float(self._lease_end[new].min()))
+        return end if math.isfinite(end) else None
 
     def _no_better(self, plan: Plan, mine: np.ndarray, other: np.ndarray) -> bool:
         """Whether ``other`` has no smaller penalty than the job's own GPUs ``mine``."""

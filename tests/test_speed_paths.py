@@ -173,3 +173,27 @@ def test_cassini_signature_profiles_match_exact_gpu_profiles_on_crius(policy, jo
     assert not pol._profile_cache  # the signature cache answered
     # Different GPU sets shared one signature (the reuse the exact-ids cache missed).
     assert len(links._signatures) > len({key for _, key in links._shapes})
+
+
+@needs_traces
+def test_themis_auction_of_fitting_bidders_matches_full_auction():
+    """The auction that ranks only the bidders whose demand fits the free GPUs (and stops
+    once nobody else fits) picks the same winners as ranking every bidder: on ITP-08 every
+    lease end is a contested auction (over 10 preemptions per job)."""
+    fast = _run("itp-cluster08", "themis", True, jobs=300)
+    _assert_same(fast, _run("itp-cluster08", "themis", False, jobs=300))
+    assert fast.summary["preemptions"] > 600
+
+
+@needs_traces
+@pytest.mark.slow
+def test_cassini_loop_pruning_matches_scoring_every_candidate():
+    """Candidates that must keep a loop of the Affinity graph are discarded without being
+    profiled or scored, and the search ends when two components have loops or the base
+    scores 1: same decisions as scoring every candidate."""
+    fast, pol = _run_with_policy("itp-cluster04", "cassini", True, 250)
+    slow, ref = _run_with_policy("itp-cluster04", "cassini", False, 250)
+    _assert_same(fast, slow)
+    assert pol.searches_skipped > 0  # the shortcut was taken
+    assert pol.candidates_scored < ref.candidates_scored
+    assert pol.incumbents_moved == ref.incumbents_moved
