@@ -54,16 +54,15 @@ base starts or moves a job, and a renewal does neither (4.5.2: "Placement change
 triggered by job arrivals, job departures, and when the lease time of any of the servers
 expires"; a renewal is an expiry whose auction changes no placement). Engine events and
 time-series points are fewer (``sim_events`` changes; time averages over the series agree to
-rounding). The auction itself (``_auction_fast``, same winners as ``_auction``): the expired
-jobs release their GPUs before it and it only takes GPUs, so the free count only falls; a
-bidder whose demand exceeds it wins nothing, so only the bidders that fit the free GPUs at the
-start are ranked (rho per job, the fair share still over all bidders) and the loop stops once
-the free GPUs are below every remaining demand; an expired one-rack job whose GPUs are still
-free renews without a placement search (no placement has a smaller penalty). On ITP cluster08
-(64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404 preemptions for
-13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none is restarted at
-the instant it was preempted; 1.4 % restart later on the same GPUs).
-"""
+rounding). The auction itself (``_auction`` with ``fast_paths``, same winners as without): the
+expired jobs release their GPUs before it and it only takes GPUs, so the free count only
+falls; a bidder whose demand exceeds it wins nothing, so only the bidders that fit the free
+GPUs at the start are ranked (rho per job, the fair share still over all bidders) and the loop
+stops once the free GPUs are below every remaining demand; an expired one-rack job whose GPUs
+are still free renews without a placement search (no placement has a smaller penalty). On ITP
+cluster08 (64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404
+preemptions for 13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none
+is restarted at the instant it was preempted; 1.4 % restart later on the same GPUs)."""
 
 from __future__ import annotations
 
@@ -215,8 +214,7 @@ class Themis(BaseScheduler):
             for j in own:
                 plan.preempt(j)  # gives up its servers; kept if it wins them back
             self._lease_end[expired] = np.inf  # not running unless it wins again
-            auction = self._auction_fast if fast else self._auction
-            kept = auction(view, plan, waiting, expired, own, now)
+            kept = self._auction(view, plan, waiting, expired, own, now)
             if kept:  # renewals: the job keeps its GPUs, no preemption and no restart
                 plan.actions = [a for a in plan.actions if getattr(a, "job", None) not in kept]
                 self.renewals += len(kept)
@@ -246,42 +244,28 @@ class Themis(BaseScheduler):
         """The auction of the released and free GPUs (4.4.2, 4.5.1): bidders (the waiting and
         the expired jobs) in decreasing rho, each on its smallest-penalty placement, an
         expired job on its own GPUs when they are free and nothing is better. Returns the
-        expired jobs that won their own GPUs back (renewals)."""
+        expired jobs that won their own GPUs back (renewals).
+
+        With ``fast_paths`` (same winners) only the bidders that can win are visited. The
+        auction only takes GPUs (the expired jobs released theirs before it), so the free
+        count only falls: a bidder whose demand exceeds it gets nothing (no placement exists,
+        and its own GPUs, as many as its demand, cannot all be free), and once it is below
+        every remaining demand nobody else wins. So only the bidders whose demand fits the
+        free GPUs at the start are ranked (rho is per job; the fair share still counts every
+        bidder), in the same order, and the loop stops at that point."""
         ids = np.concatenate((waiting, expired))
         is_exp = np.zeros(ids.size, dtype=bool)
         is_exp[waiting.size :] = True
-        rho = self.rho(view, ids, is_exp)
-        order = np.lexsort((ids, -rho))
         kept: set[int] = set()
-        for k in order.tolist():
-            self._bid(plan, int(ids[k]), own, now, kept)
-        return kept
-
-    def _auction_fast(
-        self,
-        view: ClusterView,
-        plan: Plan,
-        waiting: np.ndarray,
-        expired: np.ndarray,
-        own: dict[int, np.ndarray],
-        now: float,
-    ) -> set[int]:
-        """``_auction`` with the same winners, visiting only the bidders that can win.
-
-        The auction only takes GPUs (the expired jobs released theirs before it), so the
-        free count only falls: a bidder whose demand exceeds it gets nothing (no placement
-        exists, and its own GPUs, as many as its demand, cannot all be free), and once it
-        is below every remaining demand nobody else wins. So only the bidders whose demand
-        fits the free GPUs at the start are ranked (rho is per job; the fair share still
-        counts every bidder), in the same order, and the loop stops at that point."""
-        ids = np.concatenate((waiting, expired))
+        if not self.fast_paths:
+            rho = self.rho(view, ids, is_exp)
+            for k in np.lexsort((ids, -rho)).tolist():
+                self._bid(plan, int(ids[k]), own, now, kept)
+            return kept
         dem = self._demand[ids]
         can = dem <= plan.num_free
-        kept: set[int] = set()
         if not can.any():
             return kept
-        is_exp = np.zeros(ids.size, dtype=bool)
-        is_exp[waiting.size :] = True
         n_bidders = ids.size
         ids, dem, is_exp = ids[can], dem[can], is_exp[can]
         rho = self.rho(view, ids, is_exp, bidders=n_bidders)

@@ -69,6 +69,7 @@ from dlcluster_gym.sim.actions import (
     StartPS,
     WakeUp,
 )
+from dlcluster_gym.sim.placement import add_free_counts
 from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
 from dlcluster_gym.sim.state import DONE, DROPPED, PENDING, RUNNING, WAITING
@@ -555,15 +556,7 @@ class Engine:
 
     def _count_free(self, gpus: np.ndarray, d: int) -> None:
         """Add ``d`` to the free counts of the machines and racks of ``gpus``."""
-        if gpus.size <= 16:  # a Python loop beats ufunc.at's overhead on a few GPUs
-            fpm, fpr = self.free_per_machine, self.free_per_rack
-            for m in self.cluster.gpu_machine[gpus].tolist():
-                fpm[m] += d
-            for r in self.cluster.gpu_rack[gpus].tolist():
-                fpr[r] += d
-        else:
-            np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
-            np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
+        add_free_counts(self.cluster, self.free_per_machine, self.free_per_rack, gpus, d)
 
     # ------------------------------------------------------------------ actions
     def _bad(self, action: Any, msg: str) -> InvalidActionError:

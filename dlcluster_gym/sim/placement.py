@@ -14,6 +14,24 @@ from dlcluster_gym.cluster.topology import Cluster, Tier
 _NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold a job
 
 
+def add_free_counts(
+    cluster: Cluster,
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    gpus: np.ndarray,
+    d: int,
+) -> None:
+    """Add ``d`` to the free counts of the machines and racks of ``gpus`` (in place)."""
+    if gpus.size <= 16:  # a Python loop beats ufunc.at's overhead on a few GPUs
+        for m in cluster.gpu_machine[gpus].tolist():
+            free_per_machine[m] += d
+        for r in cluster.gpu_rack[gpus].tolist():
+            free_per_rack[r] += d
+    else:
+        np.add.at(free_per_machine, cluster.gpu_machine[gpus], d)
+        np.add.at(free_per_rack, cluster.gpu_rack[gpus], d)
+
+
 def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
     """The ``n`` lowest-numbered free GPUs (first fit over machines in index order)."""
     ids = np.flatnonzero(free_mask)

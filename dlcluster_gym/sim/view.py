@@ -15,8 +15,6 @@ from dlcluster_gym.sim.state import EngineState
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import ModelProfile
 
-_SMALL = 16  # placements up to this many GPUs update free counts in a Python loop
-
 
 @dataclass(frozen=True, slots=True)
 class Trigger:
@@ -163,15 +161,7 @@ class Plan:
         self.free_mask[gpus] = free
         d = 1 if free else -1
         self.num_free += d * int(gpus.size)
-        if gpus.size <= _SMALL:  # a Python loop beats ufunc.at's overhead on a few GPUs
-            fpm, fpr = self.free_per_machine, self.free_per_rack
-            for m in self.cluster.gpu_machine[gpus].tolist():
-                fpm[m] += d
-            for r in self.cluster.gpu_rack[gpus].tolist():
-                fpr[r] += d
-        else:
-            np.add.at(self.free_per_machine, self.cluster.gpu_machine[gpus], d)
-            np.add.at(self.free_per_rack, self.cluster.gpu_rack[gpus], d)
+        placement.add_free_counts(self.cluster, self.free_per_machine, self.free_per_rack, gpus, d)
 
     def first_fit(self, n: int) -> np.ndarray | None:
         return placement.first_fit(self.free_mask, n)
