@@ -160,7 +160,7 @@ class Cassini(BaseScheduler):
         self.candidates_scored = 0
         self.loops_discarded = 0
         self.incumbents_moved = 0
-        self.searches_skipped = 0  # decisions whose base placement scored 1 (fast paths)
+        self.searches_skipped = 0  # searches ended early: base scored 1, or loops in two parts
 
     # ---------------------------------------------------------------- profiles
     def _profiles(

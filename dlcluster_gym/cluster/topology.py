@@ -82,10 +82,9 @@ class Cluster:
         self.max_gpus_per_rack = int(self.rack_num_gpus.max())
         # Cumulative GPUs of the largest machines first: how few machines can hold n GPUs.
         self.machines_by_size_cumsum = np.cumsum(np.sort(self.machine_num_gpus)[::-1])
-        # Every machine has this many GPUs (0 when sizes differ): GPU ids then form a grid,
-        # ``gpu_grid[m]`` the ids of machine m (placement search takes GPUs by whole rows).
+        # When every machine has the same GPU count, GPU ids form a grid: ``gpu_grid[m]`` the
+        # ids of machine m (placement search takes GPUs by whole rows); None otherwise.
         same = bool((self.machine_num_gpus == self.max_gpus_per_machine).all())
-        self.uniform_gpus_per_machine = self.max_gpus_per_machine if same else 0
         # (first machine, machine count) of each rack, as Python ints
         self.rack_machine_span: tuple[tuple[int, int], ...] = tuple(
             zip(self.rack_first_machine.tolist(), self.rack_num_machines.tolist(), strict=True)
