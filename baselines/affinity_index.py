@@ -20,7 +20,18 @@ index (Cassini does, when the base policy preempts or migrates in a decision).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import NamedTuple
+
+
+class Partition(NamedTuple):
+    """The components of an ``AffinityIndex`` as they are (``AffinityIndex.partition``)."""
+
+    root_of: dict[int, int]  # root of each job
+    jobs_of: dict[int, list[int]]  # jobs of each root, insertion order
+    link_root: dict[int, int]  # root of each shared link, in the order they became shared
+    loops: set[int]  # roots of the components with a loop
+    rank: dict[int, int]  # cycle rank (edges - nodes + 1) of each component with a shared link
 
 
 class AffinityIndex:
@@ -29,6 +40,7 @@ class AffinityIndex:
     def __init__(self, job_links: Iterable[tuple[int, Sequence[int]]] = ()) -> None:
         self.links_of: dict[int, Sequence[int]] = {}
         self.members: dict[int, list[int]] = {}
+        self._shared: dict[int, list[int]] = {}  # links with two or more members
         self._parent: dict[int, int] = {}
         self.has_loop = False
         for job, links in job_links:
@@ -75,47 +87,86 @@ class AffinityIndex:
             else:
                 parent[r] = job  # the job's component absorbs this one
             m.append(job)
+            if len(m) == 2:
+                self._shared[link] = m
 
-    def partition(self) -> tuple[dict[int, int], dict[int, list[int]], dict[int, int], set[int]]:
-        """(root of each job, jobs of each root, root of each shared link, roots of the
-        components with a loop): the components as they are, for scoring variants of the
-        graph that change only some of them."""
+    def partition(self) -> Partition:
+        """The components as they are, for scoring variants of the graph that change only
+        some of them."""
         root_of = {job: self._find(job) for job in self.links_of}
         jobs_of: dict[int, list[int]] = {}
         for job, r in root_of.items():
             jobs_of.setdefault(r, []).append(job)
-        link_root, loops, _ = self._shared_graph(root_of.__getitem__)
-        return root_of, jobs_of, link_root, loops
+        link_root, loops, _, rank = self._shared_graph(root_of.__getitem__)
+        return Partition(root_of, jobs_of, link_root, loops, rank)
+
+    def loop_without(self, part: Partition, root: int, removed: Collection[int]) -> bool:
+        """Whether component ``root`` (of ``part``, this index's partition) still has a loop
+        once the ``removed`` jobs and their edges leave it. Removing a job of degree d (the
+        shared links it crosses) lowers the cycle rank by at most d - 1, so a rank above the
+        sum of those bounds answers without a walk; else a union-find over the component's
+        shared links without the removed jobs."""
+        members = self.members
+        mine = [job for job in removed if part.root_of.get(job) == root]
+        drop = 0
+        for job in mine:
+            drop += max(sum(1 for link in self.links_of[job] if len(members[link]) > 1) - 1, 0)
+        if part.rank.get(root, 0) > drop:
+            return True
+        gone = set(mine)
+        parent: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            while parent.get(x, x) != x:
+                x = parent[x]
+            return x
+
+        for link, r in part.link_root.items():
+            if r != root:
+                continue
+            first: int | None = None
+            for job in members[link]:
+                if job in gone:
+                    continue
+                if first is None:
+                    first = find(job)
+                    continue
+                other = find(job)
+                if other == first:
+                    return True
+                parent[other] = first
+        return False
 
     def _shared_graph(
         self, find: Callable[[int], int]
-    ) -> tuple[dict[int, int], set[int], set[int]]:
+    ) -> tuple[dict[int, int], set[int], set[int], dict[int, int]]:
         """(root of each shared link, roots of the components with a loop, jobs on a shared
-        link) of the bipartite job-link graph; a component has a loop when its edges are at
-        least its nodes (jobs plus shared links)."""
-        link_root: dict[int, int] = {}
+        link, cycle rank of each component) of the bipartite job-link graph; a component has a
+        loop when its edges are at least its nodes (jobs plus shared links)."""
+        link_root: dict[int, int] = {}  # order: as ``shared_links``
         edges: dict[int, int] = {}
         nodes: dict[int, int] = {}
         in_graph: set[int] = set()
-        for link, m in self.members.items():
-            if len(m) > 1:
-                r = find(m[0])
-                link_root[link] = r
-                edges[r] = edges.get(r, 0) + len(m)
-                nodes[r] = nodes.get(r, 0) + 1
-                in_graph.update(m)
+        for link, m in self._shared.items():
+            r = find(m[0])
+            link_root[link] = r
+            edges[r] = edges.get(r, 0) + len(m)
+            nodes[r] = nodes.get(r, 0) + 1
+            in_graph.update(m)
         for job in in_graph:
             nodes[find(job)] += 1
-        return link_root, {r for r, e in edges.items() if e >= nodes[r]}, in_graph
+        rank = {r: e - nodes[r] + 1 for r, e in edges.items()}
+        return link_root, {r for r, k in rank.items() if k > 0}, in_graph, rank
 
     def shared_links(self) -> list[int]:
-        """Links that carry more than one job, in order of first appearance."""
-        return [link for link, m in self.members.items() if len(m) > 1]
+        """Links that carry more than one job, in the order they became shared (their scores
+        are summed exactly, so callers do not depend on the order)."""
+        return list(self._shared)
 
     def components(self) -> list[tuple[list[int], bool]]:
         """(jobs in insertion order, has a loop) per component with a shared link, ordered by
         their first job."""
-        _, loops, in_graph = self._shared_graph(self._find)
+        _, loops, in_graph, _ = self._shared_graph(self._find)
         comps: dict[int, list[int]] = {}
         for job in self.links_of:
             if job in in_graph:

@@ -376,10 +376,18 @@ class Cassini(BaseScheduler):
         # a loop, and with loops in two components every candidate has one: the base stays.
         local = fast and len(index.links_of) == len(entries) - (job in entries)
         parts = index.partition() if local and index.has_loop else None
-        loops = parts[3] if parts is not None else set()
+        loops = parts.loops if parts is not None else set()
         if len(loops) > 1:
             self.searches_skipped += 1
             return best
+        if loops:  # only moving a job every loop passes through can give a loop-free graph
+            (root,) = loops
+            if all(
+                k == job or k in fixed or index.loop_without(parts, root, (k,))
+                for k in parts.jobs_of[root]
+            ):
+                self.searches_skipped += 1
+                return best
         scratch = free.copy()
         fpm = np.bincount(cluster.gpu_machine[scratch], minlength=cluster.num_machines)
         fpr = np.bincount(cluster.gpu_rack[scratch], minlength=cluster.num_racks)
@@ -407,8 +415,11 @@ class Cassini(BaseScheduler):
             if moves and local:
                 if parts is None:
                     parts = index.partition()
-                if loops and not loops <= {parts[0].get(k) for k, _ in moves}:
+                ks = [k for k, _ in moves]
+                if loops and not loops <= {parts.root_of.get(k) for k in ks}:
                     got = None  # a looped component keeps all its jobs: still a loop
+                elif any(index.loop_without(parts, r, ks) for r in loops):
+                    got = None  # a loop that does not pass through the moved jobs stays
                 else:
                     got = self._moved_score_local(
                         view, job, c, moves, entries, cache, index, scores, parts
@@ -497,7 +508,7 @@ class Cassini(BaseScheduler):
         cross. The others keep their jobs, links, loop flags and link scores. Same value:
         loops are a property of each component, and the mean is an exact sum (``fsum``)
         over the same link scores (each a function of the link's members)."""
-        root_of, jobs_of, link_root, loops = parts
+        root_of, jobs_of, link_root, loops, _ = parts
         placed = {k: self._placement(view, k, gk) for k, gk in moves}
         placed[job] = self._placement(view, job, gpus)
         touched = {root_of[k] for k in placed if k in root_of}

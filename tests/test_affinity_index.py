@@ -38,7 +38,7 @@ def test_components_loops_and_attach_match_networkx(seed: int) -> None:
     graph = affinity_graph(job_links)
     assert index.has_loop == has_loop(graph)
     assert index.components() == _nx_components(job_links)
-    assert index.shared_links() == [n[1] for n in graph.nodes if n[0] == LINK]
+    assert sorted(index.shared_links()) == sorted(n[1] for n in graph.nodes if n[0] == LINK)
     # A new job: loop and the links whose members change, without mutating the index.
     new_links = sorted(rng.choice(15, size=int(rng.integers(0, 4)), replace=False).tolist())
     loop, joined, fresh = index.attach(new_links)
@@ -72,7 +72,7 @@ def test_partition_matches_components(seed: int) -> None:
     rng = np.random.default_rng(seed)
     job_links = _random_job_links(rng, int(rng.integers(1, 25)), int(rng.integers(2, 15)))
     index = AffinityIndex(job_links.items())
-    root_of, jobs_of, link_root, loops = index.partition()
+    root_of, jobs_of, link_root, loops, _ = index.partition()
     assert set(root_of) == set(job_links)
     assert sorted(j for js in jobs_of.values() for j in js) == sorted(job_links)
     assert set(link_root) == set(index.shared_links())
@@ -81,3 +81,39 @@ def test_partition_matches_components(seed: int) -> None:
         assert set(jobs) <= set(jobs_of[root])
         assert (root in loops) == loop
     assert bool(loops) == index.has_loop
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_loop_without_matches_networkx(seed: int) -> None:
+    """Whether a component keeps a loop once some of its jobs leave (Cassini discards
+    incumbent moves that leave a loop in place without rebuilding the graph)."""
+    rng = np.random.default_rng(seed)
+    job_links = _random_job_links(rng, int(rng.integers(2, 30)), int(rng.integers(2, 10)))
+    index = AffinityIndex(job_links.items())
+    part = index.partition()
+    for root, jobs in part.jobs_of.items():
+        for _ in range(4):
+            k = int(rng.integers(0, min(3, len(jobs)) + 1))
+            removed = rng.choice(jobs, size=k, replace=False).tolist()
+            removed.append(10_000)  # a job of no component is ignored
+            rest = {j: job_links[j] for j in jobs if j not in removed}
+            assert index.loop_without(part, root, removed) == has_loop(affinity_graph(rest))
+
+
+def test_loop_without_hand_cases() -> None:
+    # Jobs 0 and 1 on links 5 and 9: one loop through both; either leaving breaks it.
+    index = AffinityIndex([(0, [5, 9]), (1, [5, 9]), (2, [9, 11]), (3, [11])])
+    part = index.partition()
+    (root,) = part.loops
+    assert part.rank[root] == 1
+    assert not index.loop_without(part, root, [0])
+    assert not index.loop_without(part, root, [1])
+    assert index.loop_without(part, root, [2])  # job 2 hangs off the loop
+    assert index.loop_without(part, root, [3])
+    # A third job on both links: rank 2, one leaving keeps a loop, two leaving do not.
+    index.add(4, [5, 9])
+    part = index.partition()
+    (root,) = part.loops
+    assert part.rank[root] == 2
+    assert index.loop_without(part, root, [0])
+    assert not index.loop_without(part, root, [0, 4])
