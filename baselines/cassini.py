@@ -267,9 +267,15 @@ class Cassini(BaseScheduler):
         if len(self._link_cache) > _LINK_CACHE_MAX:
             self._link_cache.clear()
         cache = self._link_cache
-        # The index of ``linked``: the last decision's while no job left it, else built when
-        # first needed (and rebuilt after removals).
-        index = self._index if len(linked) == len(self._linked) else None
+        # The index of ``linked``: the last decision's, less the jobs that left (fast paths),
+        # else built when first needed.
+        index = self._index
+        if len(linked) != len(self._linked):
+            if self.fast_paths and index is not None:
+                for j in self._linked.keys() - linked.keys():
+                    index.remove(j)
+            else:
+                index = None
         out: list[Action] = []
         started: list[int] = []
         # GPUs the base's later actions take stay out of earlier jobs' candidates.
@@ -285,8 +291,13 @@ class Cassini(BaseScheduler):
                 reserved[list(a.gpus)] = False
             if isinstance(a, Preempt):
                 free[moved.pop(a.job, None) if a.job in moved else view.gpus_of(a.job)] = True
-                if linked.pop(a.job, None) is not None or not self.fast_paths:
-                    index = None  # it left the Affinity graph (a job off shared links did not)
+                if linked.pop(a.job, None) is not None:  # it left the Affinity graph
+                    if self.fast_paths and index is not None:
+                        index.remove(a.job)
+                    else:
+                        index = None
+                elif not self.fast_paths:
+                    index = None
             elif isinstance(a, Migrate | Resize):
                 free[moved[a.job] if a.job in moved else view.gpus_of(a.job)] = True
                 g = np.asarray(a.gpus, dtype=np.int64)
@@ -508,7 +519,12 @@ class Cassini(BaseScheduler):
         cross. The others keep their jobs, links, loop flags and link scores. Same value:
         loops are a property of each component, and the mean is an exact sum (``fsum``)
         over the same link scores (each a function of the link's members)."""
-        root_of, jobs_of, link_root, loops, _ = parts
+        root_of, jobs_of, link_root, loops = (
+            parts.root_of,
+            parts.jobs_of,
+            parts.link_root,
+            parts.loops,
+        )
         placed = {k: self._placement(view, k, gk) for k, gk in moves}
         placed[job] = self._placement(view, job, gpus)
         touched = {root_of[k] for k in placed if k in root_of}

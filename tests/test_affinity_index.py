@@ -72,7 +72,8 @@ def test_partition_matches_components(seed: int) -> None:
     rng = np.random.default_rng(seed)
     job_links = _random_job_links(rng, int(rng.integers(1, 25)), int(rng.integers(2, 15)))
     index = AffinityIndex(job_links.items())
-    root_of, jobs_of, link_root, loops, _ = index.partition()
+    part = index.partition()
+    root_of, jobs_of, link_root, loops = part.root_of, part.jobs_of, part.link_root, part.loops
     assert set(root_of) == set(job_links)
     assert sorted(j for js in jobs_of.values() for j in js) == sorted(job_links)
     assert set(link_root) == set(index.shared_links())
@@ -117,3 +118,47 @@ def test_loop_without_hand_cases() -> None:
     assert part.rank[root] == 2
     assert index.loop_without(part, root, [0])
     assert not index.loop_without(part, root, [0, 4])
+
+
+def _check_against_fresh(index: AffinityIndex, job_links: dict) -> None:
+    """An index after adds and removals answers as one built afresh from the jobs left."""
+    fresh = AffinityIndex(job_links.items())
+    graph = affinity_graph(job_links)
+    assert list(index.links_of) == list(job_links)
+    assert index.has_loop == fresh.has_loop == has_loop(graph)
+    assert index.components() == fresh.components() == _nx_components(job_links)
+    assert sorted(index.shared_links()) == sorted(fresh.shared_links())
+    assert {k: sorted(v) for k, v in index.members.items()} == {
+        k: sorted(v) for k, v in fresh.members.items()
+    }
+    assert index.degree == fresh.degree
+    part, ref = index.partition(), fresh.partition()
+    assert sorted(map(sorted, part.jobs_of.values())) == sorted(map(sorted, ref.jobs_of.values()))
+    for root, jobs in part.jobs_of.items():
+        sub = affinity_graph({j: job_links[j] for j in jobs})
+        assert part.rank.get(root, 0) == ref.rank.get(ref.root_of[jobs[0]], 0)
+        assert (root in part.loops) == has_loop(sub)
+        if root in part.rank:  # cycle rank = edges - nodes + 1 of the component's graph
+            assert part.rank[root] == sub.number_of_edges() - sub.number_of_nodes() + 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_remove_matches_a_fresh_index(seed: int) -> None:
+    """Cassini takes finished and preempted jobs out of the index instead of rebuilding it."""
+    rng = np.random.default_rng(seed)
+    n_links = int(rng.integers(2, 12))
+    job_links = _random_job_links(rng, int(rng.integers(2, 25)), n_links)
+    index = AffinityIndex(job_links.items())
+    next_job = 1000
+    for _ in range(30):
+        if job_links and rng.random() < 0.5:
+            job = int(rng.choice(list(job_links)))
+            index.remove(job)
+            del job_links[job]
+        else:
+            k = int(rng.integers(0, min(4, n_links + 1)))
+            links = sorted(rng.choice(n_links, size=k, replace=False).tolist())
+            index.add(next_job, links)
+            job_links[next_job] = links
+            next_job += 1
+        _check_against_fresh(index, job_links)
