@@ -65,8 +65,14 @@ survives in every candidate that leaves all the jobs of its component in place, 
 loop, candidates that move nobody (or a job of another component) are discarded without
 their link profiles, and loops in two components end the search (a candidate moves at most
 one incumbent); only the incumbent-moving candidates that can enter the first
-``max_candidates`` are generated. ``candidates_scored`` then counts fewer candidates
-(``searches_skipped`` counts the searches ended early).
+``max_candidates`` are generated. A loop also survives a move of one of its own jobs unless
+the job lies on every cycle of its component (``AffinityIndex.loop_without``: removing a job
+that crosses d shared links lowers the cycle rank by at most d - 1, else a union-find without
+it): such candidates are discarded without building their graph, and when no job of the looped
+component can break it, the search ends (every candidate would keep the loop). Jobs that
+finish or are preempted leave the index (``AffinityIndex.remove``) instead of a rebuild.
+``candidates_scored`` then counts fewer candidates (``searches_skipped`` counts the searches
+ended early).
 """
 
 from __future__ import annotations
