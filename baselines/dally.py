@@ -92,6 +92,7 @@ MANUAL_RACK_TIMER_S = 24 * HOUR  # 4.3.2: another 12 h after the machine timer
 HISTORY_REF_S = 48 * HOUR  # default history limit on the reference cluster ...
 HISTORY_REF_GPUS = 512  # ... of 8 racks x 8 machines x 8 GPUs (5.1.2)
 MACHINE, RACK, NETWORK = int(Tier.MACHINE), int(Tier.RACK), int(Tier.NETWORK)
+SMALL_QUEUE = 64  # up to this many jobs to offer, ``offers`` runs on Python scalars
 
 
 PREEMPTION_MODES = ("requeue", "relocate", "none")
@@ -130,12 +131,16 @@ class WaitHistory:
         self.mode = mode
         self._lists: dict[tuple[int, int], deque[tuple[float, float]]] = {}
         self._sums: dict[tuple[int, int], list[float]] = {}
+        # timer per list, valid until the list changes (an add or an expiry): a pure
+        # function of the running sums and the count, so the cached value is the same float
+        self._timer: dict[tuple[int, int], float | None] = {}
 
     def add(self, level: int, demand: int, now: float, starvation_s: float) -> None:
         """``update_demand_delay`` of Algorithm 1 (lines 7 and 15)."""
         if self.mode == "value" and starvation_s > self.limit_s:
             return  # Algorithm 2 lines 3-4 / 9-10: values above the limit are discarded
         key = (level, demand)
+        self._timer.pop(key, None)
         self._lists.setdefault(key, deque()).append((now, starvation_s))
         s = self._sums.setdefault(key, [0.0, 0.0])
         s[0] += starvation_s
@@ -149,6 +154,9 @@ class WaitHistory:
         q = self._lists.get(key)
         if not q or self.mode != "window":
             return
+        if not q[0][0] < now - self.limit_s:
+            return  # nothing expires (the usual case)
+        self._timer.pop(key, None)
         s = self._sums[key]
         while q and q[0][0] < now - self.limit_s:
             _, v = q.popleft()
@@ -161,6 +169,13 @@ class WaitHistory:
         """Mean + 2 sample standard deviations of the list; None when the list is empty."""
         key = (level, demand)
         self._expire(key, now)
+        got = self._timer.get(key, False)
+        if got is not False:
+            return got
+        got = self._timer[key] = self._compute_timer(key)
+        return got
+
+    def _compute_timer(self, key: tuple[int, int]) -> float | None:
         q = self._lists.get(key)
         if not q:
             return None
@@ -224,6 +239,8 @@ class Dally(BaseScheduler):
         self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
         self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
         self._best = best_tiers(view)
+        self._demand_l = self._demand.tolist()  # Python scalars for the short-queue path
+        self._best_l = self._best.tolist()
         self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
         # Jobs started wider than their tightest tier and maybe still running: a superset of
         # the "suffering" jobs, so a decision scans the running jobs only when it is not empty.
@@ -331,11 +348,13 @@ class Dally(BaseScheduler):
             return ()
         if fast and ids.size == 1 and not movers.size and not requeued.size:
             return (yield from self._offer_one(view, plan, int(ids[0])))
-        is_run = np.zeros(ids.size, dtype=bool)
-        is_run[waiting.size :] = True
         since = np.asarray(view.wait_since)[ids]
         if requeued.size:  # the tail of ids (requeueing leaves no movers to relocate)
             since[ids.size - requeued.size :] = now  # back in the wait queue from now (4.3)
+        if fast and not movers.size and ids.size <= SMALL_QUEUE:
+            return (yield from self._offer_small(view, plan, ids, since, native))
+        is_run = np.zeros(ids.size, dtype=bool)
+        is_run[waiting.size :] = True
         if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
             order = np.lexsort((ids, since, self.nw_sens(view, ids)))
             ids, is_run, since = ids[order], is_run[order], since[order]
@@ -395,6 +414,82 @@ class Dally(BaseScheduler):
                 same = demand == n
                 t_mc[same], t_rk[same] = self.timers(n, now)
         self._wake_at_next_timer(plan, now, starv, t_mc, t_rk, since, open_ & ~is_run)
+        return plan.actions
+
+    def _offer_small(
+        self, view: ClusterView, plan, ids: np.ndarray, since: np.ndarray, native: bool
+    ) -> OfferGen:
+        """``offers`` for a short wait queue and no relocations (the usual case in the
+        Placement env): the same order (increasing Nw_sens, 4.3.1; ties to the longest
+        wait, then the lower id), the same offers, Algorithm 1 answers, auto-tuner updates
+        (Algorithm 1 lines 7, 15) and timer wake-up as the array loop, on Python scalars
+        (small-array numpy costs more than the work here). Every float is computed by the
+        same operations in the same order, so decisions are identical."""
+        now = view.now
+        nws = self.nw_sens(view, ids).tolist()
+        ids_l, since_l = ids.tolist(), since.tolist()
+        order = sorted(range(len(ids_l)), key=lambda i: (nws[i], since_l[i], ids_l[i]))
+        jobs = [ids_l[i] for i in order]
+        since_l = [since_l[i] for i in order]
+        dem, best_of = self._demand_l, self._best_l
+        demand = [dem[j] for j in jobs]
+        starv = [now - s for s in since_l]
+        timers = {}
+        for d in demand:
+            if d not in timers:
+                tm, tr = self.timers(d, now)
+                timers[d] = (float(tm), float(tr))
+        open_ = [True] * len(jobs)
+        declined = [False] * len(jobs)
+        cluster = view.cluster
+        while True:
+            nf = plan.num_free
+            if native:
+                fm = max(plan.free_per_machine.tolist())
+                fr = max(plan.free_per_rack.tolist())
+            k = -1
+            for i, n in enumerate(demand):
+                if not open_[i] or declined[i] or n > nf:
+                    continue
+                if native and n > fm:  # Algorithm 1 (``choose``) declines unless past timers
+                    t_mc, t_rk = timers[n]
+                    st = starv[i]
+                    if not (st >= t_mc and (n <= fr or st >= t_rk)):
+                        continue
+                k = i
+                break
+            if k < 0:
+                break
+            job, n, st = jobs[k], demand[k], starv[k]
+            offer = make_offer(plan, job, n, st, timers[n])
+            gpus = offer.placement((yield offer))
+            if gpus is None:
+                declined[k] = True
+                continue
+            open_[k] = False
+            declined = [False] * len(jobs)
+            plan.start(job, gpus)
+            tier = int(cluster.placement_tier(gpus))
+            self._tier[job] = tier
+            if tier > best_of[job]:
+                self._suffering.add(job)
+            if tier != NETWORK:
+                self.record(tier, n, now, st)
+                tm, tr = self.timers(n, now)
+                timers[n] = (float(tm), float(tr))
+        # wake up when the next waiting job's timer expires (its answer changes):
+        # ``wake_at_earliest`` on scalars
+        wake = None
+        for i, o in enumerate(open_):
+            if o:
+                t_mc, t_rk = timers[demand[i]]
+                for t in (since_l[i] + t_mc, since_l[i] + t_rk):
+                    if t > now and (wake is None or t < wake):
+                        wake = t
+        pending = self._next_wake
+        if wake is not None and (wake < pending or pending <= now):
+            plan.wake_up(wake)
+            self._next_wake = wake
         return plan.actions
 
     def _offer_one(self, view: ClusterView, plan, job: int) -> OfferGen:
