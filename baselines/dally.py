@@ -241,6 +241,7 @@ class Dally(BaseScheduler):
         self._best = best_tiers(view)
         self._demand_l = self._demand.tolist()  # Python scalars for the short-queue path
         self._best_l = self._best.tolist()
+        self._compute_l = self._compute.tolist()
         self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
         # Jobs started wider than their tightest tier and maybe still running: a superset of
         # the "suffering" jobs, so a decision scans the running jobs only when it is not empty.
@@ -352,7 +353,7 @@ class Dally(BaseScheduler):
         if requeued.size:  # the tail of ids (requeueing leaves no movers to relocate)
             since[ids.size - requeued.size :] = now  # back in the wait queue from now (4.3)
         if fast and not movers.size and ids.size <= SMALL_QUEUE:
-            return (yield from self._offer_small(view, plan, ids, since, native))
+            return (yield from self._offer_small(view, plan, ids, since, requeued.size, native))
         is_run = np.zeros(ids.size, dtype=bool)
         is_run[waiting.size :] = True
         if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
@@ -417,7 +418,13 @@ class Dally(BaseScheduler):
         return plan.actions
 
     def _offer_small(
-        self, view: ClusterView, plan, ids: np.ndarray, since: np.ndarray, native: bool
+        self,
+        view: ClusterView,
+        plan,
+        ids: np.ndarray,
+        since: np.ndarray,
+        num_requeued: int,
+        native: bool,
     ) -> OfferGen:
         """``offers`` for a short wait queue and no relocations (the usual case in the
         Placement env): the same order (increasing Nw_sens, 4.3.1; ties to the longest
@@ -426,8 +433,8 @@ class Dally(BaseScheduler):
         (small-array numpy costs more than the work here). Every float is computed by the
         same operations in the same order, so decisions are identical."""
         now = view.now
-        nws = self.nw_sens(view, ids).tolist()
         ids_l, since_l = ids.tolist(), since.tolist()
+        nws = self._nw_sens_small(view, ids_l, num_requeued)
         order = sorted(range(len(ids_l)), key=lambda i: (nws[i], since_l[i], ids_l[i]))
         jobs = [ids_l[i] for i in order]
         since_l = [since_l[i] for i in order]
@@ -492,6 +499,20 @@ class Dally(BaseScheduler):
             self._next_wake = wake
         return plan.actions
 
+    def _nw_sens_small(self, view: ClusterView, ids: list[int], num_requeued: int) -> list[float]:
+        """``nw_sens`` of ``ids`` whose last ``num_requeued`` are the running jobs requeued
+        at this instant: the waiting ones from their counters (current while they wait),
+        the requeued ones from ``live``; the same float operations as ``nw_sens``."""
+        k = len(ids) - num_requeued
+        done, run, comp = view.done_iters, view.run_time_s, self._compute_l
+        out = []
+        for j in ids[:k]:
+            r = float(run[j])
+            out.append(float(done[j]) * comp[j] / r if r > 0 else 1.0)
+        if num_requeued:
+            out += self.nw_sens(view, np.asarray(ids[k:], dtype=np.int64)).tolist()
+        return out
+
     def _offer_one(self, view: ClusterView, plan, job: int) -> OfferGen:
         """``offers`` when the only candidate is one waiting job (most instants on the
         traces): the same offer (4.3), Algorithm 1 answer, auto-tuner update (Algorithm 1
@@ -527,10 +548,12 @@ class Dally(BaseScheduler):
         victims = []
         # a few jobs: Python scalars beat small-array numpy
         demand, best = self._demand[movers].tolist(), self._best[movers].tolist()
+        found: dict[tuple[int, int], np.ndarray | None] = {}  # the plan is the same for all
         for job, n, b in zip(movers.tolist(), demand, best, strict=True):
             if not ((b == MACHINE and n <= fm) or (b == RACK and n <= fr)):
                 continue
-            gpus = plan.find(n, tier=Tier(b))
+            key = (n, b)
+            gpus = found[key] if key in found else found.setdefault(key, plan.find(n, Tier(b)))
             if gpus is not None and worth_moving(view, job, gpus):
                 victims.append(job)
         for job in victims:

@@ -12,6 +12,7 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 
 _NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold a job
+_SMALL = 64  # up to this many machines or racks, best-fit scans run on Python lists
 
 
 def add_free_counts(
@@ -34,7 +35,7 @@ def add_free_counts(
 
 def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
     """The ``n`` lowest-numbered free GPUs (first fit over machines in index order)."""
-    ids = np.flatnonzero(free_mask)
+    ids = free_mask.nonzero()[0]  # flatnonzero without its ravel (the mask is flat)
     return ids[:n] if ids.size >= n else None
 
 
@@ -84,10 +85,18 @@ def on_one_machine(
 ) -> np.ndarray | None:
     """Best fit: the machine with the fewest free GPUs that holds ``n`` (lowest id on ties)."""
     fpm = free_per_machine if machines is None else free_per_machine[machines]
-    fits = np.where(fpm >= n, fpm, _NO_FIT)
-    best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
-    if fits[best] == _NO_FIT:
-        return None
+    if fpm.size <= _SMALL:  # a Python scan beats np.where + argmin on a few machines
+        best, most = -1, _NO_FIT
+        for i, f in enumerate(fpm.tolist()):
+            if n <= f < most:  # strictly fewer: the lowest id on ties, as argmin
+                best, most = i, f
+        if best < 0:
+            return None
+    else:
+        fits = np.where(fpm >= n, fpm, _NO_FIT)
+        best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
+        if fits[best] == _NO_FIT:
+            return None
     m = best if machines is None else int(machines[best])
     grid = cluster.gpu_grid
     gpus = grid[m] if grid is not None else cluster.machine_gpus(m)
@@ -102,10 +111,18 @@ def on_one_rack(
     n: int,
 ) -> np.ndarray | None:
     """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
-    fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
-    rack = int(fits.argmin())
-    if fits[rack] == _NO_FIT:
-        return None
+    if free_per_rack.size <= _SMALL:  # best fit on Python scalars, as in ``on_one_machine``
+        rack, most = -1, _NO_FIT
+        for i, f in enumerate(free_per_rack.tolist()):
+            if n <= f < most:
+                rack, most = i, f
+        if rack < 0:
+            return None
+    else:
+        fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
+        rack = int(fits.argmin())
+        if fits[rack] == _NO_FIT:
+            return None
     return _take_from_machines(
         cluster, free_mask, _fullest_first(cluster, free_per_machine, rack), n
     )
