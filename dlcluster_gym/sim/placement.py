@@ -24,10 +24,23 @@ def add_free_counts(
 ) -> None:
     """Add ``d`` to the free counts of the machines and racks of ``gpus`` (in place)."""
     if gpus.size <= 16:  # a Python loop beats ufunc.at's overhead on a few GPUs
+        # count GPUs per machine first: one array update per machine and per rack
+        counts: dict[int, int] = {}
         for m in cluster.gpu_machine[gpus].tolist():
-            free_per_machine[m] += d
-        for r in cluster.gpu_rack[gpus].tolist():
-            free_per_rack[r] += d
+            counts[m] = counts.get(m, 0) + 1
+        rack_of = cluster._machine_rack_list
+        if len(counts) == 1:
+            ((m, k),) = counts.items()
+            free_per_machine[m] += d * k
+            free_per_rack[rack_of[m]] += d * k
+            return
+        per_rack: dict[int, int] = {}
+        for m, k in counts.items():
+            free_per_machine[m] += d * k
+            r = rack_of[m]
+            per_rack[r] = per_rack.get(r, 0) + k
+        for r, k in per_rack.items():
+            free_per_rack[r] += d * k
     else:
         np.add.at(free_per_machine, cluster.gpu_machine[gpus], d)
         np.add.at(free_per_rack, cluster.gpu_rack[gpus], d)
