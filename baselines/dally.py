@@ -333,27 +333,42 @@ class Dally(BaseScheduler):
         if plan.num_free == 0:
             return ()  # nothing to offer; the next completion calls us again
         now = view.now
-        waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
-        movers = np.empty(0, dtype=np.int64)
-        requeued = np.empty(0, dtype=np.int64)
+        # who is offered: Python lists (short in the Placement env), arrays below if long
+        waiting_l = list(view.iter_waiting())
+        movers_l: list[int] = []
+        requeued_l: list[int] = []
         if self.preemption != "none" and (self._suffering or not fast):
-            running = np.asarray(view.running(), dtype=np.int64)
-            movers = running[self._tier[running] > self._best[running]]
-            self._suffering = set(movers.tolist())
-        if self.preemption == "requeue" and movers.size:
-            requeued = self._requeue(view, plan, movers)
-            waiting = np.concatenate((waiting, requeued))
-            movers = np.empty(0, dtype=np.int64)
-        ids = np.concatenate((waiting, movers))
-        if ids.size == 0:
+            running = view.running()
+            if len(running) <= SMALL_QUEUE:
+                tier, best_l = self._tier, self._best_l
+                movers_l = [j for j in running if tier[j] > best_l[j]]
+            else:
+                r = np.asarray(running, dtype=np.int64)
+                movers_l = r[self._tier[r] > self._best[r]].tolist()
+            self._suffering = set(movers_l)
+        if self.preemption == "requeue" and movers_l:
+            requeued_l = self._requeue(view, plan, movers_l)
+            waiting_l += requeued_l
+            movers_l = []
+        n_ids = len(waiting_l) + len(movers_l)
+        if n_ids == 0:
             return ()
-        if fast and ids.size == 1 and not movers.size and not requeued.size:
-            return (yield from self._offer_one(view, plan, int(ids[0])))
+        if fast and n_ids == 1 and not movers_l and not requeued_l:
+            return (yield from self._offer_one(view, plan, waiting_l[0]))
+        if fast and not movers_l and n_ids <= SMALL_QUEUE:
+            ws = view.wait_since
+            k = n_ids - len(requeued_l)
+            # requeued jobs (the tail) are back in the wait queue from now (4.3)
+            since_l = [float(ws[j]) for j in waiting_l[:k]] + [now] * len(requeued_l)
+            nq = len(requeued_l)
+            return (yield from self._offer_small(view, plan, waiting_l, since_l, nq, native))
+        waiting = np.asarray(waiting_l, dtype=np.int64)
+        movers = np.asarray(movers_l, dtype=np.int64)
+        requeued = np.asarray(requeued_l, dtype=np.int64)
+        ids = np.concatenate((waiting, movers))
         since = np.asarray(view.wait_since)[ids]
         if requeued.size:  # the tail of ids (requeueing leaves no movers to relocate)
             since[ids.size - requeued.size :] = now  # back in the wait queue from now (4.3)
-        if fast and not movers.size and ids.size <= SMALL_QUEUE:
-            return (yield from self._offer_small(view, plan, ids, since, requeued.size, native))
         is_run = np.zeros(ids.size, dtype=bool)
         is_run[waiting.size :] = True
         if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
@@ -421,8 +436,8 @@ class Dally(BaseScheduler):
         self,
         view: ClusterView,
         plan,
-        ids: np.ndarray,
-        since: np.ndarray,
+        ids_l: list[int],
+        since_l: list[float],
         num_requeued: int,
         native: bool,
     ) -> OfferGen:
@@ -433,7 +448,6 @@ class Dally(BaseScheduler):
         (small-array numpy costs more than the work here). Every float is computed by the
         same operations in the same order, so decisions are identical."""
         now = view.now
-        ids_l, since_l = ids.tolist(), since.tolist()
         nws = self._nw_sens_small(view, ids_l, num_requeued)
         order = sorted(range(len(ids_l)), key=lambda i: (nws[i], since_l[i], ids_l[i]))
         jobs = [ids_l[i] for i in order]
@@ -539,7 +553,7 @@ class Dally(BaseScheduler):
         self._next_wake = wake_at_earliest(plan, expiries, now, self._next_wake)
         return plan.actions
 
-    def _requeue(self, view: ClusterView, plan, movers: np.ndarray) -> np.ndarray:
+    def _requeue(self, view: ClusterView, plan, movers: list[int]) -> list[int]:
         """Preempt the suffering running jobs (``movers``) whose tightest tier the free GPUs
         of this instant hold and for which the move pays (4.3, 4.3.1, 5.2.3); each is judged
         alone against the same free GPUs. Returns the victims, now in the wait queue."""
@@ -547,9 +561,10 @@ class Dally(BaseScheduler):
         fr = max(plan.free_per_rack.tolist())
         victims = []
         # a few jobs: Python scalars beat small-array numpy
-        demand, best = self._demand[movers].tolist(), self._best[movers].tolist()
+        demand = [self._demand_l[j] for j in movers]
+        best = [self._best_l[j] for j in movers]
         found: dict[tuple[int, int], np.ndarray | None] = {}  # the plan is the same for all
-        for job, n, b in zip(movers.tolist(), demand, best, strict=True):
+        for job, n, b in zip(movers, demand, best, strict=True):
             if not ((b == MACHINE and n <= fm) or (b == RACK and n <= fr)):
                 continue
             key = (n, b)
@@ -560,7 +575,7 @@ class Dally(BaseScheduler):
             plan.preempt(job)
             self._tier[job] = -1
         self.requeues += len(victims)
-        return np.asarray(victims, dtype=np.int64)
+        return victims
 
     def _wake_at_next_timer(
         self,
