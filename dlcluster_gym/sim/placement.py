@@ -15,6 +15,13 @@ _NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold 
 _SMALL = 64  # up to this many machines or racks, best-fit scans run on Python lists
 
 
+def free_count(free_per_rack: np.ndarray) -> int:
+    """Free GPUs in total (an integer sum: Python's ``sum`` on a few racks, numpy's beyond)."""
+    if free_per_rack.size <= _SMALL:
+        return sum(free_per_rack.tolist())
+    return int(free_per_rack.sum())
+
+
 def add_free_counts(
     cluster: Cluster,
     free_per_machine: np.ndarray,
