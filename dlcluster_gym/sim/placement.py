@@ -156,7 +156,7 @@ def spread_packed(
     n: int,
 ) -> np.ndarray | None:
     """Any placement, as few racks and machines as greedy packing gives."""
-    if int(np.add.reduce(free_per_rack)) < n:
+    if free_count(free_per_rack) < n:
         return None
     if cluster.gpu_grid is not None:  # the same order as below, from one sort
         # racks with most free first (lowest id on ties), in each its fullest machines first;
