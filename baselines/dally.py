@@ -92,6 +92,7 @@ MANUAL_RACK_TIMER_S = 24 * HOUR  # 4.3.2: another 12 h after the machine timer
 HISTORY_REF_S = 48 * HOUR  # default history limit on the reference cluster ...
 HISTORY_REF_GPUS = 512  # ... of 8 racks x 8 machines x 8 GPUs (5.1.2)
 MACHINE, RACK, NETWORK = int(Tier.MACHINE), int(Tier.RACK), int(Tier.NETWORK)
+SMALL_QUEUE = 64  # up to this many jobs to offer, ``offers`` runs on Python scalars
 
 
 PREEMPTION_MODES = ("requeue", "relocate", "none")
@@ -130,12 +131,16 @@ class WaitHistory:
         self.mode = mode
         self._lists: dict[tuple[int, int], deque[tuple[float, float]]] = {}
         self._sums: dict[tuple[int, int], list[float]] = {}
+        # timer per list, valid until the list changes (an add or an expiry): a pure
+        # function of the running sums and the count, so the cached value is the same float
+        self._timer: dict[tuple[int, int], float | None] = {}
 
     def add(self, level: int, demand: int, now: float, starvation_s: float) -> None:
         """``update_demand_delay`` of Algorithm 1 (lines 7 and 15)."""
         if self.mode == "value" and starvation_s > self.limit_s:
             return  # Algorithm 2 lines 3-4 / 9-10: values above the limit are discarded
         key = (level, demand)
+        self._timer.pop(key, None)
         self._lists.setdefault(key, deque()).append((now, starvation_s))
         s = self._sums.setdefault(key, [0.0, 0.0])
         s[0] += starvation_s
@@ -149,6 +154,9 @@ class WaitHistory:
         q = self._lists.get(key)
         if not q or self.mode != "window":
             return
+        if not q[0][0] < now - self.limit_s:
+            return  # nothing expires (the usual case)
+        self._timer.pop(key, None)
         s = self._sums[key]
         while q and q[0][0] < now - self.limit_s:
             _, v = q.popleft()
@@ -161,6 +169,13 @@ class WaitHistory:
         """Mean + 2 sample standard deviations of the list; None when the list is empty."""
         key = (level, demand)
         self._expire(key, now)
+        got = self._timer.get(key, False)
+        if got is not False:
+            return got
+        got = self._timer[key] = self._compute_timer(key)
+        return got
+
+    def _compute_timer(self, key: tuple[int, int]) -> float | None:
         q = self._lists.get(key)
         if not q:
             return None
@@ -224,6 +239,9 @@ class Dally(BaseScheduler):
         self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
         self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
         self._best = best_tiers(view)
+        self._demand_l = self._demand.tolist()  # Python scalars for the short-queue path
+        self._best_l = self._best.tolist()
+        self._compute_l = self._compute.tolist()
         self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
         # Jobs started wider than their tightest tier and maybe still running: a superset of
         # the "suffering" jobs, so a decision scans the running jobs only when it is not empty.
@@ -315,27 +333,44 @@ class Dally(BaseScheduler):
         if plan.num_free == 0:
             return ()  # nothing to offer; the next completion calls us again
         now = view.now
-        waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
-        movers = np.empty(0, dtype=np.int64)
-        requeued = np.empty(0, dtype=np.int64)
+        # who is offered: Python lists (short in the Placement env), arrays below if long
+        waiting_l = list(view.iter_waiting())
+        movers_l: list[int] = []
+        requeued_l: list[int] = []
         if self.preemption != "none" and (self._suffering or not fast):
-            running = np.asarray(view.running(), dtype=np.int64)
-            movers = running[self._tier[running] > self._best[running]]
-            self._suffering = set(movers.tolist())
-        if self.preemption == "requeue" and movers.size:
-            requeued = self._requeue(view, plan, movers)
-            waiting = np.concatenate((waiting, requeued))
-            movers = np.empty(0, dtype=np.int64)
-        ids = np.concatenate((waiting, movers))
-        if ids.size == 0:
+            running = view.running()
+            if len(running) <= SMALL_QUEUE:
+                tier, best_l = self._tier, self._best_l
+                movers_l = [j for j in running if tier[j] > best_l[j]]
+            else:
+                r = np.asarray(running, dtype=np.int64)
+                movers_l = r[self._tier[r] > self._best[r]].tolist()
+            self._suffering = set(movers_l)
+        if self.preemption == "requeue" and movers_l:
+            requeued_l = self._requeue(view, plan, movers_l)
+            waiting_l += requeued_l
+            movers_l = []
+        n_ids = len(waiting_l) + len(movers_l)
+        if n_ids == 0:
             return ()
-        if fast and ids.size == 1 and not movers.size and not requeued.size:
-            return (yield from self._offer_one(view, plan, int(ids[0])))
-        is_run = np.zeros(ids.size, dtype=bool)
-        is_run[waiting.size :] = True
+        if fast and n_ids == 1 and not movers_l and not requeued_l:
+            return (yield from self._offer_one(view, plan, waiting_l[0]))
+        if fast and not movers_l and n_ids <= SMALL_QUEUE:
+            ws = view.wait_since
+            k = n_ids - len(requeued_l)
+            # requeued jobs (the tail) are back in the wait queue from now (4.3)
+            since_l = [float(ws[j]) for j in waiting_l[:k]] + [now] * len(requeued_l)
+            nq = len(requeued_l)
+            return (yield from self._offer_small(view, plan, waiting_l, since_l, nq, native))
+        waiting = np.asarray(waiting_l, dtype=np.int64)
+        movers = np.asarray(movers_l, dtype=np.int64)
+        requeued = np.asarray(requeued_l, dtype=np.int64)
+        ids = np.concatenate((waiting, movers))
         since = np.asarray(view.wait_since)[ids]
         if requeued.size:  # the tail of ids (requeueing leaves no movers to relocate)
             since[ids.size - requeued.size :] = now  # back in the wait queue from now (4.3)
+        is_run = np.zeros(ids.size, dtype=bool)
+        is_run[waiting.size :] = True
         if ids.size > 1 or not fast:  # one job (the usual case on traces) needs no order
             order = np.lexsort((ids, since, self.nw_sens(view, ids)))
             ids, is_run, since = ids[order], is_run[order], since[order]
@@ -397,6 +432,101 @@ class Dally(BaseScheduler):
         self._wake_at_next_timer(plan, now, starv, t_mc, t_rk, since, open_ & ~is_run)
         return plan.actions
 
+    def _offer_small(
+        self,
+        view: ClusterView,
+        plan,
+        ids_l: list[int],
+        since_l: list[float],
+        num_requeued: int,
+        native: bool,
+    ) -> OfferGen:
+        """``offers`` for a short wait queue and no relocations (the usual case in the
+        Placement env): the same order (increasing Nw_sens, 4.3.1; ties to the longest
+        wait, then the lower id), the same offers, Algorithm 1 answers, auto-tuner updates
+        (Algorithm 1 lines 7, 15) and timer wake-up as the array loop, on Python scalars
+        (small-array numpy costs more than the work here). Every float is computed by the
+        same operations in the same order, so decisions are identical."""
+        now = view.now
+        nws = self._nw_sens_small(view, ids_l, num_requeued)
+        order = sorted(range(len(ids_l)), key=lambda i: (nws[i], since_l[i], ids_l[i]))
+        jobs = [ids_l[i] for i in order]
+        since_l = [since_l[i] for i in order]
+        dem, best_of = self._demand_l, self._best_l
+        demand = [dem[j] for j in jobs]
+        starv = [now - s for s in since_l]
+        timers = {}
+        for d in demand:
+            if d not in timers:
+                tm, tr = self.timers(d, now)
+                timers[d] = (float(tm), float(tr))
+        open_ = [True] * len(jobs)
+        declined = [False] * len(jobs)
+        cluster = view.cluster
+        while True:
+            nf = plan.num_free
+            if native:
+                fm = max(plan.free_per_machine.tolist())
+                fr = max(plan.free_per_rack.tolist())
+            k = -1
+            for i, n in enumerate(demand):
+                if not open_[i] or declined[i] or n > nf:
+                    continue
+                if native and n > fm:  # Algorithm 1 (``choose``) declines unless past timers
+                    t_mc, t_rk = timers[n]
+                    st = starv[i]
+                    if not (st >= t_mc and (n <= fr or st >= t_rk)):
+                        continue
+                k = i
+                break
+            if k < 0:
+                break
+            job, n, st = jobs[k], demand[k], starv[k]
+            offer = make_offer(plan, job, n, st, timers[n])
+            gpus = offer.placement((yield offer))
+            if gpus is None:
+                declined[k] = True
+                continue
+            open_[k] = False
+            declined = [False] * len(jobs)
+            plan.start(job, gpus)
+            tier = int(cluster.placement_tier(gpus))
+            self._tier[job] = tier
+            if tier > best_of[job]:
+                self._suffering.add(job)
+            if tier != NETWORK:
+                self.record(tier, n, now, st)
+                tm, tr = self.timers(n, now)
+                timers[n] = (float(tm), float(tr))
+        # wake up when the next waiting job's timer expires (its answer changes):
+        # ``wake_at_earliest`` on scalars
+        wake = None
+        for i, o in enumerate(open_):
+            if o:
+                t_mc, t_rk = timers[demand[i]]
+                for t in (since_l[i] + t_mc, since_l[i] + t_rk):
+                    if t > now and (wake is None or t < wake):
+                        wake = t
+        pending = self._next_wake
+        if wake is not None and (wake < pending or pending <= now):
+            plan.wake_up(wake)
+            self._next_wake = wake
+        return plan.actions
+
+    def _nw_sens_small(self, view: ClusterView, ids: list[int], num_requeued: int) -> list[float]:
+        """``nw_sens`` of ``ids`` whose last ``num_requeued`` are the running jobs requeued
+        at this instant: the waiting ones from their counters (current while they wait),
+        the requeued ones from ``live``; the same float operations as ``nw_sens``."""
+        k = len(ids) - num_requeued
+        done, run, comp = view.done_iters, view.run_time_s, self._compute_l
+        out = []
+        for j in ids[:k]:
+            r = float(run[j])
+            out.append(float(done[j]) * comp[j] / r if r > 0 else 1.0)
+        if num_requeued:
+            out += self.nw_sens(view, np.asarray(ids[k:], dtype=np.int64)).tolist()
+        return out
+
     def _offer_one(self, view: ClusterView, plan, job: int) -> OfferGen:
         """``offers`` when the only candidate is one waiting job (most instants on the
         traces): the same offer (4.3), Algorithm 1 answer, auto-tuner update (Algorithm 1
@@ -423,7 +553,7 @@ class Dally(BaseScheduler):
         self._next_wake = wake_at_earliest(plan, expiries, now, self._next_wake)
         return plan.actions
 
-    def _requeue(self, view: ClusterView, plan, movers: np.ndarray) -> np.ndarray:
+    def _requeue(self, view: ClusterView, plan, movers: list[int]) -> list[int]:
         """Preempt the suffering running jobs (``movers``) whose tightest tier the free GPUs
         of this instant hold and for which the move pays (4.3, 4.3.1, 5.2.3); each is judged
         alone against the same free GPUs. Returns the victims, now in the wait queue."""
@@ -431,18 +561,21 @@ class Dally(BaseScheduler):
         fr = max(plan.free_per_rack.tolist())
         victims = []
         # a few jobs: Python scalars beat small-array numpy
-        demand, best = self._demand[movers].tolist(), self._best[movers].tolist()
-        for job, n, b in zip(movers.tolist(), demand, best, strict=True):
+        demand = [self._demand_l[j] for j in movers]
+        best = [self._best_l[j] for j in movers]
+        found: dict[tuple[int, int], np.ndarray | None] = {}  # the plan is the same for all
+        for job, n, b in zip(movers, demand, best, strict=True):
             if not ((b == MACHINE and n <= fm) or (b == RACK and n <= fr)):
                 continue
-            gpus = plan.find(n, tier=Tier(b))
+            key = (n, b)
+            gpus = found[key] if key in found else found.setdefault(key, plan.find(n, Tier(b)))
             if gpus is not None and worth_moving(view, job, gpus):
                 victims.append(job)
         for job in victims:
             plan.preempt(job)
             self._tier[job] = -1
         self.requeues += len(victims)
-        return np.asarray(victims, dtype=np.int64)
+        return victims
 
     def _wake_at_next_timer(
         self,

@@ -64,6 +64,7 @@ class ClusterFeatures:
         self._rack_gpus = c.rack_num_gpus.tolist()
         self.num_jobs = max(len(view.jobs), 1)
         self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.float64)
+        self._demand = [j.num_gpus for j in view.jobs]  # Python ints for short queues
 
     def compute(self, out: np.ndarray) -> None:
         """Write the features into ``out`` (length ``len(CLUSTER_FEATURES)``)."""
@@ -93,7 +94,11 @@ class ClusterFeatures:
         out[4] = n_empty_r / len(fpr)
         out[5] = 1.0 - empty_gpus / free if free > 0 else 0.0
         out[6] = count_feature(n_wait)
-        if n_wait:
+        if 0 < n_wait <= 64:  # a short queue: Python ints (integer counts: exact in any order)
+            demand = self._demand
+            total = float(sum([demand[j] for j in v.iter_waiting()]))
+            out[7] = min(total / self.num_gpus, 1.0)
+        elif n_wait:
             waiting = np.fromiter(v.iter_waiting(), dtype=np.int64, count=n_wait)
             out[7] = min(float(np.add.reduce(self.demand[waiting])) / self.num_gpus, 1.0)
         else:

@@ -70,6 +70,8 @@ PLACEMENT_KWARGS = (*COMMON_KWARGS, "base_policy", "base_params", "invalid_actio
                     "invalid_penalty", "wait_retry_s", "wait_limit")  # fmt: skip
 WAIT_LIMITS: tuple[str, ...] = ("rack_timer", "none")
 _LOG_WORK = math.log1p(1e4)
+_NO_CANDIDATE = [0.0] * _NC  # an absent candidate's features
+_TIER_ONE_HOT = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))  # machine, rack, network
 
 
 def _split(total: int, parts: int) -> tuple[int, ...]:
@@ -131,11 +133,11 @@ class PlacementObserver:
             net_params(c, 0),
         )
         self._cluster = ClusterFeatures(view)
-        self._obs = np.zeros(OBS_SIZE, dtype=np.float32)
         # Cluster features read the engine's state, which no offer of one instant changes
         # (offers work on a scratch plan): computed once per instant (the engine's event
         # count tells instants apart: every instant pops at least one event).
         self._feat = np.zeros(_NK, dtype=np.float32)
+        self._feat_list: list[float] = []
         self._feat_at = -1
 
     def _tier_comm(self, job: int, gpus: np.ndarray) -> tuple[int, float]:
@@ -159,8 +161,6 @@ class PlacementObserver:
 
     def observe(self, offer: Offer) -> np.ndarray:
         """The observation of ``offer`` (a new array)."""
-        o = self._obs
-        o[:] = 0.0
         view = self.view
         c = self.cluster
         e = self.engine
@@ -169,31 +169,37 @@ class PlacementObserver:
         # offers go to waiting jobs, whose counters are current (no live extrapolation)
         done_i, run_s = float(e.done_iters[job]), float(e.run_s[job])
         t_mc, t_rk = offer.timers
-        o[0] = min(math.log2(d) / 8.0, 1.0)
-        o[1] = d <= c.max_gpus_per_machine
-        o[2] = d <= c.max_gpus_per_rack
+        starv = offer.starvation_s
         sens = self._sens.get(job)
         if sens is None:
             sens = self._sens[job] = _sensitivity(self._profiles[job], d, *self._shape_args)
-        o[3:6] = sens
-        o[6] = time_feature(offer.starvation_s)
-        o[7] = offer.starvation_s >= t_mc
-        o[8] = offer.starvation_s >= t_rk
-        o[9] = time_feature(t_mc)
-        o[10] = time_feature(t_rk)
-        o[11] = done_i / spec.iterations
-        o[12] = min(done_i * spec.compute_s / run_s, 1.0) if run_s > 0 else 1.0
-        o[13] = min(float(view.preemptions[job]) / 10.0, 1.0)
-        o[14] = self._skew[job]
         remaining_gpu_h = (spec.iterations - done_i) * spec.compute_s * d / 3600.0
-        o[15] = min(math.log1p(max(remaining_gpu_h, 0.0)) / _LOG_WORK, 1.0)
-        o[16] = min(offer.victims / 8.0, 1.0)
-        seen: dict[bytes, tuple[int, float, float]] = {}
+        # features as Python numbers, converted to float32 once (the same rounding as
+        # element-wise stores into a float32 array)
+        o = [
+            min(math.log2(d) / 8.0, 1.0),
+            d <= c.max_gpus_per_machine,
+            d <= c.max_gpus_per_rack,
+            *sens,
+            time_feature(starv),
+            starv >= t_mc,
+            starv >= t_rk,
+            time_feature(t_mc),
+            time_feature(t_rk),
+            done_i / spec.iterations,
+            min(done_i * spec.compute_s / run_s, 1.0) if run_s > 0 else 1.0,
+            min(float(view.preemptions[job]) / 10.0, 1.0),
+            self._skew[job],
+            min(math.log1p(max(remaining_gpu_h, 0.0)) / _LOG_WORK, 1.0),
+            min(offer.victims / 8.0, 1.0),
+        ]
+        seen: dict[bytes, list] = {}
         contention = e.links is not None
+        mask = offer.mask.tolist()
         for a in range(1, NUM_ACTIONS):
-            if not offer.mask[a]:
+            if not mask[a]:
+                o += _NO_CANDIDATE
                 continue
-            base = _NJ + (a - 1) * _NC
             gpus = offer.placement(a)
             assert gpus is not None
             key = gpus.tobytes()
@@ -201,16 +207,14 @@ class PlacementObserver:
             if got is None:
                 tier, f = self._tier_comm(job, gpus)
                 load = e.predicted_link_load(job, gpus) if contention else 0.0
-                got = seen[key] = (tier, f / (1.0 + f), min(load / 2.0, 1.0))
-            o[base] = 1.0
-            o[base + 1 + got[0]] = 1.0
-            o[base + 4] = got[1]
-            o[base + 5] = got[2]
+                got = seen[key] = [1.0, *_TIER_ONE_HOT[tier], f / (1.0 + f), min(load / 2.0, 1.0)]
+            o += got
         if e.sim_events != self._feat_at:
             self._cluster.compute(self._feat)
             self._feat_at = e.sim_events
-        o[_NJ + NUM_CANDIDATES * _NC :] = self._feat
-        return o.copy()
+            self._feat_list = self._feat.tolist()
+        o += self._feat_list
+        return np.array(o, dtype=np.float32)
 
 
 class PlacementEnv(ClusterEnv):

@@ -69,7 +69,7 @@ from dlcluster_gym.sim.actions import (
     StartPS,
     WakeUp,
 )
-from dlcluster_gym.sim.placement import add_free_counts
+from dlcluster_gym.sim.placement import add_free_counts, free_count
 from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
 from dlcluster_gym.sim.state import DONE, DROPPED, PENDING, RUNNING, WAITING
@@ -783,7 +783,7 @@ class Engine:
         self._log("finish", job)
 
     def _record(self) -> None:
-        busy = self.cluster.num_gpus - int(self.free_per_rack.sum())
+        busy = self.cluster.num_gpus - free_count(self.free_per_rack)
         left = len(self.jobs) - len(self.dropped) - self.n_done
         if self._ts_t and self._ts_t[-1] == self.now:
             self._ts_busy[-1], self._ts_wait[-1], self._ts_run[-1], self._ts_left[-1] = (

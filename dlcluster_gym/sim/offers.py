@@ -52,6 +52,7 @@ NUM_CANDIDATES = len(ACTION_NAMES) - 1
 NUM_ACTIONS = len(ACTION_NAMES)
 
 HOUR = 3600.0
+_ONLY_WAIT = (True, False, False, False, False, False, False)
 MANUAL_TIMERS_S = (12 * HOUR, 24 * HOUR)  # Dally 4.3.2: 12 h, then another 12 h
 
 
@@ -113,21 +114,19 @@ class Offer:
         self.victims = victims
         self._gpus: list[np.ndarray | bool | None] = [False] * NUM_ACTIONS  # False: not yet
         c = plan.cluster
-        nf = plan.num_free
-        mask = np.zeros(NUM_ACTIONS, dtype=bool)
-        mask[WAIT] = True
-        if demand <= nf:
-            fm = int(plan.free_per_machine.max())
-            mask[MACHINE] = demand <= fm
-            mask[RACK] = demand <= int(plan.free_per_rack.max())
-            mask[NETWORK] = mask[PACKED] = mask[FIRST_FIT] = True
+        if demand <= plan.num_free:
+            # (wait, machine, rack, network, fewest-machines, packed, first-fit)
+            on_machine = demand <= max(plan.free_per_machine.tolist())
             if demand <= c.max_gpus_per_machine:
-                mask[FEWEST_MACHINES] = mask[MACHINE]
+                fewest = on_machine
             else:
                 g = _candidate(plan, demand, FEWEST_MACHINES)
                 self._gpus[FEWEST_MACHINES] = g
-                mask[FEWEST_MACHINES] = g is not None
-        self.mask = mask
+                fewest = g is not None
+            on_rack = demand <= max(plan.free_per_rack.tolist())
+            self.mask = np.array((True, on_machine, on_rack, True, fewest, True, True))
+        else:
+            self.mask = np.array(_ONLY_WAIT)
 
     def placement(self, action: int) -> np.ndarray | None:
         """GPUs of ``action`` (None for wait or an absent candidate)."""

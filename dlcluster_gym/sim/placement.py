@@ -12,6 +12,14 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 
 _NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold a job
+_SMALL = 64  # up to this many machines or racks, best-fit scans run on Python lists
+
+
+def free_count(free_per_rack: np.ndarray) -> int:
+    """Free GPUs in total (an integer sum: Python's ``sum`` on a few racks, numpy's beyond)."""
+    if free_per_rack.size <= _SMALL:
+        return sum(free_per_rack.tolist())
+    return int(free_per_rack.sum())
 
 
 def add_free_counts(
@@ -23,10 +31,23 @@ def add_free_counts(
 ) -> None:
     """Add ``d`` to the free counts of the machines and racks of ``gpus`` (in place)."""
     if gpus.size <= 16:  # a Python loop beats ufunc.at's overhead on a few GPUs
+        # count GPUs per machine first: one array update per machine and per rack
+        counts: dict[int, int] = {}
         for m in cluster.gpu_machine[gpus].tolist():
-            free_per_machine[m] += d
-        for r in cluster.gpu_rack[gpus].tolist():
-            free_per_rack[r] += d
+            counts[m] = counts.get(m, 0) + 1
+        rack_of = cluster._machine_rack_list
+        if len(counts) == 1:
+            ((m, k),) = counts.items()
+            free_per_machine[m] += d * k
+            free_per_rack[rack_of[m]] += d * k
+            return
+        per_rack: dict[int, int] = {}
+        for m, k in counts.items():
+            free_per_machine[m] += d * k
+            r = rack_of[m]
+            per_rack[r] = per_rack.get(r, 0) + k
+        for r, k in per_rack.items():
+            free_per_rack[r] += d * k
     else:
         np.add.at(free_per_machine, cluster.gpu_machine[gpus], d)
         np.add.at(free_per_rack, cluster.gpu_rack[gpus], d)
@@ -34,7 +55,7 @@ def add_free_counts(
 
 def first_fit(free_mask: np.ndarray, n: int) -> np.ndarray | None:
     """The ``n`` lowest-numbered free GPUs (first fit over machines in index order)."""
-    ids = np.flatnonzero(free_mask)
+    ids = free_mask.nonzero()[0]  # flatnonzero without its ravel (the mask is flat)
     return ids[:n] if ids.size >= n else None
 
 
@@ -84,10 +105,18 @@ def on_one_machine(
 ) -> np.ndarray | None:
     """Best fit: the machine with the fewest free GPUs that holds ``n`` (lowest id on ties)."""
     fpm = free_per_machine if machines is None else free_per_machine[machines]
-    fits = np.where(fpm >= n, fpm, _NO_FIT)
-    best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
-    if fits[best] == _NO_FIT:
-        return None
+    if fpm.size <= _SMALL:  # a Python scan beats np.where + argmin on a few machines
+        best, most = -1, _NO_FIT
+        for i, f in enumerate(fpm.tolist()):
+            if n <= f < most:  # strictly fewer: the lowest id on ties, as argmin
+                best, most = i, f
+        if best < 0:
+            return None
+    else:
+        fits = np.where(fpm >= n, fpm, _NO_FIT)
+        best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
+        if fits[best] == _NO_FIT:
+            return None
     m = best if machines is None else int(machines[best])
     grid = cluster.gpu_grid
     gpus = grid[m] if grid is not None else cluster.machine_gpus(m)
@@ -102,10 +131,18 @@ def on_one_rack(
     n: int,
 ) -> np.ndarray | None:
     """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
-    fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
-    rack = int(fits.argmin())
-    if fits[rack] == _NO_FIT:
-        return None
+    if free_per_rack.size <= _SMALL:  # best fit on Python scalars, as in ``on_one_machine``
+        rack, most = -1, _NO_FIT
+        for i, f in enumerate(free_per_rack.tolist()):
+            if n <= f < most:
+                rack, most = i, f
+        if rack < 0:
+            return None
+    else:
+        fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
+        rack = int(fits.argmin())
+        if fits[rack] == _NO_FIT:
+            return None
     return _take_from_machines(
         cluster, free_mask, _fullest_first(cluster, free_per_machine, rack), n
     )
@@ -119,7 +156,7 @@ def spread_packed(
     n: int,
 ) -> np.ndarray | None:
     """Any placement, as few racks and machines as greedy packing gives."""
-    if int(np.add.reduce(free_per_rack)) < n:
+    if free_count(free_per_rack) < n:
         return None
     if cluster.gpu_grid is not None:  # the same order as below, from one sort
         # racks with most free first (lowest id on ties), in each its fullest machines first;

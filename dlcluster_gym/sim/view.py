@@ -85,7 +85,7 @@ class ClusterView:
 
     @property
     def num_free(self) -> int:
-        return int(self._e.free_per_rack.sum())
+        return placement.free_count(self._e.free_per_rack)
 
     def gpus_of(self, job: int) -> np.ndarray:
         """GPU ids held by a running job (empty if not running)."""
@@ -143,7 +143,7 @@ class Plan:
         self.free_mask = view.free_mask.copy()
         self.free_per_machine = view.free_per_machine.copy()
         self.free_per_rack = view.free_per_rack.copy()
-        self.num_free = int(self.free_per_rack.sum())  # kept up to date by _mark
+        self.num_free = placement.free_count(self.free_per_rack)  # kept up to date by _mark
         self.actions: list[Action] = []
 
     def copy(self) -> Plan:
