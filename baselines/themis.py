@@ -82,6 +82,7 @@ AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
+_NO_RACK = np.iinfo(np.int64).max  # stands in for racks with too few free GPUs
 
 
 class Themis(BaseScheduler):
@@ -132,6 +133,9 @@ class Themis(BaseScheduler):
         self._iters = np.array([j.iterations for j in view.jobs], dtype=np.float64)
         self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
         self._arrival = np.array([j.arrival_s for j in view.jobs], dtype=np.float64)
+        self._ic = self._iters * self._compute  # the first product of T_ideal, per job
+        rack = view.cluster.gpu_rack
+        self._rack_gpus = [np.flatnonzero(rack == r) for r in range(view.free_per_rack.size)]
         self._next_epoch = self.lease_s
         self._lease_end = np.full(n, np.inf)  # per job, while it runs (re-auction)
         self._penalty = np.ones(n)  # Themis's slowdown estimate of the job's placement
@@ -172,19 +176,30 @@ class Themis(BaseScheduler):
             return None
         if self.placement == "consolidated":
             return plan.find(n)
-        fpr = plan.free_per_rack
-        racks = np.flatnonzero(fpr >= n)
-        free = plan.free_mask
-        if racks.size:
-            r = int(racks[np.argmin(fpr[racks])])  # best fit; ties: the lowest rack
-            return np.flatnonzero(free & (plan.cluster.gpu_rack == r))[:n]
-        return np.flatnonzero(free)[:n]
+        return self._place_penalty(plan, n)[0]
 
-    def _start(self, plan: Plan, job: int, gpus: np.ndarray, now: float) -> None:
+    def _place_penalty(self, plan: Plan, n: int) -> tuple[np.ndarray, bool]:
+        """``placement="penalty"`` for ``n <= plan.num_free`` GPUs: (GPUs, spans racks).
+        The best-fit rack that holds ``n`` (fewest free GPUs, then the lowest index) and its
+        lowest-numbered free GPUs, else the lowest-numbered free GPUs anywhere."""
+        fpr = plan.free_per_rack
+        fit = np.where(fpr >= n, fpr, _NO_RACK)
+        r = int(fit.argmin())  # best fit; ties: the lowest rack (argmin's first minimum)
+        if fit[r] != _NO_RACK:
+            rg = self._rack_gpus[r]
+            return rg[plan.free_mask[rg]][:n], False
+        return np.flatnonzero(plan.free_mask)[:n], True  # no rack holds n: they span racks
+
+    def _start(
+        self, plan: Plan, job: int, gpus: np.ndarray, now: float, cross: bool | None = None
+    ) -> None:
+        """Start ``job`` on ``gpus`` in ``plan`` with a new lease; ``cross``: whether they
+        span racks, when the caller knows."""
         plan.start(job, gpus)
         self._lease_end[job] = now + self.lease_s
-        racks = plan.cluster.gpu_rack[gpus]
-        cross = bool(gpus.size and racks.min() != racks.max())
+        if cross is None:
+            racks = plan.cluster.gpu_rack[gpus]
+            cross = bool(gpus.size and racks.min() != racks.max())
         self._cross[job] = cross
         self._penalty[job] = self.cross_rack_slowdown if cross else 1.0
 
@@ -253,32 +268,73 @@ class Themis(BaseScheduler):
         every remaining demand nobody else wins. So only the bidders whose demand fits the
         free GPUs at the start are ranked (rho is per job; the fair share still counts every
         bidder), in the same order, and the loop stops at that point."""
-        ids = np.concatenate((waiting, expired))
-        is_exp = np.zeros(ids.size, dtype=bool)
-        is_exp[waiting.size :] = True
         kept: set[int] = set()
         if not self.fast_paths:
+            ids = np.concatenate((waiting, expired))
+            is_exp = np.zeros(ids.size, dtype=bool)
+            is_exp[waiting.size :] = True
             rho = self.rho(view, ids, is_exp)
             for k in np.lexsort((ids, -rho)).tolist():
                 self._bid(plan, int(ids[k]), own, now, kept)
             return kept
+        # The expired jobs first: the order of ``ids`` does not matter (ties in rho are
+        # broken by job id, not by position).
+        n_exp = expired.size
+        ids = np.concatenate((expired, waiting)) if n_exp else waiting
         dem = self._demand[ids]
         can = dem <= plan.num_free
-        if not can.any():
+        n_can = int(np.count_nonzero(can))
+        if not n_can:
             return kept
         n_bidders = ids.size
-        ids, dem, is_exp = ids[can], dem[can], is_exp[can]
-        rho = self.rho(view, ids, is_exp, bidders=n_bidders)
+        if n_can < n_bidders:
+            ids, dem = ids[can], dem[can]
+            n_exp = int(np.count_nonzero(can[:n_exp]))
+        if self.placement == "penalty":
+            rho = self._rho_bidders(view, ids, dem, n_exp, n_bidders)
+        else:
+            is_exp = np.zeros(ids.size, dtype=bool)
+            is_exp[:n_exp] = True
+            rho = self.rho(view, ids, is_exp, bidders=n_bidders)
         order = np.lexsort((ids, -rho))
         dem = dem[order]
         rest_min = np.minimum.accumulate(dem[::-1])[::-1].tolist()
+        penalty = self.placement == "penalty"
         for i, (job, d) in enumerate(zip(ids[order].tolist(), dem.tolist(), strict=True)):
             nf = plan.num_free
             if nf < rest_min[i]:
                 break
             if d <= nf:
-                self._bid(plan, job, own, now, kept)
+                if penalty and job not in own:  # a waiting bidder: its best placement
+                    gpus, cross = self._place_penalty(plan, d)
+                    self._start(plan, job, gpus, now, cross)
+                else:
+                    self._bid(plan, job, own, now, kept)
         return kept
+
+    def _rho_bidders(
+        self,
+        view: ClusterView,
+        ids: np.ndarray,
+        dem: np.ndarray,
+        n_exp: int,
+        bidders: int,
+    ) -> np.ndarray:
+        """``rho(view, ids, running, bidders)`` for ``placement="penalty"`` in the auction,
+        where the first ``n_exp`` jobs (the expired bidders, a few) are exactly the running
+        ones and ``dem`` is ``ids``'s demands: the same float operations in the same order,
+        without computing
+        ``view.live``'s run and attained columns for every bidder (a waiting job's
+        iterations done are ``done_iters``; a running one's are ``iterations_done``, the
+        scalar form of ``live``), and with ``iterations x compute`` taken once per job."""
+        done = view.done_iters[ids]
+        it = self._compute[ids]
+        for k, j in enumerate(ids[:n_exp].tolist()):
+            done[k] = view.iterations_done(j)
+            it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
+        shared = (view.now - self._arrival[ids]) + (self._iters[ids] - done) * it
+        fair_share = view.num_gpus / max(bidders, 1)
+        return shared / (self._ic[ids] * np.maximum(1.0, dem / fair_share))
 
     def _bid(
         self, plan: Plan, job: int, own: dict[int, np.ndarray], now: float, kept: set[int]
@@ -290,7 +346,7 @@ class Themis(BaseScheduler):
             racks = plan.cluster.gpu_rack[mine]
             if racks.min() == racks.max():  # one rack: no placement has a smaller penalty
                 kept.add(job)
-                self._start(plan, job, mine, now)
+                self._start(plan, job, mine, now, cross=False)
                 return
         gpus = self.place(plan, job)
         if (
