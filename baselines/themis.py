@@ -216,7 +216,9 @@ class Themis(BaseScheduler):
             self._catch_up(now)
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)
-        expired = running[self._lease_end[running] <= now + EPS]
+        ends = self._lease_end[running]
+        is_exp = ends <= now + EPS
+        expired = running[is_exp]
         nofit = waiting.size and view.num_free < int(self._demand[waiting].min())
         if fast and not expired.size and nofit:
             waiting = waiting[:0]  # no lease expired and no waiting job fits: no auction
@@ -224,22 +226,31 @@ class Themis(BaseScheduler):
             self._renew_all(expired, now)
             return self._defer(running)  # nobody waits (``waiting`` is not cut down here)
         plan = view.plan()
+        won = False
         if waiting.size or expired.size:
-            own = {int(j): np.asarray(view.gpus_of(int(j)), dtype=np.int64) for j in expired}
+            own = {j: view.gpus_of(j) for j in expired.tolist()}
             for j in own:
                 plan.preempt(j)  # gives up its servers; kept if it wins them back
             self._lease_end[expired] = np.inf  # not running unless it wins again
             kept = self._auction(view, plan, waiting, expired, own, now)
+            won = bool(kept)
             if kept:  # renewals: the job keeps its GPUs, no preemption and no restart
                 plan.actions = [a for a in plan.actions if getattr(a, "job", None) not in kept]
                 self.renewals += len(kept)
             if expired.size:
                 self.auction_times.append(now)
         if fast:
-            if self._none_waits_after(view, plan):
+            started, preempted = self._started_preempted(plan)
+            if view.num_waiting - len(started - preempted) + len(preempted - started) == 0:
                 return plan.actions + self._defer(self._running_after(running, plan))
-            wake = self._next_lease_end(running, plan)
-            if wake is not None:
+            # The earliest lease end once the actions are applied: a job whose lease had not
+            # expired keeps it; a winner (started or renewed) holds one until now + lease_s.
+            if expired.size:
+                ends = ends[~is_exp]
+            wake = float(ends.min()) if ends.size else math.inf
+            if won or started:
+                wake = min(wake, now + self.lease_s)
+            if math.isfinite(wake):
                 plan.wake_up(wake)
             return plan.actions
         after = self._running_after(running, plan)
@@ -297,13 +308,12 @@ class Themis(BaseScheduler):
             is_exp[:n_exp] = True
             rho = self.rho(view, ids, is_exp, bidders=n_bidders)
         order = np.lexsort((ids, -rho))
-        dem = dem[order]
-        rest_min = np.minimum.accumulate(dem[::-1])[::-1].tolist()
+        d_min = int(dem.min())
         penalty = self.placement == "penalty"
-        for i, (job, d) in enumerate(zip(ids[order].tolist(), dem.tolist(), strict=True)):
+        for job, d in zip(ids[order].tolist(), dem[order].tolist(), strict=True):
             nf = plan.num_free
-            if nf < rest_min[i]:
-                break
+            if nf < d_min:
+                break  # nobody else fits (the rest would be skipped one by one)
             if d <= nf:
                 if penalty and job not in own:  # a waiting bidder: its best placement
                     gpus, cross = self._place_penalty(plan, d)
@@ -382,11 +392,16 @@ class Themis(BaseScheduler):
         self.auction_times.append(now)
 
     @staticmethod
-    def _none_waits_after(view: ClusterView, plan: Plan) -> bool:
-        """Whether no job waits once ``plan``'s actions are applied."""
-        started = {a.job for a in plan.actions if isinstance(a, Start)}
-        preempted = {a.job for a in plan.actions if isinstance(a, Preempt)}
-        return view.num_waiting - len(started - preempted) + len(preempted - started) == 0
+    def _started_preempted(plan: Plan) -> tuple[set[int], set[int]]:
+        """The jobs ``plan`` starts and the jobs it preempts."""
+        started: set[int] = set()
+        preempted: set[int] = set()
+        for a in plan.actions:
+            if isinstance(a, Start):
+                started.add(a.job)
+            elif isinstance(a, Preempt):
+                preempted.add(a.job)
+        return started, preempted
 
     def _defer(self, after: np.ndarray) -> list[Action]:
         """The wake-up to ask for when no job waits, with ``after`` the jobs that run once
@@ -456,16 +471,6 @@ class Themis(BaseScheduler):
             self.auction_times.append(w)
             w = float(ends.min())
         self._lease_end[jobs] = ends
-
-    def _next_lease_end(self, running: np.ndarray, plan: Plan) -> float | None:
-        """The earliest lease end of the jobs that run once ``plan``'s actions are applied
-        (the minimum ``_running_after`` gives, without building that set: a job that gave
-        up its GPUs has an infinite lease end unless it won again)."""
-        new = [a.job for a in plan.actions if isinstance(a, Start)]
-        end = float(self._lease_end[running].min()) if running.size else math.inf
-        if new:
-            end = min(end, float(self._lease_end[new].min()))
-        return end if math.isfinite(end) else None
 
     def _no_better(self, plan: Plan, mine: np.ndarray, other: np.ndarray) -> bool:
         """Whether ``other`` has no smaller penalty than the job's own GPUs ``mine``."""
