@@ -66,6 +66,7 @@ is restarted at the instant it was preempted; 1.4 % restart later on the same GP
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 
@@ -461,15 +462,29 @@ class Themis(BaseScheduler):
             ends[order] = out
             self._lease_end[jobs] = ends
             return
-        w = float(ends.min())
+        # Leases renew more than once before ``now``: replay instant by instant on a heap of
+        # (lease end, position), each instant the smallest end w, every end <= w + EPS
+        # renewing to w + lease_s (one heap operation per renewal, not a pass over every
+        # job per instant).
+        heap = list(zip(ends.tolist(), range(ends.size), strict=True))
+        heapq.heapify(heap)
+        lease_s, renewed = self.lease_s, 0
+        w = heap[0][0]
         while w < now:
-            hit = ends <= w + EPS
-            if (hit & cross).any():  # _defer wakes up before this can happen
+            lim, new = w + EPS, w + lease_s
+            group = []
+            while heap and heap[0][0] <= lim:
+                group.append(heapq.heappop(heap)[1])
+            if cross[group].any():  # _defer wakes up before this can happen
                 raise RuntimeError(f"themis: deferred renewal of a cross-rack lease at t={w}")
-            ends[hit] = w + self.lease_s
-            self.renewals += int(hit.sum())
+            for k in group:
+                heapq.heappush(heap, (new, k))
+            renewed += len(group)
             self.auction_times.append(w)
-            w = float(ends.min())
+            w = heap[0][0]
+        self.renewals += renewed
+        for end, k in heap:
+            ends[k] = end
         self._lease_end[jobs] = ends
 
     def _no_better(self, plan: Plan, mine: np.ndarray, other: np.ndarray) -> bool:

@@ -252,3 +252,48 @@ def test_themis_auction_helpers_match_their_general_forms(scenario, jobs, cross,
     assert res.summary["jobs_completed"] > 0
     assert calls["rho"] > 0 and calls["place"] > 0
     assert (calls["cross"] > 0) == cross  # cross-rack placements were checked where they occur
+
+
+def _replay_pass_per_instant(ends: np.ndarray, cross: np.ndarray, now: float, lease_s: float):
+    """The deferred renewals replayed as first written (issue 19 reference): one pass over
+    every job per wake-up instant."""
+    from dlcluster_gym.baselines.themis import EPS
+
+    ends, times, renewals = ends.copy(), [], 0
+    w = float(ends.min())
+    while w < now:
+        hit = ends <= w + EPS
+        assert not (hit & cross).any()
+        ends[hit] = w + lease_s
+        renewals += int(hit.sum())
+        times.append(w)
+        w = float(ends.min())
+    return ends, times, renewals
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_themis_deferred_renewal_replay_matches_a_pass_per_instant(seed):
+    """``_catch_up`` (sorted single pass, or a heap when leases renew several times before
+    the call) renews the same leases at the same instants as a pass over every job per
+    instant, equal ends and ends within ``EPS`` of another included."""
+    from dlcluster_gym.baselines.themis import EPS, Themis
+
+    rng = np.random.default_rng(seed)
+    pol = Themis()
+    n, lease = 40, pol.lease_s
+    ends = 1e6 + rng.uniform(0.0, lease, n)
+    ends[:6] = ends[6]  # a group that renews together
+    ends[7] = ends[8] + 0.5 * EPS  # within EPS of another end
+    ends[9] = np.nextafter(ends[10], np.inf)
+    cross = np.zeros(n, dtype=bool)
+    for now in (1e6 + 0.5 * lease, 1e6 + 1.7 * lease, 1e6 + 25.3 * lease):
+        jobs = rng.permutation(3 * n)[:n]
+        pol._lease_end = np.full(3 * n, np.inf)
+        pol._lease_end[jobs] = ends
+        pol._cross = np.zeros(3 * n, dtype=bool)
+        pol._deferred, pol.renewals, pol.auction_times = jobs, 0, []
+        pol._catch_up(now)
+        want_ends, want_times, want_renewals = _replay_pass_per_instant(ends, cross, now, lease)
+        np.testing.assert_array_equal(pol._lease_end[jobs], want_ends)
+        assert pol.auction_times == want_times
+        assert pol.renewals == want_renewals > 0
