@@ -58,8 +58,15 @@ rounding). The auction itself (``_auction`` with ``fast_paths``, same winners as
 expired jobs release their GPUs before it and it only takes GPUs, so the free count only
 falls; a bidder whose demand exceeds it wins nothing, so only the bidders that fit the free
 GPUs at the start are ranked (rho per job, the fair share still over all bidders) and the loop
-stops once the free GPUs are below every remaining demand; an expired one-rack job whose GPUs
-are still free renews without a placement search (no placement has a smaller penalty). On ITP
+stops once the free GPUs are below every ranked demand; an expired one-rack job whose GPUs
+are still free renews without a placement search (no placement has a smaller penalty).
+Per-call costs (issue 19, fifth pass; the same floats and decisions, checked in
+``tests/test_speed_paths.py``): the bidders' rho reads ``done_iters`` and the few expired
+(running) bidders' ``iterations_done`` instead of ``view.live`` over every bidder, with
+iterations x compute taken once per job at reset; the penalty placement scans one rack's
+GPU list, not every GPU's rack; the expired jobs and the next wake-up come from one gather of
+the running jobs' lease ends; deferred renewals that recur before the next call are replayed
+on a heap (one operation per renewal, not a pass over every running job per instant). On ITP
 cluster08 (64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404
 preemptions for 13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none
 is restarted at the instant it was preempted; 1.4 % restart later on the same GPUs)."""
@@ -279,7 +286,8 @@ class Themis(BaseScheduler):
         and its own GPUs, as many as its demand, cannot all be free), and once it is below
         every remaining demand nobody else wins. So only the bidders whose demand fits the
         free GPUs at the start are ranked (rho is per job; the fair share still counts every
-        bidder), in the same order, and the loop stops at that point."""
+        bidder), in the same order, and the loop stops once the free count is below the
+        smallest ranked demand (the bidders left would each be skipped)."""
         kept: set[int] = set()
         if not self.fast_paths:
             ids = np.concatenate((waiting, expired))
