@@ -310,16 +310,18 @@ class Themis(BaseScheduler):
         if n_can < n_bidders:
             ids, dem = ids[can], dem[can]
             n_exp = int(np.count_nonzero(can[:n_exp]))
-        if self.placement == "penalty":
-            rho = self._rho_bidders(view, ids, dem, n_exp, n_bidders)
-        else:
-            is_exp = np.zeros(ids.size, dtype=bool)
-            is_exp[:n_exp] = True
-            rho = self.rho(view, ids, is_exp, bidders=n_bidders)
-        order = np.lexsort((ids, -rho))
+        if n_can > 1:  # one bidder needs no ranking
+            if self.placement == "penalty":
+                rho = self._rho_bidders(view, ids, dem, n_exp, n_bidders)
+            else:
+                is_exp = np.zeros(ids.size, dtype=bool)
+                is_exp[:n_exp] = True
+                rho = self.rho(view, ids, is_exp, bidders=n_bidders)
+            order = np.lexsort((ids, -rho))
+            ids, dem = ids[order], dem[order]
         d_min = int(dem.min())
         penalty = self.placement == "penalty"
-        for job, d in zip(ids[order].tolist(), dem[order].tolist(), strict=True):
+        for job, d in zip(ids.tolist(), dem.tolist(), strict=True):
             nf = plan.num_free
             if nf < d_min:
                 break  # nobody else fits (the rest would be skipped one by one)
