@@ -58,14 +58,22 @@ rounding). The auction itself (``_auction`` with ``fast_paths``, same winners as
 expired jobs release their GPUs before it and it only takes GPUs, so the free count only
 falls; a bidder whose demand exceeds it wins nothing, so only the bidders that fit the free
 GPUs at the start are ranked (rho per job, the fair share still over all bidders) and the loop
-stops once the free GPUs are below every remaining demand; an expired one-rack job whose GPUs
-are still free renews without a placement search (no placement has a smaller penalty). On ITP
+stops once the free GPUs are below every ranked demand; an expired one-rack job whose GPUs
+are still free renews without a placement search (no placement has a smaller penalty).
+Per-call costs (issue 19, fifth pass; the same floats and decisions, checked in
+``tests/test_speed_paths.py``): the bidders' rho reads ``done_iters`` and the few expired
+(running) bidders' ``iterations_done`` instead of ``view.live`` over every bidder, with
+iterations x compute taken once per job at reset; the penalty placement scans one rack's
+GPU list, not every GPU's rack; the expired jobs and the next wake-up come from one gather of
+the running jobs' lease ends; deferred renewals that recur before the next call are replayed
+on a heap (one operation per renewal, not a pass over every running job per instant). On ITP
 cluster08 (64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404
 preemptions for 13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none
 is restarted at the instant it was preempted; 1.4 % restart later on the same GPUs)."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 
@@ -82,6 +90,7 @@ AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
+_NO_RACK = np.iinfo(np.int64).max  # stands in for racks with too few free GPUs
 
 
 class Themis(BaseScheduler):
@@ -132,6 +141,9 @@ class Themis(BaseScheduler):
         self._iters = np.array([j.iterations for j in view.jobs], dtype=np.float64)
         self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
         self._arrival = np.array([j.arrival_s for j in view.jobs], dtype=np.float64)
+        self._ic = self._iters * self._compute  # the first product of T_ideal, per job
+        rack = view.cluster.gpu_rack
+        self._rack_gpus = [np.flatnonzero(rack == r) for r in range(view.free_per_rack.size)]
         self._next_epoch = self.lease_s
         self._lease_end = np.full(n, np.inf)  # per job, while it runs (re-auction)
         self._penalty = np.ones(n)  # Themis's slowdown estimate of the job's placement
@@ -172,19 +184,30 @@ class Themis(BaseScheduler):
             return None
         if self.placement == "consolidated":
             return plan.find(n)
-        fpr = plan.free_per_rack
-        racks = np.flatnonzero(fpr >= n)
-        free = plan.free_mask
-        if racks.size:
-            r = int(racks[np.argmin(fpr[racks])])  # best fit; ties: the lowest rack
-            return np.flatnonzero(free & (plan.cluster.gpu_rack == r))[:n]
-        return np.flatnonzero(free)[:n]
+        return self._place_penalty(plan, n)[0]
 
-    def _start(self, plan: Plan, job: int, gpus: np.ndarray, now: float) -> None:
+    def _place_penalty(self, plan: Plan, n: int) -> tuple[np.ndarray, bool]:
+        """``placement="penalty"`` for ``n <= plan.num_free`` GPUs: (GPUs, spans racks).
+        The best-fit rack that holds ``n`` (fewest free GPUs, then the lowest index) and its
+        lowest-numbered free GPUs, else the lowest-numbered free GPUs anywhere."""
+        fpr = plan.free_per_rack
+        fit = np.where(fpr >= n, fpr, _NO_RACK)
+        r = int(fit.argmin())  # best fit; ties: the lowest rack (argmin's first minimum)
+        if fit[r] != _NO_RACK:
+            rg = self._rack_gpus[r]
+            return rg[plan.free_mask[rg]][:n], False
+        return np.flatnonzero(plan.free_mask)[:n], True  # no rack holds n: they span racks
+
+    def _start(
+        self, plan: Plan, job: int, gpus: np.ndarray, now: float, cross: bool | None = None
+    ) -> None:
+        """Start ``job`` on ``gpus`` in ``plan`` with a new lease; ``cross``: whether they
+        span racks, when the caller knows."""
         plan.start(job, gpus)
         self._lease_end[job] = now + self.lease_s
-        racks = plan.cluster.gpu_rack[gpus]
-        cross = bool(gpus.size and racks.min() != racks.max())
+        if cross is None:
+            racks = plan.cluster.gpu_rack[gpus]
+            cross = bool(gpus.size and racks.min() != racks.max())
         self._cross[job] = cross
         self._penalty[job] = self.cross_rack_slowdown if cross else 1.0
 
@@ -201,7 +224,9 @@ class Themis(BaseScheduler):
             self._catch_up(now)
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)
-        expired = running[self._lease_end[running] <= now + EPS]
+        ends = self._lease_end[running]
+        is_exp = ends <= now + EPS
+        expired = running[is_exp]
         nofit = waiting.size and view.num_free < int(self._demand[waiting].min())
         if fast and not expired.size and nofit:
             waiting = waiting[:0]  # no lease expired and no waiting job fits: no auction
@@ -209,22 +234,31 @@ class Themis(BaseScheduler):
             self._renew_all(expired, now)
             return self._defer(running)  # nobody waits (``waiting`` is not cut down here)
         plan = view.plan()
+        won = False
         if waiting.size or expired.size:
-            own = {int(j): np.asarray(view.gpus_of(int(j)), dtype=np.int64) for j in expired}
+            own = {j: view.gpus_of(j) for j in expired.tolist()}
             for j in own:
                 plan.preempt(j)  # gives up its servers; kept if it wins them back
             self._lease_end[expired] = np.inf  # not running unless it wins again
             kept = self._auction(view, plan, waiting, expired, own, now)
+            won = bool(kept)
             if kept:  # renewals: the job keeps its GPUs, no preemption and no restart
                 plan.actions = [a for a in plan.actions if getattr(a, "job", None) not in kept]
                 self.renewals += len(kept)
             if expired.size:
                 self.auction_times.append(now)
         if fast:
-            if self._none_waits_after(view, plan):
+            started, preempted = self._started_preempted(plan)
+            if view.num_waiting - len(started - preempted) + len(preempted - started) == 0:
                 return plan.actions + self._defer(self._running_after(running, plan))
-            wake = self._next_lease_end(running, plan)
-            if wake is not None:
+            # The earliest lease end once the actions are applied: a job whose lease had not
+            # expired keeps it; a winner (started or renewed) holds one until now + lease_s.
+            if expired.size:
+                ends = ends[~is_exp]
+            wake = float(ends.min()) if ends.size else math.inf
+            if won or started:
+                wake = min(wake, now + self.lease_s)
+            if math.isfinite(wake):
                 plan.wake_up(wake)
             return plan.actions
         after = self._running_after(running, plan)
@@ -252,33 +286,76 @@ class Themis(BaseScheduler):
         and its own GPUs, as many as its demand, cannot all be free), and once it is below
         every remaining demand nobody else wins. So only the bidders whose demand fits the
         free GPUs at the start are ranked (rho is per job; the fair share still counts every
-        bidder), in the same order, and the loop stops at that point."""
-        ids = np.concatenate((waiting, expired))
-        is_exp = np.zeros(ids.size, dtype=bool)
-        is_exp[waiting.size :] = True
+        bidder), in the same order, and the loop stops once the free count is below the
+        smallest ranked demand (the bidders left would each be skipped)."""
         kept: set[int] = set()
         if not self.fast_paths:
+            ids = np.concatenate((waiting, expired))
+            is_exp = np.zeros(ids.size, dtype=bool)
+            is_exp[waiting.size :] = True
             rho = self.rho(view, ids, is_exp)
             for k in np.lexsort((ids, -rho)).tolist():
                 self._bid(plan, int(ids[k]), own, now, kept)
             return kept
+        # The expired jobs first: the order of ``ids`` does not matter (ties in rho are
+        # broken by job id, not by position).
+        n_exp = expired.size
+        ids = np.concatenate((expired, waiting)) if n_exp else waiting
         dem = self._demand[ids]
         can = dem <= plan.num_free
-        if not can.any():
+        n_can = int(np.count_nonzero(can))
+        if not n_can:
             return kept
         n_bidders = ids.size
-        ids, dem, is_exp = ids[can], dem[can], is_exp[can]
-        rho = self.rho(view, ids, is_exp, bidders=n_bidders)
-        order = np.lexsort((ids, -rho))
-        dem = dem[order]
-        rest_min = np.minimum.accumulate(dem[::-1])[::-1].tolist()
-        for i, (job, d) in enumerate(zip(ids[order].tolist(), dem.tolist(), strict=True)):
+        if n_can < n_bidders:
+            ids, dem = ids[can], dem[can]
+            n_exp = int(np.count_nonzero(can[:n_exp]))
+        if n_can > 1:  # one bidder needs no ranking
+            if self.placement == "penalty":
+                rho = self._rho_bidders(view, ids, dem, n_exp, n_bidders)
+            else:
+                is_exp = np.zeros(ids.size, dtype=bool)
+                is_exp[:n_exp] = True
+                rho = self.rho(view, ids, is_exp, bidders=n_bidders)
+            order = np.lexsort((ids, -rho))
+            ids, dem = ids[order], dem[order]
+        d_min = int(dem.min())
+        penalty = self.placement == "penalty"
+        for job, d in zip(ids.tolist(), dem.tolist(), strict=True):
             nf = plan.num_free
-            if nf < rest_min[i]:
-                break
+            if nf < d_min:
+                break  # nobody else fits (the rest would be skipped one by one)
             if d <= nf:
-                self._bid(plan, job, own, now, kept)
+                if penalty and job not in own:  # a waiting bidder: its best placement
+                    gpus, cross = self._place_penalty(plan, d)
+                    self._start(plan, job, gpus, now, cross)
+                else:
+                    self._bid(plan, job, own, now, kept)
         return kept
+
+    def _rho_bidders(
+        self,
+        view: ClusterView,
+        ids: np.ndarray,
+        dem: np.ndarray,
+        n_exp: int,
+        bidders: int,
+    ) -> np.ndarray:
+        """``rho(view, ids, running, bidders)`` for ``placement="penalty"`` in the auction,
+        where the first ``n_exp`` jobs (the expired bidders, a few) are exactly the running
+        ones and ``dem`` is ``ids``'s demands: the same float operations in the same order,
+        without computing
+        ``view.live``'s run and attained columns for every bidder (a waiting job's
+        iterations done are ``done_iters``; a running one's are ``iterations_done``, the
+        scalar form of ``live``), and with ``iterations x compute`` taken once per job."""
+        done = view.done_iters[ids]
+        it = self._compute[ids]
+        for k, j in enumerate(ids[:n_exp].tolist()):
+            done[k] = view.iterations_done(j)
+            it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
+        shared = (view.now - self._arrival[ids]) + (self._iters[ids] - done) * it
+        fair_share = view.num_gpus / max(bidders, 1)
+        return shared / (self._ic[ids] * np.maximum(1.0, dem / fair_share))
 
     def _bid(
         self, plan: Plan, job: int, own: dict[int, np.ndarray], now: float, kept: set[int]
@@ -290,7 +367,7 @@ class Themis(BaseScheduler):
             racks = plan.cluster.gpu_rack[mine]
             if racks.min() == racks.max():  # one rack: no placement has a smaller penalty
                 kept.add(job)
-                self._start(plan, job, mine, now)
+                self._start(plan, job, mine, now, cross=False)
                 return
         gpus = self.place(plan, job)
         if (
@@ -326,11 +403,16 @@ class Themis(BaseScheduler):
         self.auction_times.append(now)
 
     @staticmethod
-    def _none_waits_after(view: ClusterView, plan: Plan) -> bool:
-        """Whether no job waits once ``plan``'s actions are applied."""
-        started = {a.job for a in plan.actions if isinstance(a, Start)}
-        preempted = {a.job for a in plan.actions if isinstance(a, Preempt)}
-        return view.num_waiting - len(started - preempted) + len(preempted - started) == 0
+    def _started_preempted(plan: Plan) -> tuple[set[int], set[int]]:
+        """The jobs ``plan`` starts and the jobs it preempts."""
+        started: set[int] = set()
+        preempted: set[int] = set()
+        for a in plan.actions:
+            if isinstance(a, Start):
+                started.add(a.job)
+            elif isinstance(a, Preempt):
+                preempted.add(a.job)
+        return started, preempted
 
     def _defer(self, after: np.ndarray) -> list[Action]:
         """The wake-up to ask for when no job waits, with ``after`` the jobs that run once
@@ -390,26 +472,30 @@ class Themis(BaseScheduler):
             ends[order] = out
             self._lease_end[jobs] = ends
             return
-        w = float(ends.min())
+        # Leases renew more than once before ``now``: replay instant by instant on a heap of
+        # (lease end, position), each instant the smallest end w, every end <= w + EPS
+        # renewing to w + lease_s (one heap operation per renewal, not a pass over every
+        # job per instant).
+        heap = list(zip(ends.tolist(), range(ends.size), strict=True))
+        heapq.heapify(heap)
+        lease_s, renewed = self.lease_s, 0
+        w = heap[0][0]
         while w < now:
-            hit = ends <= w + EPS
-            if (hit & cross).any():  # _defer wakes up before this can happen
+            lim, new = w + EPS, w + lease_s
+            group = []
+            while heap and heap[0][0] <= lim:
+                group.append(heapq.heappop(heap)[1])
+            if cross[group].any():  # _defer wakes up before this can happen
                 raise RuntimeError(f"themis: deferred renewal of a cross-rack lease at t={w}")
-            ends[hit] = w + self.lease_s
-            self.renewals += int(hit.sum())
+            for k in group:
+                heapq.heappush(heap, (new, k))
+            renewed += len(group)
             self.auction_times.append(w)
-            w = float(ends.min())
+            w = heap[0][0]
+        self.renewals += renewed
+        for end, k in heap:
+            ends[k] = end
         self._lease_end[jobs] = ends
-
-    def _next_lease_end(self, running: np.ndarray, plan: Plan) -> float | None:
-        """The earliest lease end of the jobs that run once ``plan``'s actions are applied
-        (the minimum ``_running_after`` gives, without building that set: a job that gave
-        up its GPUs has an infinite lease end unless it won again)."""
-        new = [a.job for a in plan.actions if isinstance(a, Start)]
-        end = float(self._lease_end[running].min()) if running.size else math.inf
-        if new:
-            end = min(end, float(self._lease_end[new].min()))
-        return end if math.isfinite(end) else None
 
     def _no_better(self, plan: Plan, mine: np.ndarray, other: np.ndarray) -> bool:
         """Whether ``other`` has no smaller penalty than the job's own GPUs ``mine``."""

@@ -197,3 +197,103 @@ def test_cassini_loop_pruning_matches_scoring_every_candidate():
     assert pol.searches_skipped > 0  # the shortcut was taken
     assert pol.candidates_scored < ref.candidates_scored
     assert pol.incumbents_moved == ref.incumbents_moved
+
+
+def _rack_scan_placement(plan, n: int) -> np.ndarray:
+    """Themis's penalty placement as first written (issue 19 reference): a scan of every
+    GPU's rack for the best-fit rack."""
+    fpr = plan.free_per_rack
+    racks = np.flatnonzero(fpr >= n)
+    if racks.size:
+        r = int(racks[np.argmin(fpr[racks])])
+        return np.flatnonzero(plan.free_mask & (plan.cluster.gpu_rack == r))[:n]
+    return np.flatnonzero(plan.free_mask)[:n]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "jobs", "cross"),
+    [
+        ("cassini-testbed-poisson", 0, True),
+        pytest.param("dally-poisson-8rack", 300, True, marks=pytest.mark.slow),
+        pytest.param("itp-cluster08", 200, False, marks=needs_traces),  # one rack
+        pytest.param("crius-philly-1280gpu", 800, True, marks=[needs_traces, pytest.mark.slow]),
+    ],
+)
+def test_themis_auction_helpers_match_their_general_forms(scenario, jobs, cross, monkeypatch):
+    """At every auction of a run: the bidders' rho from ``_rho_bidders`` (no ``view.live``,
+    iterations x compute taken once) equals ``rho`` bit for bit, and the penalty placement
+    from per-rack GPU lists (``_place_penalty``) equals the scan of every GPU's rack, with the
+    right spans-racks flag."""
+    from dlcluster_gym.baselines.themis import Themis
+
+    calls = {"rho": 0, "place": 0, "cross": 0}
+    rho_bidders, place_penalty = Themis._rho_bidders, Themis._place_penalty
+
+    def check_rho(self, view, ids, dem, n_exp, bidders):
+        got = rho_bidders(self, view, ids, dem, n_exp, bidders)
+        running = np.arange(ids.size) < n_exp
+        np.testing.assert_array_equal(got, self.rho(view, ids, running, bidders=bidders))
+        np.testing.assert_array_equal(dem, self._demand[ids])
+        calls["rho"] += 1
+        return got
+
+    def check_place(self, plan, n):
+        gpus, cross = place_penalty(self, plan, n)
+        np.testing.assert_array_equal(gpus, _rack_scan_placement(plan, n))
+        racks = plan.cluster.gpu_rack[gpus]
+        assert cross == bool(racks.min() != racks.max())
+        calls["place"] += 1
+        calls["cross"] += cross
+        return gpus, cross
+
+    monkeypatch.setattr(Themis, "_rho_bidders", check_rho)
+    monkeypatch.setattr(Themis, "_place_penalty", check_place)
+    res = _run(scenario, "themis", True, jobs=jobs)
+    assert res.summary["jobs_completed"] > 0
+    assert calls["rho"] > 0 and calls["place"] > 0
+    assert (calls["cross"] > 0) == cross  # cross-rack placements were checked where they occur
+
+
+def _replay_pass_per_instant(ends: np.ndarray, cross: np.ndarray, now: float, lease_s: float):
+    """The deferred renewals replayed as first written (issue 19 reference): one pass over
+    every job per wake-up instant."""
+    from dlcluster_gym.baselines.themis import EPS
+
+    ends, times, renewals = ends.copy(), [], 0
+    w = float(ends.min())
+    while w < now:
+        hit = ends <= w + EPS
+        assert not (hit & cross).any()
+        ends[hit] = w + lease_s
+        renewals += int(hit.sum())
+        times.append(w)
+        w = float(ends.min())
+    return ends, times, renewals
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_themis_deferred_renewal_replay_matches_a_pass_per_instant(seed):
+    """``_catch_up`` (sorted single pass, or a heap when leases renew several times before
+    the call) renews the same leases at the same instants as a pass over every job per
+    instant, equal ends and ends within ``EPS`` of another included."""
+    from dlcluster_gym.baselines.themis import EPS, Themis
+
+    rng = np.random.default_rng(seed)
+    pol = Themis()
+    n, lease = 40, pol.lease_s
+    ends = 1e6 + rng.uniform(0.0, lease, n)
+    ends[:6] = ends[6]  # a group that renews together
+    ends[7] = ends[8] + 0.5 * EPS  # within EPS of another end
+    ends[9] = np.nextafter(ends[10], np.inf)
+    cross = np.zeros(n, dtype=bool)
+    for now in (1e6 + 0.5 * lease, 1e6 + 1.7 * lease, 1e6 + 25.3 * lease):
+        jobs = rng.permutation(3 * n)[:n]
+        pol._lease_end = np.full(3 * n, np.inf)
+        pol._lease_end[jobs] = ends
+        pol._cross = np.zeros(3 * n, dtype=bool)
+        pol._deferred, pol.renewals, pol.auction_times = jobs, 0, []
+        pol._catch_up(now)
+        want_ends, want_times, want_renewals = _replay_pass_per_instant(ends, cross, now, lease)
+        np.testing.assert_array_equal(pol._lease_end[jobs], want_ends)
+        assert pol.auction_times == want_times
+        assert pol.renewals == want_renewals > 0
