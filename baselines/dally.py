@@ -420,13 +420,7 @@ class Dally(BaseScheduler):
                 continue
             open_[k] = False
             declined[:] = False
-            plan.start(job, gpus)
-            tier = int(cluster.placement_tier(gpus))
-            self._tier[job] = tier
-            if tier > best[k]:
-                self._suffering.add(job)
-            if tier != NETWORK:
-                self.record(tier, n, now, float(starv[k]))
+            if self._accept(cluster, plan, job, gpus, n, int(best[k]), now, float(starv[k])):
                 same = demand == n
                 t_mc[same], t_rk[same] = self.timers(n, now)
         self._wake_at_next_timer(plan, now, starv, t_mc, t_rk, since, open_ & ~is_run)
@@ -489,13 +483,7 @@ class Dally(BaseScheduler):
                 continue
             open_[k] = False
             declined = [False] * len(jobs)
-            plan.start(job, gpus)
-            tier = int(cluster.placement_tier(gpus))
-            self._tier[job] = tier
-            if tier > best_of[job]:
-                self._suffering.add(job)
-            if tier != NETWORK:
-                self.record(tier, n, now, st)
+            if self._accept(cluster, plan, job, gpus, n, best_of[job], now, st):
                 tm, tr = self.timers(n, now)
                 timers[n] = (float(tm), float(tr))
         # wake up when the next waiting job's timer expires (its answer changes):
@@ -527,6 +515,23 @@ class Dally(BaseScheduler):
             out += self.nw_sens(view, np.asarray(ids[k:], dtype=np.int64)).tolist()
         return out
 
+    def _accept(
+        self, cluster, plan, job: int, gpus, n: int, best: int, now: float, starvation_s: float
+    ) -> bool:
+        """Start ``job`` on the ``gpus`` it accepted: its tier, whether it runs wider than its
+        tightest tier (a candidate for preemption, 4.3), and Algorithm 1's auto-tuner update
+        (lines 7, 15: acceptances within the network tier are not recorded). True when the
+        timers of demand ``n`` changed."""
+        plan.start(job, gpus)
+        tier = int(cluster.placement_tier(gpus))
+        self._tier[job] = tier
+        if tier > best:
+            self._suffering.add(job)
+        if tier == NETWORK:
+            return False
+        self.record(tier, n, now, starvation_s)
+        return True
+
     def _offer_one(self, view: ClusterView, plan, job: int) -> OfferGen:
         """``offers`` when the only candidate is one waiting job (most instants on the
         traces): the same offer (4.3), Algorithm 1 answer, auto-tuner update (Algorithm 1
@@ -541,13 +546,7 @@ class Dally(BaseScheduler):
             offer = make_offer(plan, job, n, starv, (t_mc, t_rk))
             gpus = offer.placement((yield offer))
             if gpus is not None:
-                plan.start(job, gpus)
-                tier = int(view.cluster.placement_tier(gpus))
-                self._tier[job] = tier
-                if tier > self._best[job]:
-                    self._suffering.add(job)
-                if tier != NETWORK:
-                    self.record(tier, n, now, starv)
+                self._accept(view.cluster, plan, job, gpus, n, self._best[job], now, starv)
                 return plan.actions
         expiries = np.array([since + t_mc, since + t_rk])
         self._next_wake = wake_at_earliest(plan, expiries, now, self._next_wake)
