@@ -181,11 +181,6 @@ class AffinityIndex:
             self._stats[r] = [e, nodes[r]]
         self.has_loop = any(e >= n for e, n in self._stats.values())
 
-    def rank(self, root: int) -> int:
-        """Cycle rank of the component of ``root`` (0 for a job on no shared link)."""
-        st = self._stats.get(root)
-        return 0 if st is None else st[0] - st[1] + 1
-
     def partition(self) -> Partition:
         """The components as they are, for scoring variants of the graph that change only
         some of them."""

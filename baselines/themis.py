@@ -81,6 +81,7 @@ import numpy as np
 
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
+from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Preempt, Start, WakeUp
 from dlcluster_gym.sim.view import ClusterView, Plan
 
@@ -90,7 +91,6 @@ AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
-_NO_RACK = np.iinfo(np.int64).max  # stands in for racks with too few free GPUs
 
 
 class Themis(BaseScheduler):
@@ -190,10 +190,8 @@ class Themis(BaseScheduler):
         """``placement="penalty"`` for ``n <= plan.num_free`` GPUs: (GPUs, spans racks).
         The best-fit rack that holds ``n`` (fewest free GPUs, then the lowest index) and its
         lowest-numbered free GPUs, else the lowest-numbered free GPUs anywhere."""
-        fpr = plan.free_per_rack
-        fit = np.where(fpr >= n, fpr, _NO_RACK)
-        r = int(fit.argmin())  # best fit; ties: the lowest rack (argmin's first minimum)
-        if fit[r] != _NO_RACK:
+        r = placement.best_fit(plan.free_per_rack, n)  # ties: the lowest rack
+        if r >= 0:
             rg = self._rack_gpus[r]
             return rg[plan.free_mask[rg]][:n], False
         return np.flatnonzero(plan.free_mask)[:n], True  # no rack holds n: they span racks

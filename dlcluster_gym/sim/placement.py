@@ -22,6 +22,20 @@ def free_count(free_per_rack: np.ndarray) -> int:
     return int(free_per_rack.sum())
 
 
+def best_fit(counts: np.ndarray, n: int) -> int:
+    """Index of the fewest ``counts`` that hold ``n`` (the lowest index on ties), -1 if none:
+    best fit over machines or racks (a Python scan on a few, ``argmin`` beyond)."""
+    if counts.size <= _SMALL:
+        best, most = -1, _NO_FIT
+        for i, f in enumerate(counts.tolist()):
+            if n <= f < most:  # strictly fewer: the lowest index on ties, as argmin
+                best, most = i, f
+        return best
+    fits = np.where(counts >= n, counts, _NO_FIT)
+    best = int(fits.argmin())  # the first of the fewest among those that hold n
+    return -1 if fits[best] == _NO_FIT else best
+
+
 def add_free_counts(
     cluster: Cluster,
     free_per_machine: np.ndarray,
@@ -105,18 +119,9 @@ def on_one_machine(
 ) -> np.ndarray | None:
     """Best fit: the machine with the fewest free GPUs that holds ``n`` (lowest id on ties)."""
     fpm = free_per_machine if machines is None else free_per_machine[machines]
-    if fpm.size <= _SMALL:  # a Python scan beats np.where + argmin on a few machines
-        best, most = -1, _NO_FIT
-        for i, f in enumerate(fpm.tolist()):
-            if n <= f < most:  # strictly fewer: the lowest id on ties, as argmin
-                best, most = i, f
-        if best < 0:
-            return None
-    else:
-        fits = np.where(fpm >= n, fpm, _NO_FIT)
-        best = int(fits.argmin())  # the first of the fewest free GPUs among those that hold n
-        if fits[best] == _NO_FIT:
-            return None
+    best = best_fit(fpm, n)
+    if best < 0:
+        return None
     m = best if machines is None else int(machines[best])
     grid = cluster.gpu_grid
     gpus = grid[m] if grid is not None else cluster.machine_gpus(m)
@@ -131,18 +136,9 @@ def on_one_rack(
     n: int,
 ) -> np.ndarray | None:
     """Best-fit rack (fewest free GPUs that hold ``n``), packed onto its fullest-free machines."""
-    if free_per_rack.size <= _SMALL:  # best fit on Python scalars, as in ``on_one_machine``
-        rack, most = -1, _NO_FIT
-        for i, f in enumerate(free_per_rack.tolist()):
-            if n <= f < most:
-                rack, most = i, f
-        if rack < 0:
-            return None
-    else:
-        fits = np.where(free_per_rack >= n, free_per_rack, _NO_FIT)
-        rack = int(fits.argmin())
-        if fits[rack] == _NO_FIT:
-            return None
+    rack = best_fit(free_per_rack, n)
+    if rack < 0:
+        return None
     return _take_from_machines(
         cluster, free_mask, _fullest_first(cluster, free_per_machine, rack), n
     )
