@@ -16,7 +16,12 @@ a trace the held-out set does not use; needs the traces, skipped without them), 
 (the held-out ITP trace's miss) without raising the mean JCT ratio, i.e. is a clone of it
 worth training as agent v5?
 
-Usage: python experiments/scheduler_teachers.py [--set default|guards] [--workers N] [--out DIR]
+``--set combos`` (follow-up, same validation set) crosses ``max_preemptions`` with the wait
+caps and adds the clairvoyant ``srw-slots`` as a reference: if even a policy that knows every
+job's remaining work misses the trace's P99, the P99 and average targets pull apart on it.
+
+Usage: python experiments/scheduler_teachers.py [--set default|guards|combos] [--workers N]
+       [--out DIR]
 """
 
 from __future__ import annotations
@@ -68,12 +73,41 @@ GUARDS: tuple[tuple[str, str, dict[str, Any]], ...] = (
        {"max_wait_h": h, "wait_from": "first_start"}) for h in (6, 12, 24)),
     *((f"+ at most {n} preemptions", "las-slots", {"max_preemptions": n}) for n in (1, 3)),
 )  # fmt: skip
+COMBOS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    *GUARDS[:3],
+    ("srw-slots (clairvoyant)", "srw-slots", {}),
+    GUARDS[4],
+    *((f"+ at most {n} preemptions{name}", "las-slots", {"max_preemptions": n, **cap})
+      for n in (2, 3, 5, 8)
+      for name, cap in (
+          ("", {}),
+          (", wait cap 12 h after the first start", {"max_wait_h": 12, "wait_from": "first_start"}),
+          (", wait cap 24 h after the first start", {"max_wait_h": 24, "wait_from": "first_start"}),
+          (", wait cap 12 h, no preempting", {"max_wait_h": 12, "protected_preempts": False}),
+          (", wait cap 24 h, no preempting", {"max_wait_h": 24, "protected_preempts": False}),
+      )),
+)  # fmt: skip
 VAL_TRACE = ScenarioSpec(
     scenario="itp-cluster06",
     label="val-trace-itp06-l0.9",
     requires_traces=True,
     overrides={"workload": {"target_load": 0.9, "max_jobs": 800}},
 )
+
+
+PAPER_HEURISTICS = ("dally", "tiresias", "gandiva")
+TARGETS = (
+    "Issue #17 targets, applied to the validation set (fixed before the combos were run): mean "
+    "avg ratio <= 0.85, avg JCT below Dally, Tiresias and Gandiva on every scenario (the paper "
+    "heuristics that act in Scheduler-v0; Themis and Cassini run only natively), and the "
+    "largest P99 ratio <= 1.10."
+)
+
+
+def _ratio(rows: list[dict[str, Any]], ref: dict, policy: str, scenario: str) -> float:
+    """Mean over seeds of ``policy``'s avg JCT over Dally's on ``scenario``."""
+    mine = [r for r in rows if r["policy"] == policy and r["scenario"] == scenario]
+    return float(np.mean([r["avg_jct_h"] / ref[scenario, r["seed"]] for r in mine]))
 
 
 def run(label: str, name: str, params: dict[str, Any], spec: Any, seed: int) -> dict[str, Any]:
@@ -104,7 +138,7 @@ def _run(task: tuple) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("default", "guards"), default="default")
+    ap.add_argument("--set", choices=("default", "guards", "combos"), default="default")
     ap.add_argument(
         "--workers", type=int, default=1, help="processes (results do not depend on it)"
     )
@@ -113,8 +147,9 @@ def main() -> None:
     cfg = load_agent_config(ROOT / "configs/agents/scheduler.yaml")
     val = cfg.validation
     policies, stem, specs = POLICIES, "teachers", list(val.scenarios)
-    if args.set == "guards":
-        policies, stem = GUARDS, "teachers_guards"
+    if args.set in ("guards", "combos"):
+        policies, stem = (GUARDS, "teachers_guards") if args.set == "guards" else (
+            COMBOS, "teachers_combos")  # fmt: skip
         specs = available([*specs, VAL_TRACE])[0]
     tasks = [(*p, spec, int(seed)) for spec in specs for p in policies for seed in val.seeds]
     rows = []
@@ -125,8 +160,9 @@ def main() -> None:
     ref = {(r["scenario"], r["seed"]): r["avg_jct_h"] for r in rows if r["policy"] == "dally"}
     ref99 = {(r["scenario"], r["seed"]): r["p99_jct_h"] for r in rows if r["policy"] == "dally"}
     scen = [s.name for s in specs]
+    check = args.set == "combos"
     cmd = "python experiments/scheduler_teachers.py" + (
-        " --set guards" if stem != "teachers" else ""
+        f" --set {args.set}" if args.set != "default" else ""
     )
     lines = [
         f"# Scheduler-v0 warm-start teachers on validation seeds {', '.join(map(str, val.seeds))}",
@@ -135,22 +171,29 @@ def main() -> None:
         "JCT / Dally's avg JCT; P99 likewise; preemptions: total over the seeds).",
         "",
         "| policy | " + " | ".join(f"{s} avg / P99 (preempt.)" for s in scen)
-        + " | mean avg | max P99 |",
-        "|---|" + "---:|" * (len(scen) + 2),
+        + " | mean avg | max P99 |" + (" issue #17 targets |" if check else ""),
+        "|---|" + "---:|" * (len(scen) + 2) + ("---|" if check else ""),
     ]  # fmt: skip
+    heur = {s: min(_ratio(rows, ref, h, s) for h in PAPER_HEURISTICS) for s in scen}
     for label, _, _ in policies:
         cells, means, p99s = [], [], []
         for s in scen:
             mine = [r for r in rows if r["policy"] == label and r["scenario"] == s]
-            a = float(np.mean([r["avg_jct_h"] / ref[s, r["seed"]] for r in mine]))
+            a = _ratio(rows, ref, label, s)
             p = float(np.mean([r["p99_jct_h"] / ref99[s, r["seed"]] for r in mine]))
             n = sum(r["preemptions"] for r in mine)
             bad = sum(r["unfinished"] for r in mine)
             cells.append(f"{a:.3f} / {p:.3f} ({n:,})" + (f" {bad} unfinished" if bad else ""))
             means.append(a)
             p99s.append(p)
-        lines.append(f"| {label} | " + " | ".join(cells)
-                     + f" | {np.mean(means):.3f} | {max(p99s):.3f} |")  # fmt: skip
+        row = f"| {label} | " + " | ".join(cells) + f" | {np.mean(means):.3f} | {max(p99s):.3f} |"
+        if check:
+            ok = np.mean(means) <= 0.85 and max(p99s) <= 1.10
+            ok = ok and all(a < heur[s] for a, s in zip(means, scen, strict=True))
+            row += " meets |" if ok else " misses |"
+        lines.append(row)
+    if check:
+        lines += ["", TARGETS]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
