@@ -85,6 +85,7 @@ def summary_table(rows: Sequence[dict[str, Any]], reference: str = "dally") -> l
                         "avg_jct_h": _mean_h(sub, p, "avg_jct_s"),
                         "vs_ref": relative_score(sub, p, reference),
                         "makespan_h": _mean_h(sub, p, "makespan_s"),
+                        "p99_jct_h": _mean_h(sub, p, "p99_jct_s"),
                         "unfinished": sum(
                             r.get("jobs_unfinished", 0) for r in sub if r["policy"] == p
                         ),
@@ -110,22 +111,34 @@ def _mean_h(rows: Sequence[dict[str, Any]], policy: str, key: str) -> float:
     return float(np.mean(vals)) / 3600.0 if vals else float("nan")
 
 
-def makespan_table(table: Sequence[dict[str, Any]], reference: str = "dally") -> str:
-    """Mean makespan (h) per scenario and policy, with its ratio to ``reference``'s, as
-    Markdown: the check that a lower average JCT was not bought by holding jobs back."""
+def _metric_table(table: Sequence[dict[str, Any]], key: str, reference: str, digits: int) -> str:
+    """Mean ``key`` (hours) per scenario and policy with its ratio to ``reference``'s, as
+    Markdown."""
     policies = list(dict.fromkeys(r["policy"] for r in table))
     cell = {(r["scenario"], r["policy"]): r for r in table if r["scenario"] != "ALL"}
     lines = ["| scenario | " + " | ".join(policies) + " |", "|---|" + "---:|" * len(policies)]
     for sc in dict.fromkeys(r["scenario"] for r in table if r["scenario"] != "ALL"):
-        ref = cell[(sc, reference)]["makespan_h"] if (sc, reference) in cell else float("nan")
+        ref = cell[(sc, reference)].get(key, math.nan) if (sc, reference) in cell else math.nan
         vals = [
-            f"{cell[(sc, p)]['makespan_h']:.0f} h ({cell[(sc, p)]['makespan_h'] / ref:.2f})"
-            if (sc, p) in cell
+            f"{cell[(sc, p)][key]:.{digits}f} h ({cell[(sc, p)][key] / ref:.2f})"
+            if (sc, p) in cell and key in cell[(sc, p)]
             else ""
             for p in policies
         ]
         lines.append(f"| {sc} | " + " | ".join(vals) + " |")
     return "\n".join(lines)
+
+
+def makespan_table(table: Sequence[dict[str, Any]], reference: str = "dally") -> str:
+    """Mean makespan (h) per scenario and policy, with its ratio to ``reference``'s, as
+    Markdown: the check that a lower average JCT was not bought by holding jobs back."""
+    return _metric_table(table, "makespan_h", reference, 0)
+
+
+def p99_table(table: Sequence[dict[str, Any]], reference: str = "dally") -> str:
+    """Mean P99 JCT (h) per scenario and policy, with its ratio to ``reference``'s, as
+    Markdown: the tail a lower average JCT may cost."""
+    return _metric_table(table, "p99_jct_h", reference, 1)
 
 
 def markdown_table(table: Sequence[dict[str, Any]], reference: str = "dally") -> str:

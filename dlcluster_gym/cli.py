@@ -713,9 +713,10 @@ def _import_agents(module: str) -> Any:
 )
 @click.option(
     "--baselines",
-    default="dally,dally-manual,tiresias,gandiva",
+    default="dally,dally-manual,tiresias,gandiva,themis,cassini,srw,ideal",
     show_default=True,
-    help="Comma-separated heuristics to compare with ('' for none).",
+    help="Comma-separated policies to compare with: the paper heuristics, then the clairvoyant "
+    "`srw` reference and the `ideal` bound ('' for none).",
 )
 @click.option(
     "--out",
@@ -748,7 +749,13 @@ def evaluate(
     _import_agents("dlcluster_gym.agents.load")
     from dlcluster_gym.agents.config import AgentConfig, ScenarioSpec
     from dlcluster_gym.agents.envs import available
-    from dlcluster_gym.agents.evaluate import makespan_table, markdown_table, run_set, summary_table
+    from dlcluster_gym.agents.evaluate import (
+        makespan_table,
+        markdown_table,
+        p99_table,
+        run_set,
+        summary_table,
+    )
 
     held_out = AgentConfig.model_validate(meta["config"]).evaluation
     specs = [ScenarioSpec(scenario=s) for s in scenarios] if scenarios else list(held_out.scenarios)
@@ -780,6 +787,8 @@ def evaluate(
         return
     click.echo(f"average JCT (h) and ratio to {ref}, seeds {seed_list}:")
     click.echo(markdown_table(table, ref))
+    click.echo(f"\nP99 JCT (h) and ratio to {ref}:")
+    click.echo(p99_table(table, ref))
     click.echo(f"\nmakespan (h) and ratio to {ref}:")
     click.echo(makespan_table(table, ref))
 

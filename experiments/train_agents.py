@@ -11,10 +11,10 @@ Steps (each can be run alone):
 Add ``placement``, ``delay-timer`` or ``scheduler`` to act on one agent only.
 
 ``train`` runs exactly the commands recorded in the checkpoints (``TRAIN_COMMANDS``).
-``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias, Gandiva, the
-clairvoyant ``srw`` reference and the ``ideal`` bound natively on the config's evaluation
-scenarios and seeds (the trace scenario needs
-../shared/traces and is skipped without it).
+``evaluate`` runs the shipped checkpoints and Dally, Dally-manual, Tiresias, Gandiva, Themis,
+Cassini (Th+Cassini), the clairvoyant ``srw`` reference and the ``ideal`` bound natively on
+the config's evaluation scenarios and seeds (the trace scenario needs ../shared/traces and is
+skipped without it).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ TRAIN_COMMANDS = {
 }
 # The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
 # consolidation) and the `ideal` bound (every job alone on the cluster).
-BASELINES = ("dally", "dally-manual", "tiresias", "gandiva", "srw", "ideal")
+BASELINES = ("dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini", "srw", "ideal")
 
 
 def train() -> None:
@@ -134,7 +134,7 @@ def evaluate() -> None:
     tables()
 
 
-PAPER = ("dally", "dally-manual", "tiresias", "gandiva")
+PAPER = ("dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini")
 
 
 def targets_table(rows: list[dict], agent: str) -> str:
@@ -146,17 +146,47 @@ def targets_table(rows: list[dict], agent: str) -> str:
         v = [r[key] for r in rows if r["scenario"] == sc and r["policy"] == pol and key in r]
         return float(np.mean(v)) if v else float("nan")
 
-    lines = ["| scenario | avg JCT / Dally (<= 0.85) | / best paper heuristic (< 1) | "
+    lines = ["| scenario | avg JCT / Dally (<= 0.85) | / best paper heuristic (< 1; which) | "
              "P99 JCT / Dally (<= 1.10) | srw / Dally | ideal / Dally |",
              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for sc in dict.fromkeys(r["scenario"] for r in rows):
         a, d = mean(sc, agent, "avg_jct_s"), mean(sc, "dally", "avg_jct_s")
-        best = min(mean(sc, p, "avg_jct_s") for p in PAPER)
+        best = min(PAPER, key=lambda p: mean(sc, p, "avg_jct_s"))
         p99 = mean(sc, agent, "p99_jct_s") / mean(sc, "dally", "p99_jct_s")
-        lines.append(f"| {sc} | {a / d:.3f} | {a / best:.3f} | {p99:.3f} | "
+        lines.append(f"| {sc} | {a / d:.3f} | {a / mean(sc, best, 'avg_jct_s'):.3f} ({best}) | "
+                     f"{p99:.3f} | "
                      f"{mean(sc, 'srw', 'avg_jct_s') / d:.3f} | "
                      f"{mean(sc, 'ideal', 'avg_jct_s') / d:.3f} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def per_seed_table(rows: list[dict], agent: str) -> str:
+    """Issue #17's held-out targets per (scenario, seed): the means of ``targets_table`` can
+    hide a seed that misses."""
+
+    def get(sc: str, seed: int, pol: str, key: str) -> float:
+        v = [
+            r[key]
+            for r in rows
+            if r["scenario"] == sc and r["seed"] == seed and r["policy"] == pol and key in r
+        ]
+        return v[0] if v else float("nan")
+
+    lines = [
+        "| scenario | seed | avg JCT / Dally | / best paper heuristic (which) | P99 JCT / Dally |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    cases = dict.fromkeys((r["scenario"], r["seed"]) for r in rows if r["policy"] == agent)
+    for sc, seed in cases:
+        a = get(sc, seed, agent, "avg_jct_s")
+        d = get(sc, seed, "dally", "avg_jct_s")
+        best = min(PAPER, key=lambda p: get(sc, seed, p, "avg_jct_s"))
+        p99 = get(sc, seed, agent, "p99_jct_s") / get(sc, seed, "dally", "p99_jct_s")
+        lines.append(
+            f"| {sc} | {seed} | {a / d:.3f} | "
+            f"{a / get(sc, seed, best, 'avg_jct_s'):.3f} ({best}) | {p99:.3f} |"
+        )
+    return "\n".join(lines)  # fmt: skip
 
 
 def add_references() -> None:
@@ -177,7 +207,12 @@ def add_references() -> None:
 
 def tables() -> None:
     """Rewrite the Markdown tables from the evaluation JSON (no simulation)."""
-    from dlcluster_gym.agents.evaluate import makespan_table, markdown_table, summary_table
+    from dlcluster_gym.agents.evaluate import (
+        makespan_table,
+        markdown_table,
+        p99_table,
+        summary_table,
+    )
 
     for agent, name in AGENTS.items():
         d = json.loads((RESULTS / f"{name}_eval.json").read_text())
@@ -188,8 +223,10 @@ def tables() -> None:
             f"# {agent} agent, held-out evaluation (ratio to Dally)\n\n"
             f"Checkpoint `{d['checkpoint']}`, trained with `{d['command']}`; "
             f"seeds {d['seeds']}{wall}.\n\nAverage JCT:\n\n{md}\n\n"
+            f"P99 JCT:\n\n{p99_table(table, 'dally')}\n\n"
             f"Makespan:\n\n{makespan_table(table, 'dally')}\n"
             + (f"\nIssue #17 targets:\n\n{targets_table(d['rows'], f'{agent}-agent')}\n"
+               f"\nPer seed:\n\n{per_seed_table(d['rows'], f'{agent}-agent')}\n"
                if any("p99_jct_s" in r and r["policy"] == f"{agent}-agent" for r in d["rows"])
                else "")
         )  # fmt: skip

@@ -214,6 +214,11 @@ def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None
     mk = np.mean([r["makespan_s"] for r in data["rows"] if r["policy"] == "dally"]) / 3600
     assert dally[0]["makespan_h"] == pytest.approx(mk)
     assert f"{mk:.0f} h (1.00)" in res.output
+    assert "P99 JCT (h) and ratio to dally" in res.output
+    p99 = [np.mean([r["p99_jct_s"] for r in data["rows"] if r["policy"] == p]) / 3600
+           for p in ("dally", "gandiva")]  # fmt: skip
+    assert dally[0]["p99_jct_h"] == pytest.approx(p99[0])
+    assert f"{p99[1]:.1f} h ({p99[1] / p99[0]:.2f})" in res.output
 
 
 def test_training_resumes_from_a_checkpoint(trained: dict[str, Path], tmp_path: Path) -> None:
