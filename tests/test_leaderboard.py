@@ -82,6 +82,12 @@ def test_shipped_suites_load():
     assert names[0] == "fcfs" and {"dally", "tiresias", "gandiva", "cassini"} <= set(names)
     full = lb.load_suite("traces-full")
     assert {"philly-1024gpu", *(f"itp-cluster{i:02d}" for i in range(1, 11))} <= set(full.scenarios)
+    agents = lb.load_suite("agents")
+    names = {e.name for e in agents.entrants}
+    paper = {"dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini"}
+    assert paper | {"srw", "ideal"} <= names  # every paper heuristic next to the agents
+    ckpts = [e.name.removeprefix("agent:") for e in agents.entrants if e.name.startswith("agent:")]
+    assert len(ckpts) == 3 and all((REPO / c).is_file() for c in ckpts)
 
 
 def test_unknown_policy_lists_valid_ones(tmp_path):
