@@ -107,22 +107,26 @@ class MachineGroup(_Frozen):
         g, n = self.gpus_per_machine, self.nics_per_machine
         if n is not None and g > 0 and n > g:
             raise ValueError(
-                f"group {self.name!r}: nics_per_machine={n} is more than gpus_per_machine={g}; "
+                f"{self._where()}nics_per_machine={n} is more than gpus_per_machine={g}; "
                 "a NIC must serve at least one GPU (allowed: 1.."
                 f"{g})"
             )
         if self.nic_gpus is not None:
             if g == 0:
-                raise ValueError(f"group {self.name!r}: nic_gpus needs GPUs on the machine")
+                raise ValueError(f"{self._where()}nic_gpus needs GPUs on the machine")
             count = n if n is not None else len(self.nic_gpus)
             flat = sorted(i for nic in self.nic_gpus for i in nic)
             if len(self.nic_gpus) != count or flat != list(range(g)) or not all(self.nic_gpus):
                 raise ValueError(
-                    f"group {self.name!r}: nic_gpus={[list(x) for x in self.nic_gpus]} must "
+                    f"{self._where()}nic_gpus={[list(x) for x in self.nic_gpus]} must "
                     f"list {count} non-empty NICs that together hold each local GPU "
                     f"0..{g - 1} exactly once"
                 )
         return self
+
+    def _where(self) -> str:
+        """Error prefix naming the group (none for the short form's implicit 'default')."""
+        return "" if self.name == "default" else f"group {self.name!r}: "
 
     def num_nics(self, default_count: int) -> int:
         """NICs per machine (``default_count``: the cluster-level rule for unset fields)."""
@@ -477,14 +481,29 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _format_validation(source: str, exc: ValidationError) -> ConfigError:
+def _format_validation(source: str, exc: ValidationError, flat: bool = False) -> ConfigError:
+    """One line per problem: where (dotted path), what, and the value given. A mapping-valued
+    input (a whole-section check) is not echoed; with ``flat`` (a cluster in the homogeneous
+    short form), the implicit ``groups.0`` the user never wrote is left out of the path."""
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        parts = [str(p) for p in err["loc"]]
+        if flat and parts[-2:] == ["groups", "0"]:
+            parts = parts[:-2] or ["cluster"]
+        elif flat and "groups" in parts and parts[parts.index("groups") + 1 :][:1] == ["0"]:
+            i = parts.index("groups")
+            parts = parts[:i] + parts[i + 2 :]
+        loc = ".".join(parts) or "(top level)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
         value = err.get("input")
-        shown = repr(value) if not isinstance(value, dict) else "{...}"
-        lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
+        got = "" if isinstance(value, dict) else f" (got {repr(value)[:80]})"
+        lines.append(f"  {loc}: {msg}{got}")
     return ConfigError(f"{source}: invalid config:\n" + "\n".join(lines))
+
+
+def _is_flat_cluster(data: Any) -> bool:
+    """True for a cluster mapping in the homogeneous short form (no ``groups``)."""
+    return isinstance(data, dict) and "groups" not in data
 
 
 def _preset_path(kind: str, name: str) -> Path:
@@ -508,6 +527,7 @@ def _resolve_refs(data: dict[str, Any], base: Path | None = None) -> dict[str, A
                 raise ConfigError(f"cluster: file {cluster!r} not found")
             cfg = _read_yaml(path)
             cfg.setdefault("name", path.stem)
+            _validate(ClusterConfig, cfg, str(path))  # errors name the cluster's own file
             data["cluster"] = cfg
         else:
             data["cluster"] = _read_yaml(_preset_path("clusters", cluster))
@@ -518,7 +538,8 @@ def _validate(model: type[BaseModel], data: dict[str, Any], source: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise _format_validation(source, exc) from None
+        cluster = data if model is ClusterConfig else data.get("cluster")
+        raise _format_validation(source, exc, _is_flat_cluster(cluster)) from None
 
 
 def load_cluster(spec: str | Path | dict[str, Any] | ClusterConfig) -> ClusterConfig:

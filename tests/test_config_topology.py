@@ -55,7 +55,9 @@ def test_tiers_and_shapes():
 @pytest.mark.parametrize(
     ("data", "match"),
     [
-        ({"racks": 0, "machines_per_rack": 8, "gpus_per_machine": 8}, r"groups.0.racks"),
+        ({"racks": 0, "machines_per_rack": 8, "gpus_per_machine": 8}, r"\n  racks: Input should"),
+        ({"groups": [{"racks": 0, "machines_per_rack": 8, "gpus_per_machine": 8}]},
+         r"\n  groups.0.racks: "),
         ({"racks": 1, "machines_per_rack": 8, "gpus_per_machine": 8, "gpu_type": "B200"},
          r"unknown GPU type 'B200'; known: .*A100"),
         ({"racks": 1, "machines_per_rack": 8, "gpus_per_machine": 8,
@@ -73,6 +75,21 @@ def test_tiers_and_shapes():
 def test_bad_cluster_configs(data, match):
     with pytest.raises(ConfigError, match=match):
         load_cluster(data)
+
+
+def test_cluster_file_errors_name_that_file_in_the_short_form_the_user_wrote(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "racks: 2\nmachines_per_rack: 2\ngpus_per_machine: 4\nnics_per_machine: 8\n"
+    )
+    scen = tmp_path / "s.yaml"
+    scen.write_text("cluster: mine.yaml\nworkload: {kind: dally, num_jobs: 3}\n")
+    with pytest.raises(ConfigError) as ei:
+        load_scenario(scen)
+    msg = str(ei.value)
+    assert f"{scen}: {tmp_path / 'mine.yaml'}: invalid config:" in msg
+    assert "nics_per_machine=8 is more than gpus_per_machine=4" in msg
+    assert "groups" not in msg and "'default'" not in msg and "{...}" not in msg
+    assert "Value error" not in msg
 
 
 def test_unknown_cluster_preset_lists_valid_ones():
