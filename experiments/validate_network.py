@@ -50,6 +50,13 @@ FIT_ON = ("cifar10", "imagenet")
 PAIRS = (("2", "11"), ("3", "111"), ("4", "22"), ("4", "1111"), ("44", "2222"))
 POLICIES = ("fcfs", "dally", "tiresias", "gandiva", "themis", "cassini")
 PRESETS = ("a100-4nic-tor3", "h100-rail-spine2", "pollux-testbed")
+# Section 5's scenarios: each preset's Poisson scenario and its trace scenario.
+RANKED = (
+    *(f"{p}-poisson" for p in PRESETS),
+    "a100-4nic-tor3-itp07",
+    "h100-rail-spine2-itp07",
+    "pollux-testbed-workload1",
+)
 
 
 def traces_dir(arg: str | None) -> Path:
@@ -365,17 +372,17 @@ def plot(curves, path: Path) -> None:
 MODES = {"on": {"contention": True}, "off": {"contention": False}, "ideal": {"network": "ideal"}}
 
 
-def rankings() -> list[dict]:
-    """Every policy on each preset's Poisson scenario with sharing on, off, and no network."""
+def rankings(root: Path) -> list[dict]:
+    """Every policy on each preset's Poisson and trace scenario (``RANKED``) with sharing on,
+    off, and no network."""
     from dlcluster_gym import simulate
 
     out = []
-    for preset in PRESETS:
-        name = f"{preset}-poisson"
+    for name in RANKED:
         for mode, override in MODES.items():
             sc = load_scenario(name, **override)
             for pol in POLICIES:
-                s = simulate(sc, pol).summary
+                s = simulate(sc, pol, traces_dir=root).summary
                 out.append(
                     {
                         "scenario": name,
@@ -589,21 +596,20 @@ def main() -> int:
         "",
     ]
     if not args.skip_rankings:
-        rank = rankings()
+        rank = rankings(root)
         with (OUT / "rankings.csv").open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rank[0]))
             w.writeheader()
             w.writerows(rank)
         lines += [
-            "## 5. How much the network matters (Poisson scenario of each preset)",
+            "## 5. How much the network matters (Poisson and trace scenario of each preset)",
             "",
             "Average JCT (hours) with link sharing between jobs on (the default), off (each job "
             "still pays its own NICs and uplinks), and with no network cost at all (`network: "
             "ideal`); rank 1 = lowest average JCT.",
             "",
         ]
-        for preset in PRESETS:
-            name = f"{preset}-poisson"
+        for name in RANKED:
             by = {m: {r["policy"]: r for r in rank if r["scenario"] == name and r["mode"] == m}
                   for m in MODES}  # fmt: skip
             rk = {m: {p: i + 1 for i, p in enumerate(sorted(by[m], key=lambda p, m=m:
