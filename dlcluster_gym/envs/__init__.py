@@ -2,13 +2,22 @@
 
 - ``DLCluster/Placement-v1``: answer resource offers (wait or a candidate placement); a job
   past the base policy's rack timer may no longer wait while a placement is valid.
-  ``Placement-v0`` keeps the old dynamics (unbounded waiting, bounded only by the stall
-  retries) for reproducing earlier results.
-- ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class.
-- ``DLCluster/Scheduler-v0``: run the whole queue (which job, where; optionally preempt/move).
+  ``Placement-v0`` is the same env with unbounded waiting (``wait_limit="none"``, bounded
+  only by the stall retries). It is NOT a frozen copy of earlier releases: the network-model
+  and trace-scale issues (#15, #16) changed the engine under both versions (link sharing,
+  placement costs), so per-job results of an old run are reproduced only with the code of
+  that time; v0 reproduces the *env rules* (no wait limit) on today's engine.
+- ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class (its only
+  version; the same engine changes apply to it).
+- ``DLCluster/Scheduler-v1``: run the whole queue (which job, where; optionally
+  preempt/move); an episode that ends with jobs unfinished charges each of them the serial
+  bound, and a stall ending is ``terminated``. ``Scheduler-v0`` keeps v0's reward and end flag
+  (7 days per unfinished job, stall ending ``truncated``) with the same dynamics and
+  observations: it reproduces the shipped ``scheduler.zip`` agent's training env. Use v1 for
+  new work.
 
-All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
-envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
+All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v<N>`` are the
+same envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ PRESET_SCENARIOS: tuple[str, ...] = (
 VERSIONS: dict[str, dict[int, dict]] = {
     "Placement": {0: {"wait_limit": "none"}, 1: {}},
     "DelayTimer": {0: {}},
-    "Scheduler": {0: {}},
+    "Scheduler": {0: {"unfinished_penalty": "fixed", "stall_end": "truncated"}, 1: {}},
 }
 VERSION = 0  # the first version of every env
 
