@@ -206,6 +206,14 @@ def test_reset_options_are_rejected_unless_empty() -> None:
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("env_id", ["DLCluster/Placement-v1", "DLCluster/DelayTimer-v0"])
+def test_other_envs_reject_reset_options_too(env_id: str) -> None:
+    env = gym.make(env_id)
+    with pytest.raises(ConfigError, match="takes no options, got 'seed'"):
+        env.reset(options={"seed": 1})
+    env.reset(seed=0, options={})
+
+
 @pytest.mark.parametrize("teacher", ["las-slots", "gittins-slots"])
 def test_preempting_teachers_need_an_env_with_preemption(teacher: str) -> None:
     with pytest.raises(ConfigError, match=f"{teacher} preempts: make the env with preemption"):

@@ -3,12 +3,13 @@
 - ``DLCluster/Placement-v1``: answer resource offers (wait or a candidate placement); a job
   past the base policy's rack timer may no longer wait while a placement is valid.
   ``Placement-v0`` is the same env with unbounded waiting (``wait_limit="none"``, bounded
-  only by the stall retries). It is NOT a frozen copy of earlier releases: the network-model
-  and trace-scale issues (#15, #16) changed the engine under both versions (link sharing,
-  placement costs), so per-job results of an old run are reproduced only with the code of
-  that time; v0 reproduces the *env rules* (no wait limit) on today's engine.
+  only by the stall retries). It is NOT a frozen copy of earlier releases: issues #15 (the
+  network model) and #16 (the base schedulers as their papers wrote them, e.g. Dally's
+  preemption) changed the engine and the base policies under both versions without a bump,
+  so v0 reproduces the env's rules (no wait limit) on today's engine, not the per-job results
+  of a run made before them (those need the code of that time).
 - ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class (its only
-  version; the same engine changes apply to it).
+  version; issues #15 and #16 changed its engine and base Dally in the same way).
 - ``DLCluster/Scheduler-v1``: run the whole queue (which job, where; optionally
   preempt/move); an episode that ends with jobs unfinished charges each of them the serial
   bound, and a stall ending is ``terminated``. ``Scheduler-v0`` keeps v0's reward and end flag

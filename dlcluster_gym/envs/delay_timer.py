@@ -210,7 +210,9 @@ class DelayTimerEnv(ClusterEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Issues #15 (network model) and #16 (paper-faithful Dally) changed
+      the engine and base Dally under it without a bump: per-job results of runs made before
+      them are not reproduced by today's v0.
     """
 
     env_name = "DelayTimer-v0"

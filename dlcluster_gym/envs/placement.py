@@ -302,7 +302,10 @@ class PlacementEnv(ClusterEnv):
 
     * v1: a finite default wait limit (``wait_limit="rack_timer"``); the ``unfinished``
       reward component exists (weight 1, zero here: Placement never penalises it).
-    * v0: initial version (``gym.make("DLCluster/Placement-v0")`` still gives it).
+    * v0: initial version's rule, no wait limit (``gym.make("DLCluster/Placement-v0")``).
+      Issues #15 (network model) and #16 (paper-faithful base schedulers) changed the engine
+      and base policies under v0 and v1 without a bump: v0 reproduces the rule, not the
+      per-job results of runs made before them.
     """
 
     env_name = "Placement-v1"
