@@ -148,9 +148,10 @@ class SchedulerEnv(ClusterEnv):
       schedule, which costs each job at most ``D``; stalling costs the 24 idle retries
       (``jct``) plus ``D`` per job, strictly more. A fixed charge per job cannot promise
       this: v0's 168 h is less than the average JCT of heavy batch workloads (on
-      ``dally-batch-2rack``, never starting anything scored -96,000, better than every
-      heuristic). Tested: always-stop scores below ``fcfs`` and ``random`` on the heavy
-      batch presets and a Poisson preset.
+      ``dally-batch-2rack``, never starting anything scored -96,000, better than ``dally``,
+      ``random`` and ``fcfs``). Tested: always-stop scores below ``fcfs`` and ``random`` on
+      the heavy batch presets and a Poisson preset. At the ``max_sim_time_s`` horizon the
+      same charge applies (a cut run must not score better than a finished one).
     * ``unfinished_penalty="fixed"`` (v0): ``unfinished_penalty_s`` (default 7 days) / scale
       per unfinished job.
 
@@ -184,10 +185,9 @@ class SchedulerEnv(ClusterEnv):
     ``stall_end`` (``terminated``; v0 ``truncated``), ``skip_trivial`` (True; False makes every
     engine instant a decision point, even when only ``0`` is valid: the native heuristics acting
     in the env use it, because they keep timers and wake-ups at every instant), ``render_mode``,
-    ``traces_dir``. Boolean arguments must be
-    ``True``/``False``; ``scenario`` and ``scenarios`` exclude each other, as do
-    ``scenario_overrides`` and ``scenarios``. ``reset(options=...)`` takes no options (``None``
-    or ``{}``; anything else is an error).
+    ``traces_dir``. Boolean arguments must be ``True``/``False``; ``scenario`` and ``scenarios``
+    exclude each other, as do ``scenario_overrides`` and ``scenarios``. ``reset(options=...)``
+    takes no options (``None`` or ``{}``; anything else is an error).
 
     ## Version History
 
