@@ -50,7 +50,13 @@ def _fcfs_return(scenario: str, seed: int) -> float:
 # ---------------------------------------------------------------------------- item 1
 @pytest.mark.parametrize(
     "scenario",
-    ["dally-batch-2rack", "dally-batch-4rack", "dally-batch-8rack", "dally-poisson-4rack"],
+    [
+        "dally-batch-2rack",
+        "dally-batch-4rack",
+        "dally-batch-8rack",
+        "dally-batch-16rack",
+        "dally-poisson-4rack",
+    ],
 )
 def test_never_starting_scores_below_fcfs_and_random(scenario: str) -> None:
     seed = 3
