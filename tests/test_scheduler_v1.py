@@ -114,6 +114,23 @@ def test_stall_ending_is_terminated_in_v1_and_truncated_in_v0() -> None:
     assert t0[1]["jct"] == t1[1]["jct"]  # the same run, only the charge differs
 
 
+@pytest.mark.parametrize(("env_id", "bootstrapped"), [(V1, False), (V0, True)])
+def test_sb3_bootstraps_a_stall_ending_only_in_v0(env_id: str, bootstrapped: bool) -> None:
+    """SB3 adds gamma * V(last obs) to the return only where ``TimeLimit.truncated``."""
+    vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
+    envs = vec_env.DummyVecEnv(
+        [lambda: _make(env_id, scenario="dally-poisson-2rack", scenario_overrides=SMALL)]
+    )
+    envs.seed(0)
+    envs.reset()
+    for _ in range(10_000):
+        _, _, dones, infos = envs.step(np.zeros(1, dtype=np.int64))
+        if dones[0]:
+            break
+    assert dones[0] and infos[0]["results"]["jobs_unfinished"] == 30
+    assert infos[0]["TimeLimit.truncated"] is bootstrapped
+
+
 def test_horizon_ending_stays_truncated_and_charged() -> None:
     over = {**SMALL, "max_sim_time_s": 3 * 3600.0}
     env = gym.make(V1, scenario="dally-poisson-2rack", scenario_overrides=over)
