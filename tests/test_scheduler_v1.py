@@ -181,6 +181,33 @@ def test_v0_and_v1_have_identical_dynamics_observations_and_masks(kw: dict) -> N
     }
 
 
+def test_the_shipped_v0_agent_acts_identically_in_v1() -> None:
+    pytest.importorskip("sb3_contrib")
+    from pathlib import Path
+
+    from dlcluster_gym.envs.agent_meta import read_agent_meta
+
+    path = Path(__file__).resolve().parents[1] / "agents" / "checkpoints" / "scheduler.zip"
+    meta = read_agent_meta(path)
+    assert meta["env_id"] == V0
+    runs = []
+    for env_id in (V0, V1):
+        env = _make(env_id, scenario="dally-batch-2rack", scenario_overrides=SMALL,
+                    **meta["env_kwargs"])  # fmt: skip
+        pol = make_env_policy(f"agent:{path}", env)
+        obs, _ = env.reset(seed=7)
+        actions = []
+        while True:
+            a, _ = pol.predict(obs, deterministic=True, action_masks=env.unwrapped.action_masks())
+            actions.append(int(a))
+            obs, _, term, trunc, info = env.step(a)
+            if term or trunc:
+                break
+        runs.append((actions, {k: v for k, v in info["results"].items() if k != "wall_s"}))
+    assert runs[0] == runs[1]
+    assert runs[0][1]["jobs_unfinished"] == 0
+
+
 # ---------------------------------------------------------------------------- item 4
 @pytest.mark.parametrize(
     ("kw", "match"),
