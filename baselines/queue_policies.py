@@ -377,6 +377,12 @@ class IndexSlots(_EnvActing):
         if guarded and rule != "las":
             raise ConfigError("index-slots: the starvation guards need rule='las'")
         self.env = env.unwrapped
+        if not getattr(self.env, "preemption", False):
+            teacher = "las-slots" if rule == "las" else "gittins-slots"
+            raise ConfigError(
+                f"{teacher} preempts: make the env with preemption=True (its env_kwargs: "
+                f"{self.env_kwargs}); this {self.env.env_name} env has preemption=False"
+            )
         self.rule = rule
         self.margin = float(margin)
         self.fallback = bool(fallback)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dlcluster_gym
-from dlcluster_gym.envs import env_ids
+from dlcluster_gym.envs import env_ids, latest
 from dlcluster_gym.envs.policies import make_env_policy, rollout
 from dlcluster_gym.sim.offers import ACTION_NAMES
 
@@ -120,7 +120,8 @@ def test_no_truncation_after_one_step(env_id: str) -> None:
 @pytest.mark.parametrize("vec", ["sync", "async"])
 def test_gymnasium_vector_envs(kind: str, vec: str) -> None:
     cls = gym.vector.SyncVectorEnv if vec == "sync" else gym.vector.AsyncVectorEnv
-    envs = cls([lambda: gym.make(f"dlcluster_gym:DLCluster/{kind}-dally-poisson-2rack-v0")] * 2)
+    env_id = f"dlcluster_gym:DLCluster/{kind}-dally-poisson-2rack-v{latest(kind)}"
+    envs = cls([lambda: gym.make(env_id)] * 2)
     try:
         obs, _ = envs.reset(seed=[1, 2])
         assert obs.shape[0] == 2
@@ -135,9 +136,8 @@ def test_gymnasium_vector_envs(kind: str, vec: str) -> None:
 @pytest.mark.parametrize("kind", ["Placement", "DelayTimer", "Scheduler"])
 def test_sb3_subproc_vec_env(kind: str) -> None:
     vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
-    envs = vec_env.SubprocVecEnv(
-        [lambda: gym.make(f"dlcluster_gym:DLCluster/{kind}-dally-poisson-2rack-v0")] * 2
-    )
+    env_id = f"dlcluster_gym:DLCluster/{kind}-dally-poisson-2rack-v{latest(kind)}"
+    envs = vec_env.SubprocVecEnv([lambda: gym.make(env_id)] * 2)
     try:
         obs = envs.reset()
         for _ in range(5):

@@ -1,5 +1,5 @@
-"""Scheduler-v0: heuristics reproduce their native runs, its actions, masks, observation,
-variants (dict observation, preemption, known durations) and episode end."""
+"""Scheduler-v1 (v0 where stated): heuristics reproduce their native runs, its actions, masks,
+observation, variants (dict observation, preemption, known durations) and episode end."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from dlcluster_gym.envs.queue_obs import NG, NR, NW
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.scheduler import _import
 
-ID = "DLCluster/Scheduler-v0"
+ID = "DLCluster/Scheduler-v1"
+ID_V0 = "DLCluster/Scheduler-v0"  # v0's reward and end flag (tests/test_scheduler_v1.py)
 SCEN = "dally-poisson-2rack"
 OVER = {"workload": {"num_jobs": 80}}
 VARIANTS = [
@@ -218,8 +219,10 @@ def test_jobs_are_hidden_durations_unless_known() -> None:
     assert remaining_cols({"known_durations": True}) > 0.0
 
 
-def test_a_policy_that_never_starts_ends_truncated_and_penalised() -> None:
-    env = gym.make(ID, scenario=SCEN, scenario_overrides={"workload": {"num_jobs": 30}})
+def test_in_v0_a_policy_that_never_starts_ends_truncated_and_penalised() -> None:
+    with warnings.catch_warnings():  # v0 warns that v1 exists
+        warnings.simplefilter("ignore", DeprecationWarning)
+        env = gym.make(ID_V0, scenario=SCEN, scenario_overrides={"workload": {"num_jobs": 30}})
     env.reset(seed=0)
     total, comps = 0.0, {}
     for steps in range(1, 10_000):  # noqa: B007

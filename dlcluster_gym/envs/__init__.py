@@ -2,13 +2,23 @@
 
 - ``DLCluster/Placement-v1``: answer resource offers (wait or a candidate placement); a job
   past the base policy's rack timer may no longer wait while a placement is valid.
-  ``Placement-v0`` keeps the old dynamics (unbounded waiting, bounded only by the stall
-  retries) for reproducing earlier results.
-- ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class.
-- ``DLCluster/Scheduler-v0``: run the whole queue (which job, where; optionally preempt/move).
+  ``Placement-v0`` is the same env with unbounded waiting (``wait_limit="none"``, bounded
+  only by the stall retries). It is NOT a frozen copy of earlier releases: issues #15 (the
+  network model) and #16 (the base schedulers as their papers wrote them, e.g. Dally's
+  preemption) changed the engine and the base policies under both versions without a bump,
+  so v0 reproduces the env's rules (no wait limit) on today's engine, not the per-job results
+  of a run made before them (those need the code of that time).
+- ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class (its only
+  version; issues #15 and #16 changed its engine and base Dally in the same way).
+- ``DLCluster/Scheduler-v1``: run the whole queue (which job, where; optionally
+  preempt/move); an episode that ends with jobs unfinished charges each of them the serial
+  bound, and a stall ending is ``terminated``. ``Scheduler-v0`` keeps v0's reward and end flag
+  (7 days per unfinished job, stall ending ``truncated``) with the same dynamics and
+  observations: it reproduces the shipped ``scheduler.zip`` agent's training env. Use v1 for
+  new work.
 
-All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v0`` are the same
-envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
+All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v<N>`` are the
+same envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ PRESET_SCENARIOS: tuple[str, ...] = (
 VERSIONS: dict[str, dict[int, dict]] = {
     "Placement": {0: {"wait_limit": "none"}, 1: {}},
     "DelayTimer": {0: {}},
-    "Scheduler": {0: {}},
+    "Scheduler": {0: {"unfinished_penalty": "fixed", "stall_end": "truncated"}, 1: {}},
 }
 VERSION = 0  # the first version of every env
 

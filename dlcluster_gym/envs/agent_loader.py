@@ -32,8 +32,9 @@ def check_agent_env(meta: dict[str, Any], env: gym.Env, path: str | Path) -> Non
     want_kind, want_size = meta["env_kind"], int(meta["observation_size"])
     if kind != want_kind or size != want_size:
         raise ConfigError(
-            f"agent checkpoint {str(path)!r} was trained on {want_kind}-v0 with observation "
-            f"size {want_size}, but the env is {kind}-v0 with observation size {size}"
+            f"agent checkpoint {str(path)!r} was trained on {meta.get('env_id', want_kind)} "
+            f"with observation size {want_size}, but the env is "
+            f"{getattr(env.unwrapped, 'env_name', kind)} with observation size {size}"
         )
     want_space, space = meta.get("action_space"), str(env.action_space)
     if want_space is not None and want_space != space:

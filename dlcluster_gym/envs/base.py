@@ -16,11 +16,13 @@ from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
 from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
-from dlcluster_gym.envs.sampling import ScenarioSampler
+from dlcluster_gym.envs.sampling import ScenarioSampler, one_line_error
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.actions import Start, WakeUp
+from dlcluster_gym.sim.bounds import isolated_run
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.sim.results import Results
+from dlcluster_gym.sim.state import DONE, DROPPED
 from dlcluster_gym.sim.view import ClusterView
 
 DEFAULT_SCENARIO = "dally-poisson-4rack"
@@ -51,6 +53,56 @@ def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
             out[k] = deep_merge(dict(out[k]), v)
         else:
             out[k] = v
+    return out
+
+
+def check_flag(env: str, key: str, value: Any) -> bool:
+    """A boolean argument: True/False only (``"no"`` must not become True)."""
+    if not isinstance(value, bool | np.bool_):
+        raise ConfigError(f"{env}: {key} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_reset_options(env: str, options: Mapping[str, Any] | None) -> None:
+    """``reset(options=...)``: the envs take no options (``None`` or ``{}``); the scenario is
+    chosen at construction (``scenario=`` / ``scenarios=``)."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{env}: reset options must be a mapping or None, got {options!r}")
+    if options:
+        raise ConfigError(
+            f"{env}: reset() takes no options, got {', '.join(map(repr, sorted(options)))}; "
+            "choose scenarios at construction (scenario=, scenario_overrides=, scenarios=)"
+        )
+
+
+def stalled(engine: Engine) -> bool:
+    """Whether a finished run ended because nothing could change any more (jobs waiting,
+    nothing running, no arrival, finish or wake-up queued): the stall ending, as opposed to
+    every job finishing or the ``max_sim_time_s`` horizon."""
+    return bool(engine.waiting) and not engine.running and not engine._future_events()
+
+
+def serial_remaining_s(engine: Engine) -> np.ndarray:
+    """Isolated remaining run time (seconds) of every unfinished job of ``engine``: its
+    remaining iterations at its isolated per-iteration time on the most consolidated
+    placement of an empty cluster (``sim.bounds.isolated_run``, the ``ideal`` bound's run
+    time, true durations), plus any checkpoint/restore overhead it still owes."""
+    status = engine.status
+    left = np.flatnonzero((status != DONE) & (status != DROPPED))
+    out = np.zeros(left.size)
+    scen, cluster = engine.scenario, engine.cluster
+    per_iter: dict[tuple[str, int, float], float] = {}
+    for i, j in enumerate(left.tolist()):
+        job = engine.jobs[j]
+        key = (job.model, job.num_gpus, float(job.compute_s))
+        t = per_iter.get(key)
+        if t is None:
+            run_s = isolated_run(cluster, job, scen.profile, scen.network)[0]
+            t = per_iter[key] = run_s / max(float(job.iterations), 1e-12)
+        remaining = max(float(engine.iterations[j] - engine.done_iters[j]), 0.0)
+        out[i] = remaining * t + float(engine.pending_overhead[j])
     return out
 
 
@@ -89,6 +141,12 @@ class StallGuard:
         return actions
 
 
+def _label(scenario: Any) -> str:
+    if isinstance(scenario, str | Path):
+        return repr(str(scenario))
+    return f"<{type(scenario).__name__}>"
+
+
 class ClusterEnv(gym.Env):
     """Base class of the DLCluster environments (not registered itself)."""
 
@@ -105,7 +163,7 @@ class ClusterEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig | None = None,
         *,
         scenario_overrides: Mapping[str, Any] | None = None,
         scenarios: Sequence[Any] | None = None,
@@ -117,12 +175,25 @@ class ClusterEnv(gym.Env):
         super().__init__()
         self._sampler: ScenarioSampler | None = None
         if scenarios is not None:  # drawn per reset; replaces `scenario`
+            if scenario is not None:
+                raise ConfigError(
+                    f"{self.env_name}: give scenario={_label(scenario)} or scenarios=[...], not "
+                    f"both (a DLCluster/<Env>-<scenario> id sets scenario; use the plain id)"
+                )
+            if scenario_overrides:
+                raise ConfigError(
+                    f"{self.env_name}: scenario_overrides applies to scenario= only; with "
+                    "scenarios=[...] give each entry its own 'overrides'"
+                )
             self._sampler = ScenarioSampler(scenarios, self.env_name)
             cfg = self._sampler.first
         else:
-            cfg = load_scenario(scenario)
+            cfg = load_scenario(DEFAULT_SCENARIO if scenario is None else scenario)
             if scenario_overrides:
-                cfg = load_scenario(deep_merge(cfg.model_dump(), scenario_overrides))
+                try:
+                    cfg = load_scenario(deep_merge(cfg.model_dump(), scenario_overrides))
+                except ConfigError as err:
+                    raise one_line_error(f"{self.env_name}: scenario_overrides", err) from None
         self.scenario: ScenarioConfig = cfg
         self.cluster = Cluster(cfg.cluster)
         weights = dict(DEFAULT_WEIGHTS)

@@ -11,7 +11,12 @@ import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.config import ScenarioConfig
-from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
+from dlcluster_gym.envs.base import (
+    COMMON_KWARGS,
+    ClusterEnv,
+    check_kwargs,
+    check_reset_options,
+)
 from dlcluster_gym.envs.features import (
     CLUSTER_FEATURES,
     ClusterFeatures,
@@ -205,14 +210,16 @@ class DelayTimerEnv(ClusterEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Issues #15 (network model) and #16 (paper-faithful Dally) changed
+      the engine and base Dally under it without a bump: per-job results of runs made before
+      them are not reproduced by today's v0.
     """
 
     env_name = "DelayTimer-v0"
 
     def __init__(
         self,
-        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig | None = None,
         *,
         decision_period_s: float = 3600.0,
         max_timer_s: float = 48 * HOUR,
@@ -269,6 +276,7 @@ class DelayTimerEnv(ClusterEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        check_reset_options(self.env_name, options)
         super().reset(seed=seed)
         self._timers = np.zeros((NUM_CLASSES, 2))
         self._at_decision = self._start(self._episode_seed_for(seed)) is not None

@@ -14,7 +14,12 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.config import ScenarioConfig
-from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
+from dlcluster_gym.envs.base import (
+    COMMON_KWARGS,
+    ClusterEnv,
+    check_kwargs,
+    check_reset_options,
+)
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.perf.network import comm_overhead, net_params
@@ -297,14 +302,17 @@ class PlacementEnv(ClusterEnv):
 
     * v1: a finite default wait limit (``wait_limit="rack_timer"``); the ``unfinished``
       reward component exists (weight 1, zero here: Placement never penalises it).
-    * v0: initial version (``gym.make("DLCluster/Placement-v0")`` still gives it).
+    * v0: initial version's rule, no wait limit (``gym.make("DLCluster/Placement-v0")``).
+      Issues #15 (network model) and #16 (paper-faithful base schedulers) changed the engine
+      and base policies under v0 and v1 without a bump: v0 reproduces the rule, not the
+      per-job results of runs made before them.
     """
 
     env_name = "Placement-v1"
 
     def __init__(
         self,
-        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig | None = None,
         *,
         base_policy: str = "dally",
         base_params: Mapping[str, Any] | None = None,
@@ -368,6 +376,7 @@ class PlacementEnv(ClusterEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        check_reset_options(self.env_name, options)
         super().reset(seed=seed)
         self._offer = self._start(self._episode_seed_for(seed))
         return self._observe(), self._info({})

@@ -116,7 +116,7 @@ def make_env_policy(name: str, env: gym.Env, **params: Any) -> EnvPolicy:
         return load_agent_policy(name[len("agent:") :], env)
     table = ENV_POLICIES[kind]
     if name not in table:
-        raise UnknownNameError(f"{kind}-v0 policy", name, table)
+        raise UnknownNameError(f"{kind} env policy", name, table)
     factory = _import(table[name][0])
     params = check_policy_params(f"{kind} env policy {name}", params, factory, bound=("env",))
     return factory(env, **params)

@@ -46,6 +46,14 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
+def one_line_error(where: str, err: ConfigError) -> ConfigError:
+    """``err`` as one line under ``where`` (pydantic's multi-line messages joined)."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].endswith("invalid config:"):
+        lines = lines[1:]
+    return ConfigError(f"{where}: {'; '.join(lines)}")
+
+
 def _entry(i: int, raw: Any, env: str) -> Entry:
     where = f"{env}: scenarios[{i}]"
     if not isinstance(raw, Mapping) or "scenario" not in raw:
@@ -56,9 +64,18 @@ def _entry(i: int, raw: Any, env: str) -> Entry:
     w = raw.get("weight", 1.0)
     if not isinstance(w, int | float) or isinstance(w, bool) or not (math.isfinite(w) and w > 0):
         raise ConfigError(f"{where}.weight must be a finite number > 0, got {w!r}")
-    base = load_scenario(raw["scenario"]).model_dump()
-    if raw.get("overrides"):
-        base = load_scenario(_deep_merge(base, raw["overrides"])).model_dump()
+    try:
+        base = load_scenario(raw["scenario"]).model_dump()
+    except ConfigError as err:
+        raise one_line_error(f"{where}.scenario", err) from None
+    over = raw.get("overrides")
+    if over is not None and not isinstance(over, Mapping):
+        raise ConfigError(f"{where}.overrides must be a mapping, got {over!r}")
+    if over:
+        try:
+            base = load_scenario(_deep_merge(base, over)).model_dump()
+        except ConfigError as err:
+            raise one_line_error(f"{where}.overrides", err) from None
     ranges: dict[str, tuple[float, float]] = {}
     for key, r in (raw.get("ranges") or {}).items():
         if key not in RANGE_KEYS:

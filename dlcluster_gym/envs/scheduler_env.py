@@ -1,5 +1,5 @@
-"""``DLCluster/Scheduler-v0``: the agent runs the whole queue (which job, where, whom to
-preempt or move)."""
+"""``DLCluster/Scheduler-v1`` (and ``-v0``): the agent runs the whole queue (which job, where,
+whom to preempt or move)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.config import ScenarioConfig
-from dlcluster_gym.envs.base import COMMON_KWARGS, DEFAULT_SCENARIO, ClusterEnv, check_kwargs
+from dlcluster_gym.envs.base import (
+    COMMON_KWARGS,
+    ClusterEnv,
+    check_flag,
+    check_kwargs,
+    check_reset_options,
+    serial_remaining_s,
+    stalled,
+)
 from dlcluster_gym.envs.queue_obs import (
     MACHINE_FEATURES,
     NG,
@@ -39,11 +47,14 @@ STOP = 0
 ORDERS: tuple[str, ...] = ("las", "arrival", "nw_sens", "demand", "srw")
 RUNNING_ORDERS: tuple[str, ...] = ("attained", "recent", "wide")
 MOVE_MODES: tuple[str, ...] = ("migrate", "restart")
+UNFINISHED_PENALTIES: tuple[str, ...] = ("serial", "fixed")
+STALL_ENDS: tuple[str, ...] = ("terminated", "truncated")
+V0_FIXED_PENALTY_S = 7 * 24 * 3600.0  # v0's unfinished_penalty_s default
 SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", "requeue",
                     "move_as",
                     "order", "running_order", "known_durations", "observation", "invalid_action",
                     "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
-                    "max_racks", "skip_trivial")  # fmt: skip
+                    "max_racks", "skip_trivial", "unfinished_penalty", "stall_end")  # fmt: skip
 CANDIDATE_NAMES: tuple[str, ...] = ACTION_NAMES[1:]
 _C = NUM_CANDIDATES
 
@@ -121,9 +132,28 @@ class SchedulerEnv(ClusterEnv):
     Named components in ``info["rewards"]`` weighted by ``reward_weights``: ``jct`` =
     -(jobs in the system) x elapsed time / ``reward_scale_s`` (summed over a finished episode:
     minus the total JCT), ``makespan``, ``comm`` as in Placement-v0, ``invalid`` = -penalty
-    per masked action, and ``unfinished`` = -``unfinished_penalty_s`` / scale per job left
-    unfinished when the episode ends (default 7 days each: far more than any schedule that
-    finishes the jobs).
+    per masked action, and ``unfinished``, charged once when the episode ends with jobs left
+    unfinished (a stall, or the ``max_sim_time_s`` horizon):
+
+    * ``unfinished_penalty="serial"`` (v1, default): each unfinished job is charged ``D`` /
+      scale, where ``D`` is the summed isolated remaining run time of ALL unfinished jobs
+      (remaining iterations x the job's per-iteration time alone on the most consolidated
+      placement of the empty cluster, as the ``ideal`` bound, plus any checkpoint/restore it
+      still owes; true durations: the reward may use what the agent cannot see). So the
+      episode costs each unfinished job its time in the system so far (the ``jct``
+      component) plus ``D``: at least what a trivially serial schedule from the end would
+      cost it (one job at a time, each alone on its best placement, which the agent can
+      always play: the job finishing last in any order waits exactly ``D``). Why: a stall
+      can then never pay off. At a stalling instant the agent could instead start that serial
+      schedule, which costs each job at most ``D``; stalling costs the 24 idle retries
+      (``jct``) plus ``D`` per job, strictly more. A fixed charge per job cannot promise
+      this: v0's 168 h is less than the average JCT of heavy batch workloads (on
+      ``dally-batch-2rack``, never starting anything scored -96,000, better than ``dally``,
+      ``random`` and ``fcfs``). Tested: always-stop scores below ``fcfs`` and ``random`` on
+      the heavy batch presets and a Poisson preset. At the ``max_sim_time_s`` horizon the
+      same charge applies (a cut run must not score better than a finished one).
+    * ``unfinished_penalty="fixed"`` (v0): ``unfinished_penalty_s`` (default 7 days) / scale
+      per unfinished job.
 
     ## Starting State
 
@@ -134,9 +164,13 @@ class SchedulerEnv(ClusterEnv):
 
     Terminated when every job has finished. Episodes cannot stall: when the decisions leave
     waiting jobs, nothing running and nothing scheduled, the agent is asked again after
-    ``wait_retry_s`` (3600 s), at most 24 times in a row; then the episode ends, truncated,
-    with the unfinished jobs penalised as above. Also truncated at the scenario's
-    ``max_sim_time_s``. The final ``info["results"]`` is the results summary.
+    ``wait_retry_s`` (3600 s), at most 24 times in a row; then the episode ends with the
+    unfinished jobs charged as above. That stall ending is a real end of the episode under
+    the env's rules, so v1 flags it ``terminated`` (``stall_end="terminated"``): a learner
+    must not bootstrap a value on top of the charge. v0 (``stall_end="truncated"``) flagged it
+    ``truncated``. Truncated (both versions) only when the scenario's ``max_sim_time_s``
+    horizon stops the run (100 years by default). The final ``info["results"]`` is the
+    results summary.
 
     ## Arguments
 
@@ -146,22 +180,32 @@ class SchedulerEnv(ClusterEnv):
     ``running_order`` (``attained``), ``order`` (``las``), ``known_durations`` (False),
     ``observation`` (``flat``/``dict``), ``max_machines`` (256) and ``max_racks`` (32) for the dict
     observation, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
-    (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600), ``unfinished_penalty_s``
-    (604800), ``skip_trivial`` (True; False makes every engine instant a decision point, even when
-    only ``0`` is valid: the native heuristics acting in the env use it, because they keep timers
-    and wake-ups at every instant), ``render_mode``, ``traces_dir``.
+    (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600), ``unfinished_penalty``
+    (``serial``; v0 ``fixed``), ``unfinished_penalty_s`` (only with ``fixed``; 604800),
+    ``stall_end`` (``terminated``; v0 ``truncated``), ``skip_trivial`` (True; False makes every
+    engine instant a decision point, even when only ``0`` is valid: the native heuristics acting
+    in the env use it, because they keep timers and wake-ups at every instant), ``render_mode``,
+    ``traces_dir``. Boolean arguments must be ``True``/``False``; ``scenario`` and ``scenarios``
+    exclude each other, as do ``scenario_overrides`` and ``scenarios``. ``reset(options=...)``
+    takes no options (``None`` or ``{}``; anything else is an error).
 
     ## Version History
 
-    * v0: initial version. ``requeue`` (default False, so the default dynamics are
-      unchanged) was added later for Dally's paper preemption.
+    * v1: the ``unfinished`` charge is the serial bound (``unfinished_penalty="serial"``)
+      instead of 7 days per job, and a stall ending is ``terminated``
+      (``stall_end="terminated"``). Dynamics, observations and masks are those of v0 (an agent
+      trained on v0 acts identically in v1); only the final reward and the end flag differ.
+    * v0: initial version (``unfinished_penalty="fixed"``, ``stall_end="truncated"``; kept
+      registered to reproduce earlier results, e.g. the shipped ``scheduler.zip``'s
+      training). ``requeue`` (default False, so the default dynamics are unchanged) was added
+      later for Dally's paper preemption.
     """
 
-    env_name = "Scheduler-v0"
+    env_name = "Scheduler-v1"
 
     def __init__(
         self,
-        scenario: str | Path | Mapping[str, Any] | ScenarioConfig = DEFAULT_SCENARIO,
+        scenario: str | Path | Mapping[str, Any] | ScenarioConfig | None = None,
         *,
         max_waiting: int = 16,
         max_running: int = 16,
@@ -175,15 +219,31 @@ class SchedulerEnv(ClusterEnv):
         invalid_action: str = "stop",
         invalid_penalty: float = 1.0,
         wait_retry_s: float = 3600.0,
-        unfinished_penalty_s: float = 7 * 24 * 3600.0,
+        unfinished_penalty_s: float | None = None,
         max_machines: int = 256,
         max_racks: int = 32,
         skip_trivial: bool = True,
+        unfinished_penalty: str = "serial",
+        stall_end: str = "terminated",
         **kwargs: Any,
     ) -> None:
+        if unfinished_penalty == "fixed" and stall_end == "truncated":
+            self.env_name = "Scheduler-v0"
         check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
-        super().__init__(scenario, **kwargs)
         name = self.env_name
+        _choice(name, "unfinished_penalty", unfinished_penalty, UNFINISHED_PENALTIES)
+        _choice(name, "stall_end", stall_end, STALL_ENDS)
+        if unfinished_penalty_s is not None and unfinished_penalty != "fixed":
+            raise ConfigError(
+                f"{name}: unfinished_penalty_s applies only with unfinished_penalty='fixed' "
+                f"(got {unfinished_penalty!r}: the charge is the serial bound)"
+            )
+        flags = {
+            k: check_flag(name, k, v)
+            for k, v in (("preemption", preemption), ("requeue", requeue),
+                         ("known_durations", known_durations), ("skip_trivial", skip_trivial))
+        }  # fmt: skip
+        super().__init__(scenario, **kwargs)
         for key, v in (("max_waiting", max_waiting), ("max_running", max_running),
                        ("max_machines", max_machines), ("max_racks", max_racks)):  # fmt: skip
             if not isinstance(v, int | np.integer) or isinstance(v, bool) or not 1 <= v <= 4096:
@@ -195,26 +255,29 @@ class SchedulerEnv(ClusterEnv):
         _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
         if order == "srw" and not known_durations:
             raise ConfigError(f"{name}: order 'srw' needs known_durations=True (it uses them)")
+        fixed_s = V0_FIXED_PENALTY_S if unfinished_penalty_s is None else unfinished_penalty_s
         for key, v in (("invalid_penalty", invalid_penalty), ("wait_retry_s", wait_retry_s),
-                       ("unfinished_penalty_s", unfinished_penalty_s)):  # fmt: skip
+                       ("unfinished_penalty_s", fixed_s)):  # fmt: skip
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ConfigError(f"{name}: {key} must be a finite number >= 0, got {v!r}")
         if wait_retry_s <= 0:
             raise ConfigError(f"{name}: wait_retry_s must be > 0, got {wait_retry_s}")
         self.K, self.R = int(max_waiting), int(max_running)
-        self.preemption = bool(preemption)
-        self.requeue = bool(requeue) and self.preemption  # no effect without preemption
+        self.preemption = flags["preemption"]
+        self.requeue = flags["requeue"] and self.preemption  # no effect without preemption
         self.move_as = move_as
         self.order = order
         self.running_order = running_order
-        self.known_durations = bool(known_durations)
+        self.known_durations = flags["known_durations"]
         self.observation_kind = observation
         self.invalid_action = invalid_action
         self.invalid_penalty = float(invalid_penalty)
         self.wait_retry_s = float(wait_retry_s)
-        self.unfinished_penalty_s = float(unfinished_penalty_s)
+        self.unfinished_penalty = unfinished_penalty
+        self.unfinished_penalty_s = float(fixed_s)
+        self.stall_end = stall_end
         self.max_machines, self.max_racks = int(max_machines), int(max_racks)
-        self.skip_trivial = bool(skip_trivial)
+        self.skip_trivial = flags["skip_trivial"]
         self._init_kwargs.update(
             max_waiting=max_waiting, max_running=max_running, preemption=preemption,
             requeue=requeue,
@@ -224,6 +287,7 @@ class SchedulerEnv(ClusterEnv):
             invalid_penalty=invalid_penalty, wait_retry_s=wait_retry_s,
             unfinished_penalty_s=unfinished_penalty_s, max_machines=max_machines,
             max_racks=max_racks, skip_trivial=skip_trivial,
+            unfinished_penalty=unfinished_penalty, stall_end=stall_end,
         )  # fmt: skip
         self.n_start = self.K * _C
         self.n_preempt = self.R if self.preemption else 0
@@ -249,6 +313,7 @@ class SchedulerEnv(ClusterEnv):
         self._rbuf = np.zeros((self.R, NR), dtype=np.float32)
         self._gbuf = np.zeros(NG, dtype=np.float32)
         self._point = False  # at a decision point
+        self._stalled = False  # the episode ended by a stall (set at its end)
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
         self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
@@ -505,6 +570,7 @@ class SchedulerEnv(ClusterEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
+        check_reset_options(self.env_name, options)
         super().reset(seed=seed)
         self._point = False
         self._at = self._start(self._episode_seed_for(seed))
@@ -533,6 +599,8 @@ class SchedulerEnv(ClusterEnv):
         terminated = truncated = False
         if self.results is not None:
             truncated = self.results.summary.get("jobs_unfinished", 0) > 0
+            if truncated and self.stall_end == "terminated" and self._stalled:
+                truncated = False  # v1: the stall ending is the episode's real end
             terminated = not truncated
         return obs, reward, terminated, truncated, self._info({"rewards": comps})
 
@@ -567,9 +635,18 @@ class SchedulerEnv(ClusterEnv):
         self._pending = dict.fromkeys(self._pending, 0.0)
 
     def _episode_end_rewards(self) -> None:
+        """The ``unfinished`` charge (class docstring, Rewards) and whether the run stalled."""
+        assert self.engine is not None
+        self._stalled = stalled(self.engine)
         left = self.results.summary.get("jobs_unfinished", 0) if self.results else 0
-        if left:
-            self._pending["unfinished"] -= left * self.unfinished_penalty_s / self.reward_scale_s
+        if not left:
+            return
+        if self.unfinished_penalty == "fixed":
+            charge_s = left * self.unfinished_penalty_s
+        else:
+            rem = serial_remaining_s(self.engine)
+            charge_s = rem.size * float(rem.sum())
+        self._pending["unfinished"] -= charge_s / self.reward_scale_s
 
     # ------------------------------------------------------------------ observation
     def _observe(self) -> Any:
