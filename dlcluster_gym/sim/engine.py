@@ -26,7 +26,9 @@ Parameter-server jobs on CPUs (Nearchus; ``Job.vcpu_budget`` set): only when the
 some does the engine create a ``sim.psjobs.PSRuntime``, and it dispatches to it for those jobs
 only. Such a job holds a DT-config (vCPUs and server of each PS and worker node) instead of
 GPUs, starts with ``StartPS``, changes with ``Reconfigure`` (a restart: ``restart_s``), and
-progresses at the steady-state speed of ``perf.ps``. Policies must declare
+progresses at the steady-state speed of ``perf.ps``; PS jobs on one server share its NIC
+(``contention: false`` turns that off; ``network: ideal`` removes the NIC bound altogether,
+``sim.psjobs``). Policies must declare
 ``supports_ps_jobs = True`` to run on such scenarios; others get ``NotApplicableError``.
 """
 
