@@ -28,7 +28,7 @@ JOB_FEATURES: tuple[str, ...] = (
     "fits_machine",  # 1 if the job fits on one machine of this cluster
     "fits_rack",  # 1 if it fits in one rack
     "sens_machine",  # exposed comm / compute of its model at each tier, f / (1 + f)
-    "sens_rack",
+    "sens_rack",  # (network_sensitivity: its machine groups' network; 0 under ideal)
     "sens_network",
     "starvation",  # time since it entered the wait queue (log scale, 1 = a week)
     "past_machine_timer",  # 1 if starvation >= the base policy's machine timer
@@ -295,7 +295,8 @@ class PlacementEnv(ClusterEnv):
 
     ``Box(0, 1, (63,), float32)``, the same size on any cluster: 17 job features
     (``JOB_FEATURES``: GPU demand, whether it fits on a machine / rack, its model's exposed
-    communication at each tier, starvation time against the base policy's delay timers,
+    communication at each tier (priced with the network of the machine groups the job can
+    run on, 0 under ``network: ideal``), starvation time against the base policy's delay timers,
     progress, Nw_sens, preemptions, Tiresias skew, remaining work, victims of this offer),
     6 features per candidate (``CANDIDATE_FEATURES``: valid, tier one-hot, predicted
     communication overhead, predicted link load with ``contention`` on) and 10 cluster
@@ -338,6 +339,10 @@ class PlacementEnv(ClusterEnv):
     * v1: a finite default wait limit (``wait_limit="rack_timer"``); the ``unfinished``
       reward component exists (weight 1, zero here: Placement never penalises it).
     * v0: initial version (``gym.make("DLCluster/Placement-v0")`` still gives it).
+
+    Both versions, issue 15: the ``job.sens_*`` features follow the engine under ``network:
+    ideal`` (0) and on clusters with several machine groups (each group's network); they are
+    unchanged on one-group clusters without ``ideal`` (every Dally preset; recorded digests).
     """
 
     env_name = "Placement-v1"
