@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlcluster_gym import simulate
 from dlcluster_gym.api import prepare
@@ -307,3 +309,34 @@ def test_ps_view_under_network_ideal_sees_no_nic_limit() -> None:
         perf, net = pol.seen
         assert perf.bottleneck == bottleneck
         assert net.size == 5 and ((net == 0).all() if kw else (net > 0.5).all())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    demand=st.lists(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), min_size=1,
+                    max_size=6),
+    gbps=st.lists(st.floats(0.5, 10.0), min_size=3, max_size=3),
+)  # fmt: skip
+def test_share_nics_is_max_min_fair_per_server(demand, gbps) -> None:
+    """Per server: the jobs' NIC allocations never exceed its goodput, an over-subscribed NIC
+    is used up, the jobs held below their demand get one equal level, and no job that gets its
+    demand asks for more than that level."""
+    from dlcluster_gym.perf.ps import NIC_EFFICIENCY, share_nics
+
+    nic = np.asarray(gbps) * 1e9 / 8
+    cap = NIC_EFFICIENCY * nic
+    # each job's demand is its NIC use alone, so at most the goodput (its own PSN bound)
+    d = np.asarray(demand) * cap
+    shares = share_nics(dict(enumerate(d)), nic)
+    frac = np.stack([shares[j] for j in range(len(d))])
+    limited = frac < 1.0
+    alloc = np.where(limited, frac * cap, d)
+    assert (alloc <= d * (1 + 1e-12)).all()
+    assert (alloc.sum(axis=0) <= cap * (1 + 1e-9)).all()
+    over = d.sum(axis=0) > cap * (1 + 1e-12)
+    np.testing.assert_allclose(alloc.sum(axis=0)[over], cap[over], rtol=1e-9)
+    assert not limited[:, ~over].any()  # a NIC that fits every demand limits nobody
+    for s in np.flatnonzero(over):
+        level = alloc[limited[:, s], s]
+        assert level.size and np.ptp(level) <= 1e-9 * cap[s]
+        assert (d[~limited[:, s], s] <= level[0] * (1 + 1e-9)).all()
