@@ -26,6 +26,7 @@ from dlcluster_gym.perf.contention import (
     placement_traffic,
     sharing_can_bind,
     up_phases,
+    water_level,
 )
 from dlcluster_gym.perf.geometry import CommProfile, unified_circle
 from dlcluster_gym.perf.network import comm_time_s
@@ -462,7 +463,9 @@ def test_tor_uplink_contention_across_racks():
 # ----------------------------------------------------------------------------- whole runs
 
 
-def run(sc, policy="fcfs", seed=0):
+def run(sc, policy="fcfs", seed=0, watch: list | None = None):
+    """Run ``policy``; with ``watch`` a list, append the largest unclipped carried load /
+    capacity over the links (``Engine.link_load_ratio``) after every change of state."""
     cfg = load_scenario(sc) if not hasattr(sc, "model_dump") else sc
     from dlcluster_gym.api import rngs
     from dlcluster_gym.workload.build import build_workload
@@ -471,7 +474,28 @@ def run(sc, policy="fcfs", seed=0):
     wl, pol = rngs(cfg.seed)
     jobs = build_workload(cfg, cluster, wl)
     eng = Engine(cfg, cluster, jobs, make_policy(policy), pol, record_events=True)
+    if watch is not None:
+        watch_links(eng, watch)
     return eng.run()
+
+
+def watch_links(eng: Engine, out: list) -> None:
+    """Record ``eng.link_load_ratio().max()`` into ``out`` at every decision instant (after
+    the instant's events) and after every batch of actions is applied."""
+    apply, decide = eng.apply, eng._decide
+
+    def look() -> None:
+        out.append(float(eng.link_load_ratio().max()))
+
+    def watched_apply(actions):
+        apply(actions)
+        look()
+
+    def watched_decide(view):
+        look()
+        return decide(view)
+
+    eng.apply, eng._decide = watched_apply, watched_decide
 
 
 def with_(name: str, **kw):
@@ -510,12 +534,21 @@ def contended():
 
 
 @pytest.fixture(scope="module")
-def contended_run():
-    return run(contended(), "random", seed=3)
+def contended_watched():
+    ratios: list[float] = []
+    return run(contended(), "random", seed=3, watch=ratios), ratios
 
 
-def test_contention_on_is_deterministic_and_slows_jobs_on_oversubscribed_links(contended_run):
-    a, b = contended_run, run(contended(), "random", seed=3)
+@pytest.fixture(scope="module")
+def contended_run(contended_watched):
+    return contended_watched[0]
+
+
+def test_contention_on_is_deterministic_and_slows_jobs_on_oversubscribed_links(
+    contended_watched,
+):
+    a, ratios = contended_watched
+    b = run(contended(), "random", seed=3)
     assert a.events == b.events
     for k in a.jobs:
         np.testing.assert_array_equal(a.jobs[k], b.jobs[k])
@@ -534,8 +567,21 @@ def test_contention_on_is_deterministic_and_slows_jobs_on_oversubscribed_links(c
     }
     ts = a.timeseries
     assert ((ts["link_util_mean"] >= 0) & (ts["link_util_mean"] <= ts["link_util_max"])).all()
-    assert (ts["link_util_max"] <= 1.0).all() and ts["links_contended"].max() > 0
-    assert 0 < a.summary["avg_link_utilization"] <= 1
+    assert ts["links_contended"].max() > 0 and 0 < a.summary["avg_link_utilization"] <= 1
+    # no link carries more than its capacity: the unclipped carried load (the recorded
+    # utilization is clipped at 1, so it could not show an overload)
+    assert len(ratios) > 100 and max(ratios) <= 1.0 + 1e-9
+    assert max(ratios) > 0.5  # the links do carry load: the bound is not vacuous
+
+
+@pytest.mark.parametrize("preset", ["pollux-testbed-poisson", "cassini-testbed-poisson-mp"])
+def test_no_link_carries_more_than_its_capacity_on_shipped_presets(preset):
+    """Presets whose links bind (NICs shared by 4 GPUs, the 50 Gb/s testbed link): the
+    unclipped carried load stays within capacity at every state (up to 0.96 on Pollux)."""
+    ratios: list[float] = []
+    res = run(preset, "fcfs", watch=ratios)
+    assert res.summary["avg_contention_slowdown"] > 1.0  # sharing binds here
+    assert 0.5 < max(ratios) <= 1.0 + 1e-9
 
 
 def test_contention_results_save_and_load(tmp_path, contended_run):
@@ -598,9 +644,9 @@ class Chaos(BaseScheduler):
         return acts
 
 
-@settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 10_000), oversub=st.sampled_from([1.0, 2.0, 4.0]))
-def test_random_starts_preemptions_migrations_and_shifts_keep_the_books(seed, oversub):
+def chaos_engine(seed: int, oversub: float) -> tuple[Engine, list[float]]:
+    """8 random jobs under :class:`Chaos` on 2 racks x 2 machines x 2 GPUs whose ToR uplinks
+    are over-subscribed ``oversub``:1; the list receives the links' largest unclipped load."""
     sc = scenario(
         racks=2,
         machines_per_rack=2,
@@ -621,7 +667,38 @@ def test_random_starts_preemptions_migrations_and_shifts_keep_the_books(seed, ov
         )
         for i in range(8)
     ]
-    eng, res = run_engine(sc, jobs, Chaos(), seed=seed)
+    eng = Engine(sc, Cluster(sc.cluster), jobs, Chaos(), np.random.default_rng(seed),
+                 record_events=True)  # fmt: skip
+    ratios: list[float] = []
+    watch_links(eng, ratios)
+    return eng, ratios
+
+
+# Known limit of the one-shot stretch (``perf.contention.link_stretch``): each job's slow-down
+# is computed against the others' *unstretched* phases, so where a link's summed demand is
+# about twice its capacity the stretched iterations can still carry more bytes than the link
+# holds. Chaos runs (this module's random workload, seeds 0-1499; 0-1799 at 1:1): no excess
+# with ToR uplinks at 1:1 (largest 0.877), 4 of 1,500 runs over capacity at 2:1 (up to
+# 13.5 %, seed 99: three DLRM jobs and a VGG11 on one ToR uplink), 37 of 1,500 at 4:1 (up to
+# 15.8 %). The shipped presets and the contended Dally run stay below (tests above). Until
+# the model bounds the carried load, the random-run invariant is checked at 1:1 only, and
+# two reproducers are strict expected failures (they turn into errors once it is fixed).
+@pytest.mark.xfail(strict=True, reason="one-shot stretch under-estimates heavy sharing")
+@pytest.mark.parametrize(("seed", "oversub"), [(99, 2.0), (803, 4.0)])
+def test_known_overload_of_the_one_shot_stretch(seed, oversub):
+    eng, ratios = chaos_engine(seed, oversub)
+    eng.run()
+    assert max(ratios) <= 1.0 + 1e-9
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), oversub=st.sampled_from([1.0, 2.0, 4.0]))
+def test_random_starts_preemptions_migrations_and_shifts_keep_the_books(seed, oversub):
+    eng, ratios = chaos_engine(seed, oversub)
+    jobs = eng.jobs
+    res = eng.run()
+    if oversub == 1.0:  # no link carries more than its capacity (see the known limit above)
+        assert max(ratios) <= 1.0 + 1e-9
     j = res.jobs
     assert res.summary["jobs_completed"] == len(jobs)
     assert j["compute_s"].tolist() == pytest.approx([20.0] * len(jobs))
@@ -633,4 +710,61 @@ def test_random_starts_preemptions_migrations_and_shifts_keep_the_books(seed, ov
     assert np.abs(eng._link_peak).max() == 0.0 and np.abs(eng._link_load).max() == 0.0
     assert all(not members for members in eng._link_jobs)
     ts = res.timeseries
-    assert ((ts["link_util_max"] >= 0) & (ts["link_util_max"] <= 1)).all()
+    assert (ts["link_util_max"] >= 0).all()
+
+
+# ----------------------------------------------------------------------------- max-min level
+
+
+def progressive_filling(demands: list[float], capacity: float) -> list[float]:
+    """Textbook max-min fair shares of single flows (the oracle for ``water_level``): serve
+    flows from the smallest demand up, each getting min(demand, what is left / flows left)."""
+    out = [0.0] * len(demands)
+    left = capacity
+    order = sorted(range(len(demands)), key=demands.__getitem__)
+    for k, i in enumerate(order):
+        out[i] = min(demands[i], left / (len(order) - k))
+        left -= out[i]
+    return out
+
+
+@st.composite
+def oversubscribed_rows(draw):
+    """Rows of jobs on one link, each job with 0-4 flows of one per-flow demand (``inf`` where
+    it has none), every row's summed demand 1.01-20x the capacity."""
+    n = draw(st.integers(1, 6))
+    rows = draw(st.integers(1, 4))
+    capacity = draw(st.floats(0.1, 10.0))
+    demand = np.array(draw(st.lists(st.lists(st.floats(0.01, 4.0), min_size=n, max_size=n),
+                                    min_size=rows, max_size=rows)))  # fmt: skip
+    flows = np.array(draw(st.lists(st.lists(st.integers(0, 4), min_size=n, max_size=n),
+                                   min_size=rows, max_size=rows)), dtype=float)  # fmt: skip
+    flows[:, 0] = np.maximum(flows[:, 0], 1.0)  # every row has a flow
+    squeeze = np.array(draw(st.lists(st.floats(1.01, 20.0), min_size=rows, max_size=rows)))
+    demand *= (squeeze * capacity / (demand * flows).sum(axis=1))[:, None]
+    return np.where(flows > 0, demand, np.inf), flows, capacity
+
+
+@settings(max_examples=300, deadline=None)
+@given(oversubscribed_rows())
+def test_water_level_is_max_min_fair_with_several_flows_per_job(case):
+    per_flow, flows, capacity = case
+    level = water_level(per_flow, flows, capacity)
+    has = flows > 0
+    alloc = np.where(has, np.minimum(per_flow, level[:, None]), 0.0)  # each flow's share
+    carried = (alloc * flows).sum(axis=1)
+    # no row allocates more than the capacity, and an over-subscribed row uses all of it
+    assert (carried <= capacity * (1 + 1e-9)).all()
+    assert carried == pytest.approx(np.full(len(level), capacity), rel=1e-9)
+    # max-min: some flow is held below its demand, and it gets the level, which no other
+    # flow exceeds, so with the capacity used up it could gain only from flows at or below it
+    capped = has & (per_flow > level[:, None] * (1 + 1e-12))
+    assert capped.any(axis=1).all()
+    assert (alloc <= level[:, None] * (1 + 1e-12)).all()
+    # every flow gets min(demand, level): the same shares as progressive filling flow by flow
+    for i in range(len(level)):
+        single = [float(d) for d, f in zip(per_flow[i], flows[i], strict=True)
+                  for _ in range(int(f))]  # fmt: skip
+        want = progressive_filling(single, capacity)
+        got = [float(min(d, level[i])) for d in single]
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)

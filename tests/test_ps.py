@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlcluster_gym import simulate
 from dlcluster_gym.api import prepare
@@ -235,3 +237,106 @@ def test_ps_jobs_on_one_server_share_its_nic() -> None:
     got = share_nics(light, nic[:1])
     assert got[0][0] == 1.0  # not limited: keeps its demand
     assert got[1][0] * goodput == pytest.approx(0.9 * goodput)
+
+
+def _servers(nic_gbps: float) -> dict:
+    """Five 64-core servers with one ``nic_gbps`` NIC each."""
+    return {"racks": 1, "machines_per_rack": 5, "gpus_per_machine": 0,
+            "cpus_per_machine": 64, "memory_gb_per_machine": 256, "nic_gbps": nic_gbps}  # fmt: skip
+
+
+def _two_job_run(nic_gbps: float, iters: tuple[float, float], **kw):
+    """Two ResNet-50 PS jobs whose PS nodes share server 0 (64 cores, ``nic_gbps``), workers
+    on servers of their own; each alone (same placement) and both together."""
+    cluster = _servers(nic_gbps)
+    cfgs = (_cfg([4], [30, 30], [0], [1, 2]), _cfg([4], [30, 30], [0], [3, 4]))
+    steps = RESNET.steps_per_epoch
+
+    def run(which):
+        jobs = [ps_job(i, "resnet50", iters[k] / steps, 100.0, 0.0) for i, k in enumerate(which)]
+        script = {0.0: [StartPS(i, cfgs[k]) for i, k in enumerate(which)]}
+        return _engine(Scripted(script), jobs, cluster=cluster, **kw).run().jobs["finish_s"]
+
+    return run((0,))[0], run((1,))[0], run((0, 1))
+
+
+def test_ps_nic_sharing_in_the_engine_matches_the_hand_computed_share() -> None:
+    """Issue 15: two PS jobs with their PS nodes on one 3 Gb/s server each get half its NIC
+    goodput while both run (1.96 steps/s instead of their worker-bound 2.5), and the one left
+    speeds up again when the other finishes."""
+    it_a, it_b = 782.0, 1564.0
+    alone_a, alone_b, (both_a, both_b) = _two_job_run(3.0, (it_a, it_b))
+    alone_speed = 2 * 30 / RESNET.wk_cpu_s  # worker-bound: 2 workers x 30 vCPUs
+    shared = 0.96 * 3e9 / 8 / 2 / RESNET.bytes_per_step  # half the NIC, B bytes per step
+    assert shared < alone_speed
+    assert alone_a == pytest.approx(it_a / alone_speed, rel=1e-12)
+    assert alone_b == pytest.approx(it_b / alone_speed, rel=1e-12)
+    assert both_a == pytest.approx(it_a / shared, rel=1e-12)
+    assert both_b == pytest.approx(both_a + (it_b - it_a) / alone_speed, rel=1e-12)
+    assert both_a > alone_a and both_b > alone_b
+
+
+def test_ps_jobs_honour_network_ideal_and_contention_off() -> None:
+    """Issue 15: on a 1 Gb/s server each job alone is NIC-bound (1.30 steps/s); sharing the
+    NIC halves that (on), ``contention: false`` keeps each job's own NIC bound (off), and
+    ``network: ideal`` removes the NIC bound (worker-bound, 2.5 steps/s)."""
+    it = (782.0, 782.0)
+    goodput = 0.96 * 1e9 / 8
+    finish = {}
+    for name, kw in (("on", {}), ("off", {"contention": False}), ("ideal", {"network": "ideal"})):
+        finish[name] = _two_job_run(1.0, it, **kw)[2]
+    assert finish["on"] == pytest.approx(782.0 / (goodput / 2 / RESNET.bytes_per_step), rel=1e-12)
+    assert finish["off"] == pytest.approx(782.0 / (goodput / RESNET.bytes_per_step), rel=1e-12)
+    assert finish["ideal"] == pytest.approx(782.0 / (2 * 30 / RESNET.wk_cpu_s), rel=1e-12)
+    assert (finish["ideal"] <= finish["off"]).all() and (finish["off"] <= finish["on"]).all()
+    assert (finish["off"] < finish["on"]).all()
+
+
+def test_ps_view_under_network_ideal_sees_no_nic_limit() -> None:
+    """``view.ps.predict`` and the NIC load samples follow ``network: ideal`` too."""
+    cfg = _cfg([4], [30, 30], [0], [1, 2])
+    job = ps_job(0, "resnet50", 1.0, 100.0, 0.0)
+
+    class P(Scripted):
+        def schedule(self, view):
+            if view.now == 300.0:
+                self.seen = view.ps.predict(0, cfg), view.ps.samples(0, 60.0).ps_net
+            return super().schedule(view)
+
+    for kw, bottleneck in (({}, "psn"), ({"network": "ideal"}, "none")):
+        pol = P({0.0: [StartPS(0, cfg)], 300.0: []})
+        _engine(pol, [job], cluster=_servers(1.0), **kw).run()
+        perf, net = pol.seen
+        assert perf.bottleneck == bottleneck
+        assert net.size == 5 and ((net == 0).all() if kw else (net > 0.5).all())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    demand=st.lists(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), min_size=1,
+                    max_size=6),
+    gbps=st.lists(st.floats(0.5, 10.0), min_size=3, max_size=3),
+)  # fmt: skip
+def test_share_nics_is_max_min_fair_per_server(demand, gbps) -> None:
+    """Per server: the jobs' NIC allocations never exceed its goodput, an over-subscribed NIC
+    is used up, the jobs held below their demand get one equal level, and no job that gets its
+    demand asks for more than that level."""
+    from dlcluster_gym.perf.ps import NIC_EFFICIENCY, share_nics
+
+    nic = np.asarray(gbps) * 1e9 / 8
+    cap = NIC_EFFICIENCY * nic
+    # each job's demand is its NIC use alone, so at most the goodput (its own PSN bound)
+    d = np.asarray(demand) * cap
+    shares = share_nics(dict(enumerate(d)), nic)
+    frac = np.stack([shares[j] for j in range(len(d))])
+    limited = frac < 1.0
+    alloc = np.where(limited, frac * cap, d)
+    assert (alloc <= d * (1 + 1e-12)).all()
+    assert (alloc.sum(axis=0) <= cap * (1 + 1e-9)).all()
+    over = d.sum(axis=0) > cap * (1 + 1e-12)
+    np.testing.assert_allclose(alloc.sum(axis=0)[over], cap[over], rtol=1e-9)
+    assert not limited[:, ~over].any()  # a NIC that fits every demand limits nobody
+    for s in np.flatnonzero(over):
+        level = alloc[limited[:, s], s]
+        assert level.size and np.ptp(level) <= 1e-9 * cap[s]
+        assert (d[~limited[:, s], s] <= level[0] * (1 + 1e-9)).all()

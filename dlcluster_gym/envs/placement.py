@@ -33,7 +33,7 @@ JOB_FEATURES: tuple[str, ...] = (
     "fits_machine",  # 1 if the job fits on one machine of this cluster
     "fits_rack",  # 1 if it fits in one rack
     "sens_machine",  # exposed comm / compute of its model at each tier, f / (1 + f)
-    "sens_rack",
+    "sens_rack",  # (network_sensitivity: its machine groups' network; 0 under ideal)
     "sens_network",
     "starvation",  # time since it entered the wait queue (log scale, 1 = a week)
     "past_machine_timer",  # 1 if starvation >= the base policy's machine timer
@@ -113,6 +113,49 @@ def _sensitivity(
     return tuple(f / (1.0 + f) for f in (m, r, n))  # type: ignore[return-value]
 
 
+def _group_shape_args(cluster: Cluster, gpu_type: str | None) -> tuple[tuple[float, tuple], ...]:
+    """``(weight, shape args of _sensitivity)`` per distinct network of the machine groups a
+    job of ``gpu_type`` can run on (every GPU group when None), weights by GPU count.
+
+    A group's args are its GPUs per machine, machines per rack and network parameters
+    (``perf.network.net_params``: what the engine prices a placement in that group with), and
+    the racks of all candidate groups (a job may span them). Cached on the cluster."""
+    cache: dict = cluster.__dict__.setdefault("_sensitivity_groups", {})
+    got = cache.get(gpu_type)
+    if got is not None:
+        return got
+    groups = cluster.config.groups
+    gpu = [g for g, grp in enumerate(groups) if grp.gpus_per_machine > 0]
+    cand = [g for g in gpu if gpu_type is None or groups[g].gpu_type == gpu_type] or gpu
+    racks = sum(groups[g].racks for g in cand)
+    weight: dict[tuple, float] = {}
+    for g in cand:
+        grp = groups[g]
+        key = (grp.gpus_per_machine, grp.machines_per_rack, racks, net_params(cluster, g))
+        gpus = grp.racks * grp.machines_per_rack * grp.gpus_per_machine
+        weight[key] = weight.get(key, 0.0) + gpus
+    total = sum(weight.values())
+    got = cache[gpu_type] = tuple((w / total, key) for key, w in weight.items())
+    return got
+
+
+def network_sensitivity(
+    cluster: Cluster, profile: ModelProfile, d: int, gpu_type: str | None, ideal: bool
+) -> tuple[float, float, float]:
+    """The ``sens_*`` features of a job of ``d`` GPUs: the engine's exposed comm / compute
+    of its model on canonical placements (one machine, one rack, two racks; ``f / (1 + f)``),
+    priced with the network of the machine groups it can run on (``gpu_type``; the
+    GPU-weighted mean where those groups' networks differ: a choice, the job may land in any
+    of them); all 0 under ``network: ideal``, where the engine charges no communication."""
+    if ideal:
+        return 0.0, 0.0, 0.0
+    args = _group_shape_args(cluster, gpu_type)
+    if len(args) == 1:  # one network (every homogeneous cluster): the value itself
+        return _sensitivity(profile, d, *args[0][1])
+    mean = sum(w * np.asarray(_sensitivity(profile, d, *a)) for w, a in args)
+    return float(mean[0]), float(mean[1]), float(mean[2])
+
+
 class PlacementObserver:
     """Builds Placement-v0 observations of offers made in one engine run (used by the env,
     and by ``OfferPolicyScheduler`` to let an env policy act in a native run)."""
@@ -131,12 +174,7 @@ class PlacementObserver:
         self._tier_cache: dict[tuple[int, bytes], tuple[int, float]] = {}
         self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
         self._sens: dict[int, tuple[float, float, float]] = {}
-        self._shape_args = (
-            c.max_gpus_per_machine,
-            int(c.rack_num_machines.max()),
-            c.num_racks,
-            net_params(c, 0),
-        )
+        self._ideal = self.engine.scenario.network == "ideal"
         self._cluster = ClusterFeatures(view)
         # Cluster features read the engine's state, which no offer of one instant changes
         # (offers work on a scratch plan): computed once per instant (the engine's event
@@ -177,7 +215,9 @@ class PlacementObserver:
         starv = offer.starvation_s
         sens = self._sens.get(job)
         if sens is None:
-            sens = self._sens[job] = _sensitivity(self._profiles[job], d, *self._shape_args)
+            sens = self._sens[job] = network_sensitivity(
+                c, self._profiles[job], d, spec.gpu_type, self._ideal
+            )
         remaining_gpu_h = (spec.iterations - done_i) * spec.compute_s * d / 3600.0
         # features as Python numbers, converted to float32 once (the same rounding as
         # element-wise stores into a float32 array)
@@ -260,7 +300,8 @@ class PlacementEnv(ClusterEnv):
 
     ``Box(0, 1, (63,), float32)``, the same size on any cluster: 17 job features
     (``JOB_FEATURES``: GPU demand, whether it fits on a machine / rack, its model's exposed
-    communication at each tier, starvation time against the base policy's delay timers,
+    communication at each tier (priced with the network of the machine groups the job can
+    run on, 0 under ``network: ideal``), starvation time against the base policy's delay timers,
     progress, Nw_sens, preemptions, Tiresias skew, remaining work, victims of this offer),
     6 features per candidate (``CANDIDATE_FEATURES``: valid, tier one-hot, predicted
     communication overhead, predicted link load with ``contention`` on) and 10 cluster
@@ -306,6 +347,10 @@ class PlacementEnv(ClusterEnv):
       Issues #15 (network model) and #16 (paper-faithful base schedulers) changed the engine
       and base policies under v0 and v1 without a bump: v0 reproduces the rule, not the
       per-job results of runs made before them.
+
+    Both versions, issue 15: the ``job.sens_*`` features follow the engine under ``network:
+    ideal`` (0) and on clusters with several machine groups (each group's network); they are
+    unchanged on one-group clusters without ``ideal`` (every Dally preset; recorded digests).
     """
 
     env_name = "Placement-v1"

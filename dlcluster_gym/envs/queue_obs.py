@@ -16,8 +16,7 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature
-from dlcluster_gym.envs.placement import _sensitivity
-from dlcluster_gym.perf.network import net_params
+from dlcluster_gym.envs.placement import network_sensitivity
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
 from dlcluster_gym.sim.view import ClusterView, Plan
 
@@ -103,18 +102,13 @@ class QueueObserver:
             int(Tier.MACHINE),
             np.where(d <= c.max_gpus_per_rack, int(Tier.RACK), int(Tier.NETWORK)),
         ).astype(np.int8)
-        shape_args = (
-            c.max_gpus_per_machine,
-            int(c.rack_num_machines.max()),
-            c.num_racks,
-            net_params(c, 0),
-        )
-        cache: dict[tuple[str, int], tuple[float, float, float]] = {}
+        ideal = e.scenario.network == "ideal"
+        cache: dict[tuple[str, int, str | None], tuple[float, float, float]] = {}
         sens = np.zeros((len(jobs), 3), dtype=np.float32)
         for i, (j, p) in enumerate(zip(jobs, profiles, strict=True)):
-            key = (j.model, j.num_gpus)
+            key = (j.model, j.num_gpus, j.gpu_type)
             if key not in cache:
-                cache[key] = _sensitivity(p, j.num_gpus, *shape_args)
+                cache[key] = network_sensitivity(c, p, j.num_gpus, j.gpu_type, ideal)
             sens[i] = cache[key]
         self.sens = sens
         # per-job constant features, gathered in one indexing per step

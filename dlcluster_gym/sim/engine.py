@@ -26,7 +26,9 @@ Parameter-server jobs on CPUs (Nearchus; ``Job.vcpu_budget`` set): only when the
 some does the engine create a ``sim.psjobs.PSRuntime``, and it dispatches to it for those jobs
 only. Such a job holds a DT-config (vCPUs and server of each PS and worker node) instead of
 GPUs, starts with ``StartPS``, changes with ``Reconfigure`` (a restart: ``restart_s``), and
-progresses at the steady-state speed of ``perf.ps``. Policies must declare
+progresses at the steady-state speed of ``perf.ps``; PS jobs on one server share its NIC
+(``contention: false`` turns that off; ``network: ideal`` removes the NIC bound altogether,
+``sim.psjobs``). Policies must declare
 ``supports_ps_jobs = True`` to run on such scenarios; others get ``NotApplicableError``.
 """
 
@@ -508,8 +510,9 @@ class Engine:
                 self.contention[job] = factor
                 self._respeed(job)
 
-    def link_utilization(self) -> np.ndarray:
-        """Per shared link, time-averaged carried demand / capacity now (0 when idle, <= 1).
+    def link_load_ratio(self) -> np.ndarray:
+        """Per shared link, time-averaged carried demand / capacity now, not clipped (0 when
+        idle; the sharing model keeps it <= 1, and tests check that on this value).
 
         A job carries its bytes per iteration on the link (its phase rates x lengths, capped
         at the capacity) once per current, stretched, iteration.
@@ -517,7 +520,11 @@ class Engine:
         links = self.links
         if links is None:
             raise RuntimeError("link utilization needs scenario.contention on")
-        return np.minimum(np.maximum(self._link_load, 0.0) / links.capacity_Bps, 1.0)
+        return np.maximum(self._link_load, 0.0) / links.capacity_Bps
+
+    def link_utilization(self) -> np.ndarray:
+        """:meth:`link_load_ratio` clipped to [0, 1] (what the time series record)."""
+        return np.minimum(self.link_load_ratio(), 1.0)
 
     def predicted_link_load(self, job: int, gpus: np.ndarray) -> float:
         """Highest (summed peak demand + this job's peak) / capacity over the shared links a

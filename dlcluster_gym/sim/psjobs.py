@@ -10,6 +10,12 @@ its model's memory on its server. A PS job holds no GPUs. ``StartPS(job, cfg)`` 
 job; ``Reconfigure(job, cfg)`` replaces a running job's DT-config and restarts it, paying the
 scenario's ``overheads.restart_s`` (the job holds the new resources without progressing) and
 opening a new metric epoch (samples restart, with the cold-start ramp of ``perf.ps``).
+
+Network switches of the scenario (the same meaning as for GPU jobs): ``network: ideal`` removes
+every communication cost, so a PS job's NICs never limit it (each server's NIC is taken as
+infinitely fast: no PSN bottleneck, NIC load samples 0, ``predict`` alike); ``contention:
+false`` turns off sharing between jobs, so PS jobs on one server do not share its NIC (each
+still pays its own NIC traffic, at the whole NIC).
 """
 
 from __future__ import annotations
@@ -55,6 +61,11 @@ class PSRuntime:
                     f"too small for any parameter-server node (>= {MIN_NODE_VCPUS:g} vCPU and "
                     f"{min_mem:g} GB)"
                 )
+        ideal = engine.scenario.network == "ideal"
+        # NIC capacity the PS model sees per server: infinite under ``network: ideal``.
+        self.nic_Bps = np.full(cl.num_machines, np.inf) if ideal else cl.machine_nic_Bps
+        self.nic_Bps.setflags(write=False)
+        self.share = engine.scenario.contention and not ideal  # jobs share server NICs
         self.free_vcpus = cl.machine_vcpus.astype(np.float64).copy()
         self.free_mem = cl.machine_memory_gb.astype(np.float64).copy()
         self.configs: dict[int, DTConfig] = {}
@@ -115,7 +126,7 @@ class PSRuntime:
         np.subtract.at(self.free_vcpus, cfg.servers(), cfg.vcpus())
         np.subtract.at(self.free_mem, cfg.servers(), cfg.memory(model))
         self.configs[job] = cfg
-        perf = steady_state(model, cfg, self.cluster.machine_cores, self.cluster.machine_nic_Bps)
+        perf = steady_state(model, cfg, self.cluster.machine_cores, self.nic_Bps)
         self.alone[job] = perf
         self.perf[job] = perf
         self.epoch[job] += 1
@@ -124,17 +135,20 @@ class PSRuntime:
 
     def share_nics(self) -> list[int]:
         """Share each server's NIC among the running PS jobs on it (``perf.ps.share_nics``);
-        returns the jobs whose speed changed."""
+        returns the jobs whose speed changed. Nothing is shared (every job keeps its own
+        steady state) with ``contention: false`` or ``network: ideal``."""
+        if not self.share:
+            return []
         cl = self.cluster
         demand = {j: p.nic_Bps_used for j, p in self.alone.items() if p.nic_Bps_used is not None}
-        shares = share_nics(demand, cl.machine_nic_Bps)
+        shares = share_nics(demand, self.nic_Bps)
         changed = []
         for job, frac in shares.items():
             if (frac >= 1.0).all():
                 perf = self.alone[job]
             else:
                 perf = steady_state(
-                    self.models[job], self.configs[job], cl.machine_cores, cl.machine_nic_Bps,
+                    self.models[job], self.configs[job], cl.machine_cores, self.nic_Bps,
                     nic_share=frac,
                 )  # fmt: skip
             if perf.speed != self.perf[job].speed:
@@ -196,7 +210,7 @@ class PSView:
         self.server_cores = cl.machine_cores
         self.server_vcpus = cl.machine_vcpus
         self.server_memory_gb = cl.machine_memory_gb
-        self.nic_Bps = cl.machine_nic_Bps
+        self.nic_Bps = rt.nic_Bps  # each server's NIC as the PS model sees it (inf: ideal)
         self.free_vcpus = _ro(rt.free_vcpus)
         self.free_memory_gb = _ro(rt.free_mem)
         self.restarts = _ro(rt.engine.resizes)
@@ -233,9 +247,10 @@ class PSView:
         return self._rt.samples(job, interval_s, last)
 
     def predict(self, job: int, cfg: DTConfig) -> PSPerf:
-        """Noise-free steady state of ``job`` on ``cfg`` (for offline search and profiling)."""
-        cl = self._rt.cluster
-        return steady_state(self._rt.models[job], cfg, cl.machine_cores, cl.machine_nic_Bps)
+        """Noise-free steady state of ``job`` on ``cfg`` alone on its servers' NICs (for
+        offline search and profiling; infinite NICs under ``network: ideal``)."""
+        rt = self._rt
+        return steady_state(rt.models[job], cfg, rt.cluster.machine_cores, rt.nic_Bps)
 
     def free_with(self, job: int) -> tuple[np.ndarray, np.ndarray]:
         """Free (vCPUs, memory) per server if ``job`` released its current allocation."""
