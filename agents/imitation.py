@@ -13,7 +13,7 @@ The project's warm start (``agents/train.py``) and the newcomer script
 * ``average_jct_h(env, policy, seeds)``: average JCT (hours) over episode seeds with a
   deterministic policy (a name, an env policy, or an SB3 model).
 
-Imports torch lazily (inside ``clone``/``agreement``), like the rest of ``agents``.
+Imports torch and stable-baselines3 lazily (inside the functions), like the rest of ``agents``.
 """
 
 from __future__ import annotations
@@ -202,7 +202,9 @@ def agreement(model: Any, demos: Demonstrations) -> float:
 
 def _as_env_policy(env: gym.Env, policy: EnvPolicy | Any) -> EnvPolicy:
     """An SB3 model acts with the env's masks (as a shipped agent does); others as they are."""
-    if hasattr(policy, "uses_masks") or not hasattr(policy, "policy"):
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    if not isinstance(policy, BaseAlgorithm):
         return policy
     masks = "action_masks" in inspect.signature(policy.predict).parameters
     kind = env_kind(_episode_env(env)) if masks else "DelayTimer"  # a kind that passes no masks

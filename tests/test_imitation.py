@@ -98,6 +98,9 @@ def test_average_jct_h_matches_rollout_and_is_inf_for_unfinished_jobs() -> None:
 
 
 def test_clone_learns_the_teacher_and_is_deterministic() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # as training does: several threads crawl on a busy machine
     env = tiny_env(**LAS_KW)
     demos = record(env, "las-slots", [1, 2])
 
@@ -122,6 +125,6 @@ def test_readme_script_clones_the_teacher_and_beats_random() -> None:
     )
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    jct = example.main(episodes=3, epochs=10, ppo_steps=1, held_out=(101,))
+    jct = example.main(episodes=6, epochs=60, ppo_steps=1, held_out=(101,))
     assert jct["agreement"] > 0.8
     assert jct["cloned"] < jct["random"] and jct["after PPO"] < jct["random"]
