@@ -128,3 +128,14 @@ def test_readme_script_clones_the_teacher_and_beats_random() -> None:
     jct = example.main(episodes=6, epochs=60, ppo_steps=1, held_out=(101,))
     assert jct["agreement"] > 0.8
     assert jct["cloned"] < jct["random"] and jct["after PPO"] < jct["random"]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/agents.md"])
+def test_the_docs_show_the_example_script_in_full(doc: str) -> None:
+    """What a newcomer copies from the docs is the script that is tested, and it is 30 lines."""
+    script = (ROOT / "examples" / "train_scheduler.py").read_text()
+    text = (ROOT / doc).read_text()
+    section = text[text.index("A first training script") :]
+    block = section[section.index("```python\n") + len("```python\n") :]
+    assert block[: block.index("```")] == script
+    assert len(script.splitlines()) <= 30
