@@ -2,9 +2,11 @@
 PPO delay-timer agent (``DelayTimer-v0``) and a MaskablePPO queue agent (``Scheduler-v0``).
 
 The only package that imports torch / stable-baselines3. Modules: ``config`` (the YAML
-training configs), ``envs`` (training env distributions), ``rollouts`` (rollout labels for
-the placement agent's warm start), ``train``, ``evaluate`` and ``load``
-(self-contained checkpoints with their metadata). Nothing heavy is imported here.
+training configs), ``envs`` (training env distributions), ``imitation`` (record a teacher,
+clone it, evaluate: the warm start's and the newcomer script's building blocks),
+``rollouts`` (rollout labels for the placement agent's warm start), ``train``, ``evaluate``
+and ``load`` (self-contained checkpoints with their metadata). Nothing heavy is imported
+here.
 """
 
 AGENT_KINDS: dict[str, str] = {

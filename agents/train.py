@@ -25,6 +25,7 @@ from . import AGENT_KINDS
 from .config import AgentConfig
 from .envs import env_id, make_mix_env, make_train_env_fn
 from .evaluate import relative_score, run_set
+from .imitation import Demonstrations, clone, record, returns_to_go
 from .load import AgentPolicy, algorithm_class, save_checkpoint
 
 
@@ -74,35 +75,14 @@ def _meta(cfg: AgentConfig, model: Any, extra: dict[str, Any]) -> dict[str, Any]
 
 
 # ---------------------------------------------------------------------------- warm start
-def _teacher_data(
-    cfg: AgentConfig, seed: int, traces_dir: str | Path | None
-) -> dict[str, list[np.ndarray]]:
-    """Rollouts of the warm-start teacher on the training distribution."""
-    from dlcluster_gym.envs.policies import make_env_policy
-
+def _teacher_data(cfg: AgentConfig, seed: int, traces_dir: str | Path | None) -> Demonstrations:
+    """Rollouts of the warm-start teacher on the training distribution: ``episodes``
+    episodes of one scenario-mix env, seeded once (``seed + 7919``) and then by its own
+    generator."""
     ws = cfg.warm_start
     assert ws is not None
-    mix = make_mix_env(cfg, traces_dir)
-    data: dict[str, list[np.ndarray]] = {"obs": [], "act": [], "mask": [], "rew": [], "end": []}
-    obs, _ = mix.reset(seed=seed + 7919)
-    for _ in range(ws.episodes):
-        teacher = make_env_policy(ws.teacher, mix.env)  # this episode's env (teachers may read it)
-        while True:
-            mask = mix.action_masks() if cfg.agent in ("placement", "scheduler") else None
-            a, _ = teacher.predict(obs, deterministic=True)
-            data["obs"].append(obs)
-            data["act"].append(np.asarray(a))
-            if mask is not None:
-                mask = mask.copy()
-                mask[int(a)] = True  # the teacher's choice stays learnable
-                data["mask"].append(mask)
-            obs, r, term, trunc, _ = mix.step(a)
-            data["rew"].append(np.float64(r))
-            data["end"].append(np.bool_(term or trunc))
-            if term or trunc:
-                obs, _ = mix.reset()
-                break
-    return data
+    seeds = [seed + 7919] + [None] * (ws.episodes - 1)
+    return record(make_mix_env(cfg, traces_dir), ws.teacher, seeds)
 
 
 def warm_start(
@@ -117,12 +97,11 @@ def warm_start(
     """Behaviour cloning of the teacher, and the critic fitted to the teacher's normalized
     discounted returns (so PPO starts from the teacher with a sensible value function).
     Rollout labels are also written to ``out/rollout_labels.npz`` for inspection."""
-    import torch as th
-
     ws = cfg.warm_start
     assert ws is not None
     t0 = time.perf_counter()
     labels: dict[str, Any] = {}
+    weights = None
     if ws.rollout is not None:
         from .rollouts import rollout_data
 
@@ -133,58 +112,41 @@ def warm_start(
         if out is not None:
             arrays = {k: np.asarray(v) for k, v in d.items()}
             np.savez_compressed(out / "rollout_labels.npz", **arrays)
+        demos = Demonstrations(
+            obs=np.asarray(d["obs"]),
+            act=np.asarray(d["act"]),
+            mask=np.asarray(d["mask"]) if d["mask"] else None,
+            rew=np.asarray(d["rew"]),
+            end=np.asarray(d["end"]),
+        )
+        # up-weight the labels that improve on the teacher
+        deviates = np.asarray(d["act"]) != np.asarray(d["base"])
+        weights = np.where(deviates, ws.rollout.deviation_weight, 1.0)
     else:
-        d = _teacher_data(cfg, seed, traces_dir)
-    rew = np.asarray(d["rew"])
-    end = np.asarray(d["end"])
+        demos = _teacher_data(cfg, seed, traces_dir)
     gamma = cfg.ppo.gamma
     scale = 1.0
     vn = _find_vecnormalize(venv)
     if vn is not None and vn.norm_reward:  # prime VecNormalize's return statistics
-        ret, acc = np.empty_like(rew), 0.0
-        for i, r in enumerate(rew):
+        ret, acc = np.empty_like(demos.rew), 0.0
+        for i, r in enumerate(demos.rew):
             acc = acc * gamma + r
             ret[i] = acc
-            if end[i]:
+            if demos.end[i]:
                 acc = 0.0
         vn.ret_rms.update(ret)
         scale = float(np.sqrt(vn.ret_rms.var + vn.epsilon))
-    togo, acc = np.empty_like(rew), 0.0
-    for i in range(len(rew) - 1, -1, -1):
-        acc = (0.0 if end[i] else acc * gamma) + rew[i] / scale
-        togo[i] = acc
-    policy = model.policy
-    obs = th.as_tensor(np.asarray(d["obs"]), dtype=th.float32)
-    act = th.as_tensor(np.asarray(d["act"]))
-    masks = th.as_tensor(np.asarray(d["mask"])) if d["mask"] else None
-    weight = th.ones(len(d["act"]))
-    if ws.rollout is not None:  # up-weight the labels that improve on the teacher
-        deviates = np.asarray(d["act"]) != np.asarray(d["base"])
-        weight[th.as_tensor(deviates)] = ws.rollout.deviation_weight
-    target_v = th.as_tensor(togo, dtype=th.float32)
-    opt = th.optim.Adam(policy.parameters(), lr=ws.learning_rate)
-    gen = th.Generator().manual_seed(seed)
-    n = obs.shape[0]
-    policy.set_training_mode(True)
-    last = {}
-    for _ in range(ws.epochs):
-        perm = th.randperm(n, generator=gen)
-        for i in range(0, n, ws.batch_size):
-            idx = perm[i : i + ws.batch_size]
-            o = obs[idx]
-            if masks is not None:
-                dist = policy.get_distribution(o, action_masks=masks[idx].numpy())
-                pi_loss = -(dist.log_prob(act[idx]) * weight[idx]).mean()
-            else:
-                dist = policy.get_distribution(o)
-                pi_loss = th.nn.functional.mse_loss(dist.distribution.mean, act[idx].float())
-            v_loss = th.nn.functional.mse_loss(policy.predict_values(o).flatten(), target_v[idx])
-            loss = pi_loss + 0.5 * v_loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            last = {"policy_loss": pi_loss.item(), "value_loss": v_loss.item()}
-    policy.set_training_mode(False)
+    last = clone(
+        model,
+        demos,
+        epochs=ws.epochs,
+        batch_size=ws.batch_size,
+        learning_rate=ws.learning_rate,
+        seed=seed,
+        weights=weights,
+        value_targets=returns_to_go(demos.rew, demos.end, gamma, scale),
+    )
+    n = len(demos)
     return {
         "teacher": ws.teacher,
         "samples": int(n),
