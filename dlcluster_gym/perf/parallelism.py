@@ -86,6 +86,7 @@ __all__ = [
     "cluster_hardware",
     "data_parallel_plan",
     "evaluate",
+    "ideal_hardware",
     "is_adaptive_model",
     "iteration_time",
     "min_feasible_gpus",
@@ -527,6 +528,17 @@ def cluster_hardware(cluster: Cluster) -> tuple[Hardware, ...]:
     return tuple(out)
 
 
+FREE_LINK = Interconnect("ideal", math.inf, 0.0, "no communication cost (network: ideal)")
+
+
+def ideal_hardware(hw: Hardware) -> Hardware:
+    """``hw`` with free links (infinite bandwidth, zero latency): scenario ``network: ideal``.
+
+    Every communication term of a plan is then zero, so the best plan is the fastest
+    compute-only pipeline that fits in memory (adaptive parallelism still chooses it)."""
+    return Hardware(hw.gpu, hw.gpus_per_node, FREE_LINK, FREE_LINK)
+
+
 class ParallelismSpeeds:
     """The engine's speed path for adaptive-parallelism jobs (Crius Table 2 models).
 
@@ -534,12 +546,15 @@ class ParallelismSpeeds:
     GPUs of several types (a heterogeneity-unaware policy's placement) run at the pace of the
     slowest type among them and must fit the smallest (synchronous training waits for its
     slowest worker). The placement's spread over machines is not modelled: plans assume
-    packed machines.
+    packed machines. ``ideal`` (scenario ``network: ideal``): every link is free, so a job
+    runs its best compute-only plan and pays no communication.
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, ideal: bool = False) -> None:
         self.cluster = cluster
-        self.hardware = cluster_hardware(cluster)
+        self.ideal = ideal
+        hardware = cluster_hardware(cluster)
+        self.hardware = tuple(ideal_hardware(h) for h in hardware) if ideal else hardware
 
     def plan(self, model: str, gpus: np.ndarray) -> Plan | None:
         """The plan a job of ``model`` runs on ``gpus`` (None: no plan fits in memory)."""
@@ -560,4 +575,6 @@ class ParallelismSpeeds:
     def speed(self, model: str, gpus: np.ndarray) -> tuple[float, float] | None:
         """(compute seconds, communication seconds) per iteration, or None when OOM."""
         p = self.plan(model, gpus)
-        return None if p is None else (p.compute_s, p.comm_s)
+        if p is None:
+            return None
+        return (p.compute_s, 0.0) if self.ideal else (p.compute_s, p.comm_s)
