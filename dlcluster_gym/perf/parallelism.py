@@ -33,6 +33,32 @@ gradient synchronisation ``AR_i`` after the pipeline drains (stages sync in para
   micro-batches (1F1B: stage ``i`` of ``S`` holds ``S - i``), and a fixed workspace. Plans over
   the GPU's memory are infeasible (OOM).
 
+**Network** (issue 15; our extension, the paper is silent). Crius 5.1 prices a communication
+operator from its volume on the interconnect it runs on (operators profiled offline per GPU
+and interconnect, "traffic-based interpolation"), with no topology above the machine. Here a
+job's placement decides that interconnect for traffic between racks too
+(``placement_hardware``):
+
+- *cross-rack share*: when the job spans racks, every NIC of it sends across racks at once,
+  one flow per NIC through the NIC, its rack (rail) uplink and the spine link, shared max-min
+  fairly (``perf.network.maxmin_rates``, the way a data-parallel job's network stage shares
+  them among its own flows); the smallest fraction of NIC capacity any of them gets times
+  the machine's NIC speed is ``Hardware.wide``. ToR oversubscription, a spine link and rails
+  thus reach a lone job; with 1:1 uplinks and no spine it is the NIC (nothing changes);
+- *which operators*: the plan's GPUs are the placement's GPUs by rack (then id), so the racks
+  begin at known positions (``Hardware.rack_breaks``). A collective among GPUs of more than
+  one rack (a stage's data-parallel all-reduce, a tensor group wider than a machine) runs at
+  ``wide`` for all its bytes (a ring waits for its slowest edge), and so does the send/recv
+  into a stage that begins a new rack; everything else keeps the NIC or intra-machine link;
+- latency: the NIC's (Crius's operators carry no per-hop topology latency), so 1:1 clusters
+  keep exactly their previous iteration times;
+- the plan is re-optimised for the placement (adaptive parallelism tunes for the GPUs it
+  runs on); Crius's own Cell estimation (``cluster_hardware``) stays topology-unaware, as
+  its offline-profiled operators are;
+- not modelled yet: adaptive-parallelism jobs do not join the engine's shared links, so
+  other jobs' traffic (``contention``) does not slow them, nor they others;
+- ``network: ideal``: every link free (``ideal_hardware``), no communication at all.
+
 Adaptive parallelism (the ground truth a running job achieves) is the exhaustive search over
 ``S`` and every per-stage split for the fastest feasible plan. The search is exact but not
 brute force: the objective is a sum plus two maxima, so for each candidate pair of maxima the
@@ -60,6 +86,7 @@ import numpy as np
 from dlcluster_gym.cluster.catalog import GPUType, Interconnect, gpu_type
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf.network import maxmin_rates
 from dlcluster_gym.workload.large_models import (
     FP16,
     LargeModel,
@@ -84,14 +111,18 @@ __all__ = [
     "cell_estimate",
     "cell_tune",
     "cluster_hardware",
+    "cross_rack_share",
     "data_parallel_plan",
     "evaluate",
+    "ideal_hardware",
     "is_adaptive_model",
     "iteration_time",
     "min_feasible_gpus",
+    "placement_hardware",
     "plan_space_size",
     "stage_bounds",
     "stage_choices",
+    "uplinks_can_bind",
 ]
 
 
@@ -108,6 +139,23 @@ class Hardware:
     gpus_per_node: int
     intra: Interconnect  # GPU-GPU inside a machine (NVLink / PCIe), per GPU
     nic: Interconnect  # the machine's network interface (InfiniBand), per machine
+    # Per machine, traffic that leaves its rack (its share of the ToR / rail uplink and spine,
+    # ``placement_hardware``); None: the NIC. ``rack_breaks``: positions in the plan's GPU
+    # order (stage after stage, tensor shards innermost) at which the next rack begins.
+    wide: Interconnect | None = None
+    rack_breaks: tuple[int, ...] = ()
+
+    def crosses(self, lo: int, hi: int) -> bool:
+        """Whether plan GPUs ``[lo, hi)`` span more than one rack."""
+        return any(lo < b < hi for b in self.rack_breaks)
+
+    def link(self, lo: int, hi: int) -> Interconnect:
+        """The inter-machine link of a collective among plan GPUs ``[lo, hi)``: the NIC, or
+        the machine's cross-rack share when they span racks (a ring waits for its slowest
+        edge, so the whole collective runs at that share)."""
+        if self.wide is not None and self.crosses(lo, hi):
+            return self.wide
+        return self.nic
 
     @property
     def name(self) -> str:
@@ -188,12 +236,14 @@ def stage_bounds(model_name: str, stages: int) -> tuple[int, ...]:
 
 
 def _allreduce(volume: np.ndarray, calls: np.ndarray, group: int, members_per_node: int,
-               nic_sharers: int, hw: Hardware) -> np.ndarray:  # fmt: skip
+               nic_sharers: int, hw: Hardware, nic: Interconnect | None = None,
+               ) -> np.ndarray:  # fmt: skip
     """Ring (hierarchical across machines) all-reduce time of ``volume`` bytes in ``calls``
-    collectives over ``group`` GPUs, ``members_per_node`` of them per machine."""
+    collectives over ``group`` GPUs, ``members_per_node`` of them per machine, across
+    machines over ``nic`` (default ``hw.nic``)."""
     if group <= 1:
         return np.zeros_like(volume)
-    intra, nic = hw.intra, hw.nic
+    intra, nic = hw.intra, hw.nic if nic is None else nic
     m = min(group, max(members_per_node, 1))
     k = group // m
     t = np.zeros_like(volume)
@@ -212,18 +262,20 @@ def _allreduce(volume: np.ndarray, calls: np.ndarray, group: int, members_per_no
     return t
 
 
-def _alltoall(volume: np.ndarray, calls: np.ndarray, group: int, hw: Hardware) -> np.ndarray:
+def _alltoall(volume: np.ndarray, calls: np.ndarray, group: int, hw: Hardware,
+              nic: Interconnect | None = None) -> np.ndarray:  # fmt: skip
     """All-to-all time: each of ``group`` GPUs holds ``volume / group`` bytes and keeps only
-    ``1/group`` of them; what leaves a machine crosses its NIC."""
+    ``1/group`` of them; what leaves a machine crosses its NIC (``nic``, default ``hw.nic``)."""
     if group <= 1:
         return np.zeros_like(volume)
+    nic = hw.nic if nic is None else nic
     p = hw.gpus_per_node
     per_gpu = volume / group
     if group <= p:
         return per_gpu * (group - 1) / group / hw.intra.bandwidth_Bps + calls * hw.intra.latency_s
     inside = per_gpu * (p - 1) / group / hw.intra.bandwidth_Bps
-    leaving = p * per_gpu * (group - p) / group / hw.nic.bandwidth_Bps
-    return inside + leaving + calls * (hw.intra.latency_s + hw.nic.latency_s)
+    leaving = p * per_gpu * (group - p) / group / nic.bandwidth_Bps
+    return inside + leaving + calls * (hw.intra.latency_s + nic.latency_s)
 
 
 # --------------------------------------------------------------------------- stage tables
@@ -283,14 +335,23 @@ def _stage_table(model_name: str, hw: Hardware, n: int, stages: int) -> _StageTa
         ar_calls = float(lay.tp_calls[sl][dense].sum())
         a2a_vol = float((lay.tp_bytes[sl] * lay.tp_calls[sl])[~dense].sum())
         a2a_calls = float(lay.tp_calls[sl][~dense].sum())
+        lo = i * g
         for k, t in enumerate(tensor.tolist()):
-            c = _allreduce(np.array(ar_vol * b[k]), np.array(ar_calls), t, p, 1, hw)
-            c = c + _alltoall(np.array(a2a_vol * b[k]), np.array(a2a_calls), t, hw)
+            tp_nic = hw.nic  # tensor groups of t consecutive GPUs: over NICs when t > p
+            if (
+                hw.wide is not None
+                and t > p
+                and any(hw.crosses(lo + r * t, lo + (r + 1) * t) for r in range(g // t))
+            ):
+                tp_nic = hw.wide
+            c = _allreduce(np.array(ar_vol * b[k]), np.array(ar_calls), t, p, 1, hw, tp_nic)
+            c = c + _alltoall(np.array(a2a_vol * b[k]), np.array(a2a_calls), t, hw, tp_nic)
             coll[i, k] = float(c)
             d = int(data[k])
             grads = FP16 * params / t
             ar[i, k] = float(
-                _allreduce(np.array(grads), np.array(1.0), d, max(p // t, 1), min(p, t), hw)
+                _allreduce(np.array(grads), np.array(1.0), d, max(p // t, 1), min(p, t), hw,
+                           hw.link(lo, lo + g))
             ) if g > 1 else 0.0  # fmt: skip
         inflight = min(B, S - i)
         state = params / tensor * (WEIGHT_GRAD_B + OPTIMIZER_B / data) + WORKSPACE_B
@@ -303,7 +364,9 @@ def _stage_table(model_name: str, hw: Hardware, n: int, stages: int) -> _StageTa
         comp[i] = np.where(remat, comp[i] * 4.0 / 3.0, comp[i])
         if i > 0:
             vol = float(lay.out_bytes[bounds[i] - 1]) * mb
-            if (i * g) % p == 0:
+            if hw.wide is not None and lo in hw.rack_breaks:  # the boundary leaves a rack
+                bw, lat = hw.wide.bandwidth_Bps * max(1, g // p), hw.wide.latency_s
+            elif (i * g) % p == 0:
                 bw, lat = hw.nic.bandwidth_Bps * max(1, g // p), hw.nic.latency_s
             else:
                 bw, lat = hw.intra.bandwidth_Bps, hw.intra.latency_s
@@ -527,19 +590,100 @@ def cluster_hardware(cluster: Cluster) -> tuple[Hardware, ...]:
     return tuple(out)
 
 
+FREE_LINK = Interconnect("ideal", math.inf, 0.0, "no communication cost (network: ideal)")
+
+
+def ideal_hardware(hw: Hardware) -> Hardware:
+    """``hw`` with free links (infinite bandwidth, zero latency): scenario ``network: ideal``.
+
+    Every communication term of a plan is then zero, so the best plan is the fastest
+    compute-only pipeline that fits in memory (adaptive parallelism still chooses it)."""
+    return Hardware(hw.gpu, hw.gpus_per_node, FREE_LINK, FREE_LINK)
+
+
+def uplinks_can_bind(cluster: Cluster) -> bool:
+    """Whether a lone job's cross-rack traffic can ever get less than its NICs' speed on
+    ``cluster``: only with ToR (rail) uplink oversubscription or a modelled spine link."""
+    return cluster.config.rack_uplink_oversubscription > 1.0 or cluster.spine_link >= 0
+
+
+def cross_rack_share(cluster: Cluster, gpus: np.ndarray) -> float:
+    """Smallest fraction of its capacity any NIC of the placement gets when every NIC of the
+    job sends across racks at once: one flow per NIC through the NIC, its rack (rail) uplink
+    and the spine link, shared max-min fairly (``perf.network.maxmin_rates``), each capped at
+    its NIC. 1.0 when the placement sits in one rack."""
+    gpus = np.asarray(gpus, dtype=np.int64)
+    if np.unique(cluster.machine_rack[cluster.gpu_machine[gpus]]).size <= 1:
+        return 1.0
+    nics = np.unique(cluster.gpu_nic[gpus])
+    tail = [cluster.spine_link] if cluster.spine_link >= 0 else []
+    links = [np.array([n, u, *tail]) for n, u in zip(nics.tolist(),
+                                                    cluster.nic_uplink[nics].tolist(),
+                                                    strict=True)]  # fmt: skip
+    cap = cluster.nic_Bps[nics]
+    rates = maxmin_rates(links, cluster.link_capacity_Bps, cap)
+    return float(min((rates / cap).min(), 1.0))
+
+
+def placement_hardware(
+    cluster: Cluster, gpus: np.ndarray, hardware: tuple[Hardware, ...] | None = None
+) -> tuple[Hardware, ...]:
+    """``hardware`` (default ``cluster_hardware``) as seen by a job on ``gpus``: the
+    cross-rack share of its NICs (:func:`cross_rack_share`) as ``Hardware.wide`` and where its
+    racks begin in the plan's GPU order (its GPUs by rack, then id) as ``rack_breaks``.
+    Unchanged (the same objects, so the plan caches hit) when the placement sits in one rack
+    or its cross-rack traffic runs at full NIC speed."""
+    hw = cluster_hardware(cluster) if hardware is None else hardware
+    gpus = np.asarray(gpus, dtype=np.int64)
+    if gpus.size <= 1 or not uplinks_can_bind(cluster):
+        return hw
+    share = cross_rack_share(cluster, gpus)
+    if share >= 1.0:
+        return hw
+    racks = cluster.machine_rack[cluster.gpu_machine[gpus]]
+    ordered = racks[np.lexsort((gpus, racks))]
+    breaks = tuple(int(x) for x in np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
+    out = []
+    for h in hw:
+        bw = h.nic.bandwidth_Bps * share
+        wide = Interconnect(f"{h.nic.name}-x{share:.4g}", bw, h.nic.latency_s,
+                            "the machine's share of its rack uplink / spine")  # fmt: skip
+        out.append(Hardware(h.gpu, h.gpus_per_node, h.intra, h.nic, wide, breaks))
+    return tuple(out)
+
+
 class ParallelismSpeeds:
     """The engine's speed path for adaptive-parallelism jobs (Crius Table 2 models).
 
     A job runs with the best plan for the GPUs it holds (``best_plan``): their type and count.
     GPUs of several types (a heterogeneity-unaware policy's placement) run at the pace of the
     slowest type among them and must fit the smallest (synchronous training waits for its
-    slowest worker). The placement's spread over machines is not modelled: plans assume
-    packed machines.
+    slowest worker). The placement's spread over machines is not modelled (plans assume
+    packed machines); its spread over racks is (``placement_hardware``). ``ideal`` (scenario
+    ``network: ideal``): every link is free, so a job runs its best compute-only plan and
+    pays no communication.
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, ideal: bool = False) -> None:
         self.cluster = cluster
-        self.hardware = cluster_hardware(cluster)
+        self.ideal = ideal
+        hardware = cluster_hardware(cluster)
+        self.hardware = tuple(ideal_hardware(h) for h in hardware) if ideal else hardware
+        self._placed = not ideal and uplinks_can_bind(cluster)
+        self._memo: dict[bytes, tuple[Hardware, ...]] = {}
+
+    def hardware_of(self, gpus: np.ndarray) -> tuple[Hardware, ...]:
+        """Per GPU type, the ``Hardware`` a job on ``gpus`` sees (``placement_hardware``)."""
+        if not self._placed:
+            return self.hardware
+        key = np.asarray(gpus, dtype=np.int64).tobytes()
+        got = self._memo.get(key)
+        if got is None:
+            got = placement_hardware(self.cluster, gpus, self.hardware)
+            if len(self._memo) >= 65536:
+                self._memo.clear()
+            self._memo[key] = got
+        return got
 
     def plan(self, model: str, gpus: np.ndarray) -> Plan | None:
         """The plan a job of ``model`` runs on ``gpus`` (None: no plan fits in memory)."""
@@ -548,9 +692,10 @@ class ParallelismSpeeds:
             return None
         lo, hi = int(types.min()), int(types.max())
         kinds = [lo] if lo == hi else np.unique(types).tolist()  # one type: the usual case
+        hardware = self.hardware_of(gpus)
         worst: Plan | None = None
         for k in kinds:
-            p = best_plan(model, self.hardware[k], int(gpus.size))
+            p = best_plan(model, hardware[k], int(gpus.size))
             if p is None:
                 return None
             if worst is None or p.iter_time_s > worst.iter_time_s:
@@ -560,4 +705,6 @@ class ParallelismSpeeds:
     def speed(self, model: str, gpus: np.ndarray) -> tuple[float, float] | None:
         """(compute seconds, communication seconds) per iteration, or None when OOM."""
         p = self.plan(model, gpus)
-        return None if p is None else (p.compute_s, p.comm_s)
+        if p is None:
+            return None
+        return (p.compute_s, 0.0) if self.ideal else (p.compute_s, p.comm_s)

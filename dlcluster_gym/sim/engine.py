@@ -190,7 +190,7 @@ class Engine:
         self.ps: PSRuntime | None = PSRuntime(self) if any(j.is_ps for j in self.jobs) else None
         # Adaptive-parallelism jobs (Crius Table 2 models, perf.parallelism); None when none.
         self.par_jobs = np.array([is_adaptive_model(j.model) for j in self.jobs], dtype=bool)
-        self.par = ParallelismSpeeds(cluster) if self.par_jobs.any() else None
+        self.par = ParallelismSpeeds(cluster, ideal=self._ideal) if self.par_jobs.any() else None
         self._admit()
 
     # ------------------------------------------------------------------ setup
