@@ -56,6 +56,7 @@ from dlcluster_gym.errors import (
 from dlcluster_gym.perf.contention import (
     LinkPhases,
     SharedLinks,
+    conserve_capacity,
     link_stretch,
     sharing_can_bind,
 )
@@ -493,6 +494,16 @@ class Engine:
                 [self._job_phases[j][link] for j in jobs],
                 float(cap[link]),
             )
+            if (stretch > 1.0).any():  # the stretched jobs must fit the link on average
+                at = [int(np.flatnonzero(self._job_links[j] == link)[0]) for j in jobs]
+                stretch = conserve_capacity(
+                    stretch,
+                    self.compute_per_iter[arr],
+                    self.comm_base[arr],
+                    self._up_s[arr],
+                    np.array([self._job_carry[j][i] for j, i in zip(jobs, at, strict=True)]),
+                    float(cap[link]),
+                )
             if (stretch > 1.0).any():
                 per_link = self._link_stretch[link] = dict(zip(jobs, stretch.tolist(), strict=True))
                 for j, f in per_link.items():
