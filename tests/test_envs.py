@@ -139,13 +139,15 @@ def test_sb3_subproc_vec_env(kind: str) -> None:
     env_id = f"dlcluster_gym:DLCluster/{kind}-dally-poisson-2rack-v{latest(kind)}"
     envs = vec_env.SubprocVecEnv([lambda: gym.make(env_id)] * 2)
     try:
+        envs.seed(3)
+        envs.action_space.seed(3)
         obs = envs.reset()
         for _ in range(5):
             obs, r, _done, _ = envs.step(np.stack([envs.action_space.sample() for _ in range(2)]))
         assert obs.shape[0] == 2 and np.isfinite(r).all()
-        if kind == "Placement":
+        if kind == "Placement":  # v1 may mask "wait" past the rack timer: some action is valid
             masks = np.stack(envs.env_method("action_masks"))
-            assert masks.shape == (2, 7) and masks[:, 0].all()
+            assert masks.shape == (2, 7) and masks.any(axis=1).all()
     finally:
         envs.close()
 
