@@ -63,7 +63,7 @@ class PSRuntime:
                 )
         ideal = engine.scenario.network == "ideal"
         # NIC capacity the PS model sees per server: infinite under ``network: ideal``.
-        self.nic_Bps = np.full(cl.num_machines, np.inf) if ideal else cl.machine_nic_Bps
+        self.nic_Bps = np.full(cl.num_machines, np.inf) if ideal else cl.machine_nic_Bps.copy()
         self.nic_Bps.setflags(write=False)
         self.share = engine.scenario.contention and not ideal  # jobs share server NICs
         self.free_vcpus = cl.machine_vcpus.astype(np.float64).copy()
