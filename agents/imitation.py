@@ -67,7 +67,7 @@ def _check_policy_name(env: gym.Env, name: str, what: str) -> None:
         raise ConfigError(f"{what}: a policy name (str) is needed, got {name!r}")
     kind = env_kind(_episode_env(env))
     if not name.startswith("agent:") and name not in ENV_POLICIES[kind]:
-        raise UnknownNameError(f"{kind}-v0 policy", name, ENV_POLICIES[kind])
+        raise UnknownNameError(f"{kind} env policy", name, ENV_POLICIES[kind])
 
 
 def _episode_env(env: gym.Env) -> gym.Env:

@@ -61,7 +61,7 @@ def test_box_actions_are_recorded_without_masks() -> None:
 
 def test_bad_arguments_are_clear_errors() -> None:
     env = tiny_env()
-    with pytest.raises(UnknownNameError, match=r"unknown Scheduler-v0 policy 'lass-slots'.*"):
+    with pytest.raises(UnknownNameError, match=r"unknown Scheduler env policy 'lass-slots'.*"):
         record(env, "lass-slots", [1])
     with pytest.raises(ConfigError, match=r"record\('las-slots'\): seeds is empty"):
         record(env, "las-slots", [])
@@ -69,7 +69,7 @@ def test_bad_arguments_are_clear_errors() -> None:
         average_jct_h(env, "random", ())
     with pytest.raises(ConfigError, match="seeds must be integers"):
         average_jct_h(env, "random", ["1"])
-    with pytest.raises(UnknownNameError, match="unknown Scheduler-v0 policy 'randm'"):
+    with pytest.raises(UnknownNameError, match="unknown Scheduler env policy 'randm'"):
         average_jct_h(env, "randm", (1,))
     empty = Demonstrations(
         np.zeros((0, 3), np.float32), np.zeros(0, np.int64), None, np.zeros(0), np.zeros(0, bool)
