@@ -28,8 +28,13 @@ import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.envs.agent_meta import env_kind
-from dlcluster_gym.envs.policies import ENV_POLICIES, EnvPolicy, make_env_policy, rollout
-from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.envs.policies import (
+    EnvPolicy,
+    check_env_policy_name,
+    make_env_policy,
+    rollout,
+)
+from dlcluster_gym.errors import ConfigError
 
 from .envs import ScenarioMixEnv
 from .load import AgentPolicy
@@ -65,9 +70,7 @@ def _check_seeds(seeds: Iterable[int | None], what: str) -> list[int | None]:
 def _check_policy_name(env: gym.Env, name: str, what: str) -> None:
     if not isinstance(name, str):
         raise ConfigError(f"{what}: a policy name (str) is needed, got {name!r}")
-    kind = env_kind(_episode_env(env))
-    if not name.startswith("agent:") and name not in ENV_POLICIES[kind]:
-        raise UnknownNameError(f"{kind} env policy", name, ENV_POLICIES[kind])
+    check_env_policy_name(env_kind(_episode_env(env)), name)
 
 
 def _episode_env(env: gym.Env) -> gym.Env:

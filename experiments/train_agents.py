@@ -137,56 +137,49 @@ def evaluate() -> None:
 PAPER = ("dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini")
 
 
+def _mean(rows: list[dict], pol: str, key: str) -> float:
+    v = [r[key] for r in rows if r["policy"] == pol and key in r]
+    return sum(v) / len(v) if v else float("nan")
+
+
+def _targets(rows: list[dict], agent: str) -> tuple[float, float, str, float]:
+    """On ``rows`` (one scenario, one or all seeds; means over seeds): the agent's average JCT
+    over Dally's and over the best paper heuristic's (and which), its P99 over Dally's."""
+    a = _mean(rows, agent, "avg_jct_s")
+    best = min(PAPER, key=lambda p: _mean(rows, p, "avg_jct_s"))
+    return (a / _mean(rows, "dally", "avg_jct_s"), a / _mean(rows, best, "avg_jct_s"), best,
+            _mean(rows, agent, "p99_jct_s") / _mean(rows, "dally", "p99_jct_s"))  # fmt: skip
+
+
 def targets_table(rows: list[dict], agent: str) -> str:
     """Issue #17's held-out targets per scenario (means over seeds): the agent's average JCT
     against Dally's and the best paper heuristic's, its P99 JCT against Dally's."""
-    import numpy as np
-
-    def mean(sc: str, pol: str, key: str) -> float:
-        v = [r[key] for r in rows if r["scenario"] == sc and r["policy"] == pol and key in r]
-        return float(np.mean(v)) if v else float("nan")
-
     lines = ["| scenario | avg JCT / Dally (<= 0.85) | / best paper heuristic (< 1; which) | "
              "P99 JCT / Dally (<= 1.10) | srw / Dally | ideal / Dally |",
              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for sc in dict.fromkeys(r["scenario"] for r in rows):
-        a, d = mean(sc, agent, "avg_jct_s"), mean(sc, "dally", "avg_jct_s")
-        best = min(PAPER, key=lambda p: mean(sc, p, "avg_jct_s"))
-        p99 = mean(sc, agent, "p99_jct_s") / mean(sc, "dally", "p99_jct_s")
-        lines.append(f"| {sc} | {a / d:.3f} | {a / mean(sc, best, 'avg_jct_s'):.3f} ({best}) | "
-                     f"{p99:.3f} | "
-                     f"{mean(sc, 'srw', 'avg_jct_s') / d:.3f} | "
-                     f"{mean(sc, 'ideal', 'avg_jct_s') / d:.3f} |")  # fmt: skip
+        sub = [r for r in rows if r["scenario"] == sc]
+        vs_d, vs_best, best, p99 = _targets(sub, agent)
+        d = _mean(sub, "dally", "avg_jct_s")
+        lines.append(f"| {sc} | {vs_d:.3f} | {vs_best:.3f} ({best}) | {p99:.3f} | "
+                     f"{_mean(sub, 'srw', 'avg_jct_s') / d:.3f} | "
+                     f"{_mean(sub, 'ideal', 'avg_jct_s') / d:.3f} |")  # fmt: skip
     return "\n".join(lines)
 
 
 def per_seed_table(rows: list[dict], agent: str) -> str:
     """Issue #17's held-out targets per (scenario, seed): the means of ``targets_table`` can
     hide a seed that misses."""
-
-    def get(sc: str, seed: int, pol: str, key: str) -> float:
-        v = [
-            r[key]
-            for r in rows
-            if r["scenario"] == sc and r["seed"] == seed and r["policy"] == pol and key in r
-        ]
-        return v[0] if v else float("nan")
-
     lines = [
         "| scenario | seed | avg JCT / Dally | / best paper heuristic (which) | P99 JCT / Dally |",
         "|---|---:|---:|---:|---:|",
     ]
     cases = dict.fromkeys((r["scenario"], r["seed"]) for r in rows if r["policy"] == agent)
     for sc, seed in cases:
-        a = get(sc, seed, agent, "avg_jct_s")
-        d = get(sc, seed, "dally", "avg_jct_s")
-        best = min(PAPER, key=lambda p: get(sc, seed, p, "avg_jct_s"))
-        p99 = get(sc, seed, agent, "p99_jct_s") / get(sc, seed, "dally", "p99_jct_s")
-        lines.append(
-            f"| {sc} | {seed} | {a / d:.3f} | "
-            f"{a / get(sc, seed, best, 'avg_jct_s'):.3f} ({best}) | {p99:.3f} |"
-        )
-    return "\n".join(lines)  # fmt: skip
+        sub = [r for r in rows if r["scenario"] == sc and r["seed"] == seed]
+        vs_d, vs_best, best, p99 = _targets(sub, agent)
+        lines.append(f"| {sc} | {seed} | {vs_d:.3f} | {vs_best:.3f} ({best}) | {p99:.3f} |")
+    return "\n".join(lines)
 
 
 def add_references() -> None:

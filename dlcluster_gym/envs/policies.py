@@ -107,16 +107,22 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
+def check_env_policy_name(kind: str, name: str) -> None:
+    """An unknown env policy name for an env of ``kind`` is an error listing the valid ones
+    (``agent:PATH`` names a checkpoint and passes)."""
+    if not name.startswith("agent:") and name not in ENV_POLICIES[kind]:
+        raise UnknownNameError(f"{kind} env policy", name, ENV_POLICIES[kind])
+
+
 def make_env_policy(name: str, env: gym.Env, **params: Any) -> EnvPolicy:
     """A policy by name for ``env`` (``agent:PATH`` loads a trained checkpoint)."""
     kind = env_kind(env)
+    check_env_policy_name(kind, name)
     if name.startswith("agent:"):
         from dlcluster_gym.envs.agent_loader import load_agent_policy
 
         return load_agent_policy(name[len("agent:") :], env)
     table = ENV_POLICIES[kind]
-    if name not in table:
-        raise UnknownNameError(f"{kind} env policy", name, table)
     factory = _import(table[name][0])
     params = check_policy_params(f"{kind} env policy {name}", params, factory, bound=("env",))
     return factory(env, **params)
