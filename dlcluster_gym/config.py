@@ -488,11 +488,9 @@ def _format_validation(source: str, exc: ValidationError, flat: bool = False) ->
     lines = []
     for err in exc.errors():
         parts = [str(p) for p in err["loc"]]
-        if flat and parts[-2:] == ["groups", "0"]:
-            parts = parts[:-2] or ["cluster"]
-        elif flat and "groups" in parts and parts[parts.index("groups") + 1 :][:1] == ["0"]:
+        if flat and "groups" in parts and parts[parts.index("groups") + 1 :][:1] == ["0"]:
             i = parts.index("groups")
-            parts = parts[:i] + parts[i + 2 :]
+            parts = parts[:i] + parts[i + 2 :] or ["cluster"]
         loc = ".".join(parts) or "(top level)"
         msg = str(err["msg"]).removeprefix("Value error, ")
         value = err.get("input")
