@@ -180,7 +180,7 @@ class SharedLinks:
         self.capacity_Bps = cluster.link_capacity_Bps
         self.num_links = cluster.num_links
         self._traffic: dict[tuple, PlacementTraffic] = {}
-        self._phases: dict[tuple, dict[int, LinkPhases]] = {}
+        self._phase_shapes: dict[tuple, tuple[tuple[int, LinkPhases], ...]] = {}
         self._profiles: dict[tuple, _RankedProfiles] = {}
         self._shapes: dict[tuple, tuple[float, tuple[tuple[int, LinkPhases], ...]]] = {}
         self._signatures: dict[bytes, tuple[tuple, list[int], list[int]]] = {}
@@ -212,13 +212,7 @@ class SharedLinks:
         the profiles computed for the first one, on its own link ids (the same values, see
         :func:`placement_signature`). The dict and its profiles are shared: do not mutate."""
         gpus = np.asarray(gpus, dtype=np.int64)
-        sig = self._signatures.get(raw := gpus.tobytes())
-        if sig is None:  # the same GPU sets come back (swaps, preemption churn)
-            if len(self._signatures) >= self._PROFILE_CACHE:
-                self._signatures.clear()
-            key, link_ids, crossed = placement_signature(self.cluster, gpus)
-            sig = self._signatures[raw] = (key, link_ids.tolist(), crossed)
-        key, ids, crossed = sig
+        key, ids, crossed = self._signature(gpus)
         full = (profile, compute_s, key)
         ranked = self._profiles.get(full)
         if ranked is None:
@@ -246,6 +240,17 @@ class SharedLinks:
             )
         return LinkProfiles(ranked, ids), crossed
 
+    def _signature(self, gpus: np.ndarray) -> tuple[tuple, list[int], list[int]]:
+        """:func:`placement_signature` of ``gpus`` (int64), with the link ids as a list,
+        remembered per GPU list (the same GPU sets come back: swaps, preemption churn)."""
+        sig = self._signatures.get(raw := gpus.tobytes())
+        if sig is None:
+            if len(self._signatures) >= self._PROFILE_CACHE:
+                self._signatures.clear()
+            key, link_ids, crossed = placement_signature(self.cluster, gpus)
+            sig = self._signatures[raw] = (key, link_ids.tolist(), crossed)
+        return sig
+
     def _cached(self, store: dict, profile: ModelProfile, gpus: np.ndarray, make) -> Any:
         """``make(gpus)`` for this placement, remembered in ``store`` (bounded)."""
         gpus = np.asarray(gpus, dtype=np.int64)
@@ -264,13 +269,22 @@ class SharedLinks:
         )
 
     def phases(self, profile: ModelProfile, gpus: np.ndarray) -> dict[int, LinkPhases]:
-        """:func:`link_phases` of ``profile`` on ``gpus`` (cached per placement)."""
-        return self._cached(
-            self._phases,
-            profile,
-            gpus,
-            lambda g: link_phases(self.traffic(profile, g), profile.parallelism),
-        )
+        """:func:`link_phases` of ``profile`` on ``gpus``, cached by the placement's
+        :func:`placement_signature` like :meth:`profiles`: a placement of the same structure
+        on other machines reuses the phases (the same floats) on its own link ids. A new
+        dict per call; its phases are shared (immutable)."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        key, ids, _ = self._signature(gpus)
+        shape = self._phase_shapes.get((profile, key))
+        if shape is None:
+            if len(self._phase_shapes) >= self._PROFILE_CACHE:
+                self._phase_shapes.clear()
+            phases = link_phases(self.traffic(profile, gpus), profile.parallelism)
+            rank = {link: r for r, link in enumerate(ids)}
+            shape = self._phase_shapes[(profile, key)] = tuple(
+                (rank[link], ph) for link, ph in phases.items()
+            )
+        return {ids[r]: ph for r, ph in shape}
 
 
 class _RankedProfiles:
@@ -713,20 +727,35 @@ def conserve_capacity(
 
 
 _LAYOUTS: dict[tuple[int, tuple[float, ...]], tuple[CircleLayout, np.ndarray]] = {}
+_QUANTISED: dict[tuple[float, int, tuple[int, ...]], tuple[CircleLayout, np.ndarray]] = {}
 
 
 def _layout(iteration_s: np.ndarray, max_sectors: int) -> tuple[CircleLayout, np.ndarray]:
     """``circle_layout`` at the engine's precision and its iteration sectors as an array,
     remembered per tuple of iteration times (the same jobs share several links: each NIC of
     a machine, its uplink)."""
-    key = (max_sectors, tuple(iteration_s.tolist()))
+    times = iteration_s.tolist()
+    key = (max_sectors, tuple(times))
     got = _LAYOUTS.get(key)
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        layout = circle_layout(iteration_s, _precision(iteration_s), max_sectors)
-        sectors = np.array(layout.iteration_sectors, dtype=np.int64)  # writable: one kernel type
-        got = _LAYOUTS[key] = (layout, sectors)
+        q = _precision(iteration_s)
+        # Unless one iteration exceeds the cap (then the quantum is re-derived from the
+        # times), circle_layout is a function of (precision, quantised times): iteration
+        # times that quantise alike share it
+        ns = tuple(max(1, math.floor(t / q + 0.5)) for t in times)
+        quantised = (q, max_sectors, ns) if max(ns) <= max_sectors else None
+        got = _QUANTISED.get(quantised) if quantised else None
+        if got is None:
+            layout = circle_layout(iteration_s, q, max_sectors)
+            sectors = np.array(layout.iteration_sectors, dtype=np.int64)  # writable: one type
+            got = (layout, sectors)
+            if quantised:
+                if len(_QUANTISED) >= 4096:
+                    _QUANTISED.clear()
+                _QUANTISED[quantised] = got
+        _LAYOUTS[key] = got
     return got
 
 

@@ -354,14 +354,14 @@ class StageFlows:
     """The flows of one stage of one placement: one entry per NIC the job uses.
 
     ``count``: the job's GPUs on that NIC (each one flow); ``coef``: bytes per flow per byte of
-    gradient volume; ``links``: link ids each flow crosses (NIC, then uplink and spine for the
-    network stage); ``cap``: a per-flow ceiling (port bandwidth); ``rate``: the max-min rate
+    gradient volume; ``links``: the link ids each flow crosses (NIC, then uplink and spine for
+    the network stage) as ``(flow index, link id)`` incidence arrays, flow by flow; ``cap``: a per-flow ceiling (port bandwidth); ``rate``: the max-min rate
     of one flow (bytes/s) on the job's own; ``latency_s``: latency per collective call.
     """
 
     count: np.ndarray
     coef: np.ndarray
-    links: list[np.ndarray]
+    links: tuple[np.ndarray, np.ndarray]
     cap: np.ndarray
     rate: np.ndarray
     latency_s: float
@@ -390,14 +390,15 @@ def _stages(
     ``flow_cap_Bps``: the model's own ceiling on one flow (``CommParams.rate_cap_Bps``),
     applied with the port bandwidth to every rack and network stage flow.
     """
-    g_m = np.bincount(machine, weights=count)[machine]
+    per_machine = np.bincount(machine, weights=count)
+    g_m = per_machine[machine]
     n_gpus = int(count.sum())
-    m_ids = np.unique(machine)
+    m_ids, m_first = np.unique(machine, return_index=True)
     r_ids, r_inv = np.unique(rack, return_inverse=True)
     n_racks = int(r_ids.size)
-    k_of_rack = np.bincount(r_inv[np.unique(machine, return_index=True)[1]], minlength=n_racks)
+    k_of_rack = np.bincount(r_inv[m_first], minlength=n_racks)
     k = k_of_rack[r_inv].astype(np.float64)
-    g_max = int(np.bincount(machine, weights=count).max())
+    g_max = int(per_machine.max())
     m_terms = (0.0, 0.0)
     if g_max > 1 and (m_ids.size == 1 or net.collective == "hierarchical"):
         m_terms = (
@@ -409,14 +410,16 @@ def _stages(
     port = min(net.rack.bandwidth_Bps, flow_cap_Bps)  # a GPU's own path to the network
     wide_port = min(port, net.network.bandwidth_Bps)  # and across racks, the spine port
 
-    def stage(coef: np.ndarray, links: list[np.ndarray], cap: np.ndarray, lat: float):
+    def stage(coef: np.ndarray, links: tuple[np.ndarray, np.ndarray], cap: np.ndarray,
+              lat: float) -> StageFlows:  # fmt: skip
         rate = maxmin_rates(links, capacity, cap, count)
         return StageFlows(count, coef, links, cap, rate, lat)
 
-    nic_only = [np.array([x]) for x in nic.tolist()]
-    if n_racks > 1:
-        tail = [spine] if spine >= 0 else []
-        wide = [np.array([a, b, *tail]) for a, b in zip(nic.tolist(), uplink.tolist(), strict=True)]
+    rows = np.arange(nic.size)
+    nic_only = (rows, nic.astype(np.int64))
+    if n_racks > 1:  # per flow: its NIC, its uplink, the spine
+        cols = (nic, uplink, np.full(nic.size, spine)) if spine >= 0 else (nic, uplink)
+        wide = (np.repeat(rows, len(cols)), np.stack(cols, axis=1).astype(np.int64).ravel())
     if net.collective == "flat-ring":
         coef = np.full(count.size, 2.0 * (n_gpus - 1) / n_gpus)
         if n_racks == 1:
@@ -645,11 +648,10 @@ def placement_traffic(
         if st is None or times[k] <= 0:
             continue
         byts = scale[k] * volume * st.coef * st.count  # per NIC row, all its flows
-        width = np.fromiter((x.size for x in st.links), dtype=np.int64, count=len(st.links))
-        ids = np.concatenate(st.links)
+        row, ids = st.links
         link, inv = np.unique(ids, return_inverse=True)
-        b = np.bincount(inv, weights=np.repeat(byts, width), minlength=link.size)
-        f = np.bincount(inv, weights=np.repeat(st.count, width), minlength=link.size)
+        b = np.bincount(inv, weights=byts[row], minlength=link.size)
+        f = np.bincount(inv, weights=st.count[row], minlength=link.size)
         keep = b > 0
         n = int(keep.sum())
         cols[0].append(link[keep])

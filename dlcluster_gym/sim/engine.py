@@ -359,6 +359,7 @@ class Engine:
         self._job_phases: dict[int, dict[int, LinkPhases]] = {}  # its phases on each link
         self._job_peak: dict[int, np.ndarray] = {}  # its capped peak demand on each link
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
+        self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
         self._overlap = np.array(
             [0.0 if j.is_ps else self._profiles[j.model].comm.overlap for j in self.jobs]
@@ -432,10 +433,10 @@ class Engine:
         self._job_links[job] = ids
         self._job_phases[job] = phases
         caps = links.capacity_Bps[ids]
-        self._job_carry[job] = np.array(
-            [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
-             zip(phases.values(), caps.tolist(), strict=True)]
-        )  # fmt: skip
+        carry = [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
+                 zip(phases.values(), caps.tolist(), strict=True)]  # fmt: skip
+        self._job_carry[job] = np.array(carry)
+        self._job_carry_on[job] = dict(zip(phases, carry, strict=True))
         self._job_peak[job] = np.minimum([ph.peak for ph in phases.values()], caps)
         self._link_peak[ids] += self._job_peak[job]
         self._link_count[ids] += 1
@@ -450,6 +451,7 @@ class Engine:
             self._link_peak[ids] -= self._job_peak.pop(job)
             self._link_load[ids] -= self._job_load.pop(job, 0.0)
             del self._job_carry[job]
+            del self._job_carry_on[job]
             del self._job_phases[job]
             self._link_count[ids] -= 1
             empty = ids[self._link_count[ids] == 0]
@@ -495,13 +497,12 @@ class Engine:
                 float(cap[link]),
             )
             if (stretch > 1.0).any():  # the stretched jobs must fit the link on average
-                at = [int(np.flatnonzero(self._job_links[j] == link)[0]) for j in jobs]
                 stretch = conserve_capacity(
                     stretch,
                     self.compute_per_iter[arr],
                     self.comm_base[arr],
                     self._up_s[arr],
-                    np.array([self._job_carry[j][i] for j, i in zip(jobs, at, strict=True)]),
+                    np.array([self._job_carry_on[j][link] for j in jobs]),
                     float(cap[link]),
                 )
             if (stretch > 1.0).any():
