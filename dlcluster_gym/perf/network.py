@@ -355,8 +355,9 @@ class StageFlows:
 
     ``count``: the job's GPUs on that NIC (each one flow); ``coef``: bytes per flow per byte of
     gradient volume; ``links``: the link ids each flow crosses (NIC, then uplink and spine for
-    the network stage) as ``(flow index, link id)`` incidence arrays, flow by flow; ``cap``: a per-flow ceiling (port bandwidth); ``rate``: the max-min rate
-    of one flow (bytes/s) on the job's own; ``latency_s``: latency per collective call.
+    the network stage) as ``(flow index, link id)`` incidence arrays, flow by flow; ``cap``:
+    a per-flow ceiling (port bandwidth); ``rate``: the max-min rate of one flow (bytes/s) on
+    the job's own; ``latency_s``: latency per collective call.
     """
 
     count: np.ndarray
