@@ -268,7 +268,7 @@ def test_masked_actions_stop_with_a_penalty_or_raise() -> None:
         ({"order": "sjf"}, "order must be one of"),
         ({"order": "srw"}, "known_durations"),
         ({"move_as": "teleport"}, "move_as"),
-        ({"observation": "graph"}, "observation"),
+        ({"observation": "graf"}, "observation"),
         ({"bogus": 1}, "unknown argument"),
     ],
 )

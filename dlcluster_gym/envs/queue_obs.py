@@ -68,6 +68,27 @@ _LOG_T = math.log1p(168.0)
 _LOG_WORK = math.log1p(1e4)
 MACHINE_FEATURES: tuple[str, ...] = ("valid", "free", "gpus", "rack")
 RACK_FEATURES: tuple[str, ...] = ("valid", "free", "max_free_machine", "empty_machines")
+# observation="graph": the network as edges of the cluster tree (machine -> its rack's ToR
+# over the machine's NICs; rack -> spine over the rack's uplinks) and the spine
+MACHINE_LINK_FEATURES: tuple[str, ...] = (
+    "valid",
+    "nic_bandwidth",  # NIC Gb/s per GPU / the rack tier's per-GPU Gb/s (capped at 1)
+    "nics",  # NICs / the most NICs of any machine
+    "nic_load",  # busiest NIC: time-averaged carried demand / capacity (0: sharing off)
+    "nic_contended",  # 1 if a NIC of the machine is over-subscribed (stretches jobs)
+)
+RACK_LINK_FEATURES: tuple[str, ...] = (
+    "valid",
+    "uplink_bandwidth",  # summed uplinks / summed NICs below them (1 / ToR oversubscription)
+    "uplink_load",  # busiest uplink (rail) of the rack, as nic_load
+    "uplink_contended",
+)
+SPINE_FEATURES: tuple[str, ...] = (
+    "present",  # 1 if the cluster models a spine link (spine oversubscription > 1)
+    "bandwidth",  # spine / summed uplinks (1 / spine oversubscription)
+    "load",
+    "contended",
+)
 
 
 def _logt(seconds: np.ndarray) -> np.ndarray:
@@ -234,6 +255,67 @@ class QueueObserver:
         else:
             out[n + 1] = out[n + 2] = 0.0
         out[n + 3] = count_feature(decisions)
+
+    def graph_block(self, running: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """The ``observation="graph"`` entries (``out``: zeroed arrays, filled here): job ->
+        machine edges of the running slots ``running``, the machine -> rack edge index, and
+        the link features of the cluster tree's edges (``MACHINE_LINK_FEATURES``,
+        ``RACK_LINK_FEATURES``, ``SPINE_FEATURES``). Loads and contention are the engine's
+        now (the starts planned at this instant join the links when the agent stops)."""
+        c, e = self.cluster, self.engine
+        nm, nr = c.num_machines, c.num_racks
+        if running.size:
+            gpus = [e.job_gpus[job] for job in running.tolist()]
+            slot = np.repeat(np.arange(running.size), [g.size for g in gpus])
+            machine = c.gpu_machine[np.concatenate(gpus)]
+            held = np.bincount(slot * nm + machine, minlength=running.size * nm)
+            out["running_machines"][: running.size, :nm] = (
+                held.reshape(running.size, nm) / self.machine_gpus
+            )
+        out["machine_rack"][:nm] = c.machine_rack
+        out["machine_rack"][nm:] = -1
+        g = self._graph_static()
+        ml, rl, sp = out["machine_links"], out["rack_links"], out["spine"]
+        ml[:nm, :3] = g["machine"]
+        rl[:nr, :2] = g["rack"]
+        sp[:2] = g["spine"]
+        if e.links is None:  # sharing off (or cannot bind): no loads
+            return
+        load = np.minimum(e.link_load_ratio(), 1.0)
+        hot = np.zeros(c.num_links, dtype=bool)
+        hot[e.contended_links()] = True
+        nics = np.arange(c.num_nics)
+        np.maximum.at(ml[:, 3], c.nic_machine, load[nics].astype(np.float32))
+        np.maximum.at(ml[:, 4], c.nic_machine, hot[nics].astype(np.float32))
+        up = np.arange(c.num_nics, c.num_nics + nr * c.num_rails)
+        rack_of_up = (up - c.num_nics) // c.num_rails
+        np.maximum.at(rl[:, 2], rack_of_up, load[up].astype(np.float32))
+        np.maximum.at(rl[:, 3], rack_of_up, hot[up].astype(np.float32))
+        if c.spine_link >= 0:
+            sp[2] = load[c.spine_link]
+            sp[3] = float(hot[c.spine_link])
+
+    def _graph_static(self) -> dict[str, np.ndarray]:
+        """The constant link features of ``graph_block`` (computed once per episode)."""
+        got = self.__dict__.get("_graph")
+        if got is None:
+            c = self.cluster
+            nr = c.num_racks
+            per_gpu = c.machine_nic_total_Bps / np.maximum(c.machine_num_gpus, 1)
+            tier = c.rack_link.bandwidth_Bps
+            machine = np.stack(
+                (np.ones(c.num_machines), np.minimum(per_gpu / tier, 1.0),
+                 c.machine_num_nics / c.machine_num_nics.max()), axis=1,
+            )  # fmt: skip
+            caps = c.link_capacity_Bps
+            up_cap = caps[c.num_nics : c.num_nics + nr * c.num_rails].reshape(nr, c.num_rails)
+            below = np.bincount(c.machine_rack[c.nic_machine], weights=c.nic_Bps, minlength=nr)
+            rack = np.stack((np.ones(nr), np.minimum(up_cap.sum(axis=1) / below, 1.0)), axis=1)
+            spine = np.zeros(2)
+            if c.spine_link >= 0:
+                spine[:] = (1.0, min(float(caps[c.spine_link]) / float(up_cap.sum()), 1.0))
+            got = self.__dict__["_graph"] = {"machine": machine, "rack": rack, "spine": spine}
+        return got
 
     def machines_block(self, out_m: np.ndarray, out_r: np.ndarray, plan: Plan) -> None:
         """Machine and rack nodes (Dict observation): free share, size, rack of each."""

@@ -23,10 +23,13 @@ from dlcluster_gym.envs.base import (
 )
 from dlcluster_gym.envs.queue_obs import (
     MACHINE_FEATURES,
+    MACHINE_LINK_FEATURES,
     NG,
     NR,
     NW,
     RACK_FEATURES,
+    RACK_LINK_FEATURES,
+    SPINE_FEATURES,
     QueueObserver,
 )
 from dlcluster_gym.errors import ConfigError, InvalidActionError
@@ -49,6 +52,7 @@ RUNNING_ORDERS: tuple[str, ...] = ("attained", "recent", "wide")
 MOVE_MODES: tuple[str, ...] = ("migrate", "restart")
 UNFINISHED_PENALTIES: tuple[str, ...] = ("serial", "fixed")
 STALL_ENDS: tuple[str, ...] = ("terminated", "truncated")
+OBSERVATIONS: tuple[str, ...] = ("flat", "dict", "graph")
 V0_FIXED_PENALTY_S = 7 * 24 * 3600.0  # v0's unfinished_penalty_s default
 SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", "requeue",
                     "move_as",
@@ -119,8 +123,14 @@ class SchedulerEnv(ClusterEnv):
     * ``observation="dict"``: a ``Dict`` of ``waiting`` (K, NW), ``running`` (R, NR),
       ``globals`` (NG,), and the cluster as nodes, ``machines`` (``max_machines``, 4: valid,
       free share, size, rack position) and ``racks`` (``max_racks``, 4), for set and graph
-      policies (a machine's rack feature is its edge to the rack node; links are not
-      nodes yet).
+      policies (a machine's rack feature is its edge to the rack node).
+    * ``observation="graph"``: the dict entries plus edges, with the network links as edge
+      features (``envs.queue_obs``): ``running_machines`` (R, ``max_machines``: share of each
+      machine's GPUs a running slot's job holds), ``machine_rack`` (``max_machines``, int,
+      -1 = padding), ``machine_links`` (``max_machines``, ``MACHINE_LINK_FEATURES``: the
+      machine's NICs, its edge to the ToR), ``rack_links`` (``max_racks``,
+      ``RACK_LINK_FEATURES``: the rack's uplinks, its edge to the spine) and ``spine``
+      (``SPINE_FEATURES``). Loads are the engine's now (0 with sharing off).
 
     No future information by default: job durations, progress and remaining work are
     hidden; attained service, time waited and time held are shown. ``known_durations=True``
@@ -175,19 +185,20 @@ class SchedulerEnv(ClusterEnv):
     ## Arguments
 
     ``scenario``, ``scenario_overrides``, ``scenarios`` (a list sampled per reset, see
-    ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption`` (False),
-    ``requeue`` (False; see Action Space; no effect without preemption), ``move_as`` (``migrate``),
-    ``running_order`` (``attained``), ``order`` (``las``), ``known_durations`` (False),
-    ``observation`` (``flat``/``dict``), ``max_machines`` (256) and ``max_racks`` (32) for the dict
-    observation, ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action``
-    (``stop``/``raise``), ``invalid_penalty`` (1), ``wait_retry_s`` (3600), ``unfinished_penalty``
-    (``serial``; v0 ``fixed``), ``unfinished_penalty_s`` (only with ``fixed``; 604800),
-    ``stall_end`` (``terminated``; v0 ``truncated``), ``skip_trivial`` (True; False makes every
-    engine instant a decision point, even when only ``0`` is valid: the native heuristics acting
-    in the env use it, because they keep timers and wake-ups at every instant), ``render_mode``,
-    ``traces_dir``. Boolean arguments must be ``True``/``False``; ``scenario`` and ``scenarios``
-    exclude each other, as do ``scenario_overrides`` and ``scenarios``. ``reset(options=...)``
-    takes no options (``None`` or ``{}``; anything else is an error).
+    ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption``
+    (False), ``requeue`` (False; see Action Space; no effect without preemption), ``move_as``
+    (``migrate``), ``running_order`` (``attained``), ``order`` (``las``), ``known_durations``
+    (False), ``observation`` (``flat``/``dict``/``graph``), ``max_machines`` (256) and
+    ``max_racks`` (32) for the dict and graph observations, ``reward_weights``,
+    ``reward_scale_s`` (3600), ``invalid_action`` (``stop``/``raise``), ``invalid_penalty`` (1),
+    ``wait_retry_s`` (3600), ``unfinished_penalty`` (``serial``; v0 ``fixed``),
+    ``unfinished_penalty_s`` (only with ``fixed``; 604800), ``stall_end`` (``terminated``; v0
+    ``truncated``), ``skip_trivial`` (True; False makes every engine instant a decision point,
+    even when only ``0`` is valid: the native heuristics acting in the env use it, because they
+    keep timers and wake-ups at every instant), ``render_mode``, ``traces_dir``. Boolean
+    arguments must be ``True``/``False``; ``scenario`` and ``scenarios`` exclude each other, as
+    do ``scenario_overrides`` and ``scenarios``. ``reset(options=...)`` takes no options
+    (``None`` or ``{}``; anything else is an error).
 
     ## Version History
 
@@ -251,7 +262,7 @@ class SchedulerEnv(ClusterEnv):
         _choice(name, "move_as", move_as, MOVE_MODES)
         _choice(name, "order", order, ORDERS)
         _choice(name, "running_order", running_order, RUNNING_ORDERS)
-        _choice(name, "observation", observation, ("flat", "dict"))
+        _choice(name, "observation", observation, OBSERVATIONS)
         _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
         if order == "srw" and not known_durations:
             raise ConfigError(f"{name}: order 'srw' needs known_durations=True (it uses them)")
@@ -295,6 +306,7 @@ class SchedulerEnv(ClusterEnv):
         self.num_actions = 1 + self.n_start + self.n_preempt + self.n_move
         self.action_space = gym.spaces.Discrete(self.num_actions)
         flat = self.K * NW + self.R * NR + NG
+        self._graph_boxes = self._graph_spaces()
         if observation == "flat":
             self.observation_space = gym.spaces.Box(0.0, 1.0, (flat,), np.float32)
         else:
@@ -307,6 +319,7 @@ class SchedulerEnv(ClusterEnv):
                     "machines": box(0.0, 1.0, (self.max_machines, len(MACHINE_FEATURES)),
                                     np.float32),
                     "racks": box(0.0, 1.0, (self.max_racks, len(RACK_FEATURES)), np.float32),
+                    **(self._graph_boxes if observation == "graph" else {}),
                 }
             )  # fmt: skip
         self._wbuf = np.zeros((self.K, NW), dtype=np.float32)
@@ -317,6 +330,17 @@ class SchedulerEnv(ClusterEnv):
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
         self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
+
+    def _graph_spaces(self) -> dict[str, gym.spaces.Box]:
+        """The entries ``observation="graph"`` adds to the dict observation."""
+        m, r, box = self.max_machines, self.max_racks, gym.spaces.Box
+        return {
+            "running_machines": box(0.0, 1.0, (self.R, m), np.float32),
+            "machine_rack": box(-1, r - 1, (m,), np.int64),
+            "machine_links": box(0.0, 1.0, (m, len(MACHINE_LINK_FEATURES)), np.float32),
+            "rack_links": box(0.0, 1.0, (r, len(RACK_LINK_FEATURES)), np.float32),
+            "spine": box(0.0, 1.0, (len(SPINE_FEATURES),), np.float32),
+        }
 
     # ------------------------------------------------------------------ episode
     def _make_base(self) -> Any:
@@ -329,7 +353,7 @@ class SchedulerEnv(ClusterEnv):
         self._requeued: list[int] = []  # preempted at this instant, not started again
         self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
         c = view.cluster
-        if self.observation_kind == "dict" and (
+        if self.observation_kind != "flat" and (
             c.num_machines > self.max_machines or c.num_racks > self.max_racks
         ):
             raise ConfigError(
@@ -673,13 +697,19 @@ class SchedulerEnv(ClusterEnv):
         racks = np.zeros((self.max_racks, len(RACK_FEATURES)), dtype=np.float32)
         if self._at is not None:
             self.obs_state.machines_block(machines, racks, self._plan)
-        return {
+        obs = {
             "waiting": self._wbuf.copy(),
             "running": self._rbuf.copy(),
             "globals": self._gbuf.copy(),
             "machines": machines,
             "racks": racks,
         }
+        if self.observation_kind == "graph":
+            graph = {k: np.zeros(b.shape, dtype=b.dtype) for k, b in self._graph_boxes.items()}
+            if self._at is not None:
+                self.obs_state.graph_block(self._slots_r, graph)
+            obs.update(graph)
+        return obs
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         if self._at is not None:

@@ -534,6 +534,12 @@ class Engine:
             raise RuntimeError("link utilization needs scenario.contention on")
         return np.maximum(self._link_load, 0.0) / links.capacity_Bps
 
+    def contended_links(self) -> np.ndarray:
+        """Sorted ids of the shared links over-subscribed now (they stretch their jobs)."""
+        if self.links is None:
+            raise RuntimeError("contended links need scenario.contention on")
+        return np.array(sorted(self._link_stretch), dtype=np.int64)
+
     def link_utilization(self) -> np.ndarray:
         """:meth:`link_load_ratio` clipped to [0, 1] (what the time series record)."""
         return np.minimum(self.link_load_ratio(), 1.0)
