@@ -335,27 +335,32 @@ def models(overheads: bool, source: str | None, fmt: str) -> None:
     from dlcluster_gym.perf.network import DALLY_TABLE1, overhead_table
     from dlcluster_gym.workload.profiles import model_profile
 
-    if not overheads:
+    if not overheads:  # each model as the profile source gives it
         from dlcluster_gym.workload.models import MODEL_ZOO
 
+        profiles = {n: model_profile(n, source or "physics") for n in sorted(MODEL_ZOO)}
         data: Any = {
             n: {
                 "params_m": p.params_m,
                 "skew": p.skew,
                 "parallelism": p.parallelism,
                 "compute_s": p.compute_s,
-                "tier_scale": list(model_profile(n, source or "physics").comm.tier_scale),
+                "tier_scale": list(p.comm.tier_scale),
                 "source": p.source,
             }
-            for n, p in sorted(MODEL_ZOO.items())
+            for n, p in profiles.items()
         }
         if fmt == "json":
             click.echo(json.dumps(data))
         else:
             for n, d in data.items():
+                scale = d["tier_scale"]
+                scaled = (
+                    "" if scale == [1.0, 1.0, 1.0] else " x" + "/".join(f"{x:g}" for x in scale)
+                )
                 click.echo(
                     f"{n:<16} {d['params_m']:>9g}M  {d['skew']:<4} {d['parallelism']:<5} "
-                    f"{d['compute_s'] * 1e3:8.1f} ms  {d['source']}"
+                    f"{d['compute_s'] * 1e3:8.1f} ms{scaled}  {d['source']}"
                 )
         return
     source = source or "dally-table1"

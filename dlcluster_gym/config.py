@@ -469,7 +469,8 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"malformed YAML: {where}{problem}"
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A config file's top-level mapping (duplicated keys rejected); one-line errors naming it."""
     try:
         data = safe_load(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
@@ -523,12 +524,12 @@ def _resolve_refs(data: dict[str, Any], base: Path | None = None) -> dict[str, A
                 path = base / path
             if not path.is_file():
                 raise ConfigError(f"cluster: file {cluster!r} not found")
-            cfg = _read_yaml(path)
+            cfg = read_yaml(path)
             cfg.setdefault("name", path.stem)
             _validate(ClusterConfig, cfg, str(path))  # errors name the cluster's own file
             data["cluster"] = cfg
         else:
-            data["cluster"] = _read_yaml(_preset_path("clusters", cluster))
+            data["cluster"] = read_yaml(_preset_path("clusters", cluster))
     return data
 
 
@@ -547,7 +548,7 @@ def load_cluster(spec: str | Path | dict[str, Any] | ClusterConfig) -> ClusterCo
     if isinstance(spec, dict):
         return _validate(ClusterConfig, spec, "<cluster mapping>")
     path = Path(spec) if str(spec).endswith((".yaml", ".yml")) else _preset_path("clusters", spec)
-    data = _read_yaml(path)
+    data = read_yaml(path)
     data.setdefault("name", path.stem)
     return _validate(ClusterConfig, data, str(path))
 
@@ -564,7 +565,7 @@ def load_scenario(
     else:
         is_file = str(spec).endswith((".yaml", ".yml"))
         path = Path(spec) if is_file else _preset_path("scenarios", str(spec))
-        data, source, base = _read_yaml(path), str(path), path.parent
+        data, source, base = read_yaml(path), str(path), path.parent
         data.setdefault("name", path.stem)
     try:
         data = _resolve_refs(data, base)

@@ -414,7 +414,11 @@ def main() -> int:
     ap.add_argument(
         "--fit", action="store_true", help="re-fit transport_efficiency (cifar10, imagenet)"
     )
-    ap.add_argument("--skip-rankings", action="store_true", help="leave out section 5 (slowest)")
+    ap.add_argument(
+        "--skip-rankings",
+        action="store_true",
+        help="do not rerun section 5 (slowest); the report keeps the last full run's",
+    )
     ap.add_argument(
         "--pollux-overlap",
         action="store_true",
@@ -631,6 +635,11 @@ def main() -> int:
                     f"{by['on'][p]['avg_contention_slowdown']:.3f} |"
                 )
             lines.append("")
+    else:  # keep the last full run's section 5 (and rankings.csv) as they are
+        old = (OUT / "report.md").read_text() if (OUT / "report.md").exists() else ""
+        at = old.find("## 5. ")
+        if at >= 0:
+            lines += [*old[at:].rstrip("\n").split("\n"), ""]
     text = "\n".join(lines) + "\n"
     (OUT / "report.md").write_text(text)
     print(text)

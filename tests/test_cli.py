@@ -166,6 +166,24 @@ def test_models_overheads_json():
     assert all(set(v) == {"machine", "rack", "network"} for v in d.values())
 
 
+def test_models_list_follows_the_profile_source():
+    def listed(*args: str) -> dict:
+        r = run("models", "--format", "json", *args)
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)
+
+    physics, testbed, table1 = (
+        listed(),
+        listed("--profile", "cassini-testbed"),
+        listed("--profile", "dally-table1"),
+    )
+    # the testbed profile has its own compute time (HotNets/Cassini measurements)
+    assert testbed["bert"]["compute_s"] != physics["bert"]["compute_s"]
+    assert testbed["bert"]["source"].startswith("cassini-testbed")
+    assert table1["vgg11"]["tier_scale"] != [1.0, 1.0, 1.0] == physics["vgg11"]["tier_scale"]
+    assert table1["vgg11"]["compute_s"] == physics["vgg11"]["compute_s"]
+
+
 def test_parquet_round_trip(tmp_path: Path):
     pq = pytest.importorskip("pyarrow.parquet")
     res = simulate("dally-batch-2rack", "fcfs")

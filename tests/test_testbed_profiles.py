@@ -192,3 +192,37 @@ def test_bad_flow_rate_is_a_one_line_error_naming_file_field_and_value(tmp_path,
     assert "cassini-testbed.yaml: flow_rate: expected one of up-rate, line-rate, got 'turbo'" in msg
     assert "\n" not in msg
     assert tp.testbed_flow_rate() == "up-rate"
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ("  vgg11: [0.11, abc, 0.34]", "tier_scale.vgg11: expected three finite numbers > 0"),
+        ("  vgg11: [0.11, .inf, 0.34]", "tier_scale.vgg11: expected three finite numbers > 0"),
+        ("  vgg11: [0.11, 0.2]", "tier_scale.vgg11: expected three finite numbers > 0"),
+        ("  nosuchnet: [1, 1, 1]", "tier_scale.nosuchnet: unknown model 'nosuchnet'"),
+        ("  vgg11: [1, 1, 1]\n  vgg11: [2, 2, 2]", "key 'vgg11' appears twice"),
+    ],
+)
+def test_bad_dally_table1_profile_entries_are_one_line_errors(tmp_path, monkeypatch, line, match):
+    """The calibration file is checked like a config: finite positive factors, known models,
+    no duplicated keys; errors name the file and the field."""
+    from dlcluster_gym.workload import profiles
+
+    (tmp_path / "profiles").mkdir()
+    src = (tp.configs_dir() / "profiles" / "dally-table1.yaml").read_text()
+    bad = src.replace("  vgg11: [0.113717, 0.308801, 0.337769]", line)
+    assert bad != src
+    (tmp_path / "profiles" / "dally-table1.yaml").write_text(bad)
+    monkeypatch.setenv("DLCLUSTER_CONFIGS", str(tmp_path))
+    profiles._table.cache_clear()
+    profiles.model_profile.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=match) as exc:
+            profiles.model_profile("resnet18", "dally-table1")
+    finally:
+        monkeypatch.delenv("DLCLUSTER_CONFIGS")
+        profiles._table.cache_clear()
+        profiles.model_profile.cache_clear()
+    assert "dally-table1.yaml" in str(exc.value) and "\n" not in str(exc.value)
+    assert profiles.model_profile("vgg11", "dally-table1").comm.tier_scale[0] == 0.113717

@@ -27,9 +27,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-import yaml
-
-from dlcluster_gym.config import configs_dir
+from dlcluster_gym.config import configs_dir, read_yaml
 from dlcluster_gym.errors import ConfigError, UnknownNameError
 from dlcluster_gym.workload.models import (
     DDP_BACKWARD_FRACTION,
@@ -57,20 +55,26 @@ PROFILE_SOURCES: dict[str, str] = {
 @cache
 def _table(source: str) -> dict[str, Any]:
     path = configs_dir() / "profiles" / f"{source}.yaml"
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read profile source {source!r}: {exc}") from None
-    scales = data.get("tier_scale") if isinstance(data, dict) else None
+    scales = read_yaml(path).get("tier_scale")
     if not isinstance(scales, dict):
         raise ConfigError(f"{path}: expected a `tier_scale` mapping of model -> [m, r, n]")
     out = {}
     for name, v in scales.items():
-        if not (isinstance(v, list) and len(v) == 3 and all(float(x) > 0 for x in v)):
+        if not (
+            isinstance(v, list)
+            and len(v) == 3
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+            and all(math.isfinite(x) and x > 0 for x in v)
+        ):
             raise ConfigError(
-                f"{path}: tier_scale.{name}: expected three positive numbers, got {v!r}"
+                f"{path}: tier_scale.{name}: expected three finite numbers > 0 (machine, "
+                f"rack, network), got {v!r}"
             )
-        out[get_model(name).name] = tuple(float(x) for x in v)
+        try:
+            model = get_model(str(name)).name
+        except UnknownNameError as exc:
+            raise ConfigError(f"{path}: tier_scale.{name}: {exc}") from None
+        out[model] = (float(v[0]), float(v[1]), float(v[2]))
     return out
 
 

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-import yaml
-
-from dlcluster_gym.config import configs_dir
+from dlcluster_gym.config import configs_dir, read_yaml
 from dlcluster_gym.errors import ConfigError
 
 Segment = tuple[float, float]
@@ -134,11 +132,8 @@ def _entry(path: str, name: str, e: Any) -> ProfiledModel:
 @cache
 def _read() -> tuple[float, FlowRate, tuple[ProfiledModel, ...]]:
     path = configs_dir() / "profiles" / f"{TESTBED_SOURCE}.yaml"
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read profile source {TESTBED_SOURCE!r}: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+    data = read_yaml(path)
+    if not isinstance(data.get("models"), dict):
         raise ConfigError(f"{path}: expected a `models` mapping of model -> profile")
     link = _positive(str(path), "link_gbps", data.get("link_gbps"))
     flow = data.get("flow_rate", "line-rate")
