@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dlcluster_gym.cluster.catalog import GPU_TYPES, INTERCONNECTS, Interconnect
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
@@ -34,6 +41,19 @@ MAX_LOAD = 10.0  # offered load (1 = every GPU busy on average); above it, queue
 
 JobCount = Annotated[int, Field(gt=0, le=MAX_JOBS)]
 Load = Annotated[float, Field(gt=0, le=MAX_LOAD, allow_inf_nan=False)]
+
+
+def _known_models(names: Any) -> Any:
+    """Check a tuple of model-zoo names (``workload.models``) when the config loads."""
+    if isinstance(names, tuple):
+        from dlcluster_gym.workload.models import get_model
+
+        for name in names:
+            try:
+                get_model(name)
+            except UnknownNameError as exc:
+                raise ValueError(str(exc)) from None
+    return names
 
 
 class _Frozen(BaseModel):
@@ -279,6 +299,8 @@ class SyntheticWorkload(_WorkloadBase):
     gpu_demand_weights: tuple[PositiveFloat, ...] | None = None
     iterations: tuple[PositiveInt, PositiveInt] = (1000, 10000)  # uniform [lo, hi]
 
+    _models = field_validator("models")(_known_models)
+
 
 class TraceWorkload(_WorkloadBase):
     """Jobs read from a trace file under the trace root."""
@@ -310,6 +332,8 @@ class TraceWorkload(_WorkloadBase):
     time_unit_s: PositiveFloat | None = None
     arrival_unit_s: PositiveFloat | None = None
     duration_unit_s: PositiveFloat | None = None
+
+    _models = field_validator("models")(_known_models)
 
     @model_validator(mode="after")
     def _generic_only(self) -> TraceWorkload:

@@ -92,6 +92,27 @@ def test_cluster_file_errors_name_that_file_in_the_short_form_the_user_wrote(tmp
     assert "Value error" not in msg
 
 
+@pytest.mark.parametrize(
+    ("workload", "where"),
+    [
+        ({"kind": "synthetic", "num_jobs": 5, "models": ["resnet50", "nosuchnet"]},
+         "workload.synthetic.models"),
+        ({"kind": "trace", "format": "philly", "path": "x.csv", "models": ["nosuchnet"]},
+         "workload.trace.models"),
+    ],
+)  # fmt: skip
+def test_unknown_workload_model_names_the_file_and_field(tmp_path, workload, where):
+    import yaml
+
+    scen = tmp_path / "s.yaml"
+    scen.write_text(yaml.safe_dump({"cluster": "dally-2rack", "workload": workload}))
+    with pytest.raises(ConfigError) as ei:
+        load_scenario(scen)
+    msg = str(ei.value)
+    assert msg.startswith(f"{scen}: invalid config:"), msg
+    assert f"{where}: unknown model 'nosuchnet'" in msg and "literal" not in msg
+
+
 def test_unknown_cluster_preset_lists_valid_ones():
     with pytest.raises(UnknownNameError, match=r"unknown cluster 'nope'.*dally-8rack"):
         load_cluster("nope")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from dlcluster_gym.cluster.catalog import interconnect
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.perf import network as nw
+from dlcluster_gym.perf.contention import SharedLinks
 from dlcluster_gym.workload.models import DALLY_MODELS, MODEL_ZOO, get_model
 from dlcluster_gym.workload.profiles import model_profile
 
@@ -354,6 +355,22 @@ def test_rails_give_each_rail_its_own_uplink() -> None:
     assert lone_comm(cl, job) == pytest.approx(
         lone_comm(cluster(rack_uplink_oversubscription=2), job)
     )
+
+
+def test_rail_local_traffic_inside_a_rack_is_a_recorded_choice() -> None:
+    """Inside a rack, a rail-optimized cluster's flows stay on their own NIC and rail switch
+    even between GPUs on different rails (README, network model: as if PXN relayed them over
+    NVLink, uncharged): GPUs 0-3 of machine 0 with GPUs 4-7 of machine 1 cost what GPUs 0-3
+    of both machines cost, and cross no uplink. Across racks, each NIC's rail uplink."""
+    cl = cluster(rail_optimized=True, rack_uplink_oversubscription=2)
+    links = SharedLinks(cl)
+    same, crossed = [0, 1, 2, 3, 8, 9, 10, 11], [0, 1, 2, 3, 12, 13, 14, 15]
+    assert lone_comm(cl, crossed) == lone_comm(cl, same)
+    assert (links.links(crossed) < cl.num_nics).all()  # NICs only: no rail uplink, no spine
+    wide = links.links([0, 1, 2, 3, 32 + 4, 32 + 5, 32 + 6, 32 + 7])  # machine 4: rack 1
+    assert sorted(set(wide.tolist()) - set(range(cl.num_nics))) == [
+        64 + r for r in (0, 1, 2, 3)
+    ] + [64 + 8 + r for r in (4, 5, 6, 7)]
 
 
 @pytest.mark.parametrize(
