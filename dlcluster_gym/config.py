@@ -209,12 +209,15 @@ class ClusterConfig(_Frozen):
 
     @model_validator(mode="after")
     def _check_network(self) -> ClusterConfig:
+        if not self.groups:
+            raise ValueError("groups is empty: give at least one machine group")
         if self.machine_uplink_gbps is not None:
             for g in self.groups:
                 if g.nic_gbps is not None or g.nics_per_machine is not None or g.nic_gpus:
                     raise ValueError(
-                        f"machine_uplink_gbps={self.machine_uplink_gbps:g} and the NIC fields "
-                        f"of group {g.name!r} both set the NICs; give one of them"
+                        f"machine_uplink_gbps={self.machine_uplink_gbps:g} and the NIC fields"
+                        f"{f' of group {g.name!r}' if g.name != 'default' else ''} (nic_gbps, "
+                        "nics_per_machine, nic_gpus) both set the NICs; give one of them"
                     )
         if self.rail_optimized:
             counts = {g.name: g.num_nics(g.gpus_per_machine) for g in self.groups}

@@ -68,6 +68,11 @@ def test_tiers_and_shapes():
           "rack_uplink_oversubscription": 0.5}, r"rack_uplink_oversubscription"),
         ({"racks": 1, "machines_per_rack": 2, "gpus_per_machine": 2, "groups": []},
          r"either `groups` or the homogeneous fields"),
+        ({"groups": []}, r"groups is empty: give at least one machine group"),
+        ({"racks": 1, "machines_per_rack": 2, "gpus_per_machine": 8, "machine_uplink_gbps": 100,
+          "nics_per_machine": 2},
+         r"machine_uplink_gbps=100 and the NIC fields \(nic_gbps, nics_per_machine, nic_gpus\) "
+         r"both set"),
         ({"racks": 1, "machines_per_rack": 8, "gpus_per_machine": float("nan")},
          r"gpus_per_machine"),
     ],
