@@ -40,6 +40,9 @@ PRESET_SCENARIOS: tuple[str, ...] = (
     "dally-poisson-8rack",
     "dally-poisson-16rack",
     "cassini-testbed-poisson",
+    "a100-4nic-tor3-poisson",  # the network-model presets (issue 15)
+    "h100-rail-spine2-poisson",
+    "pollux-testbed-poisson",
 )
 # Versions of each env and the kwargs that give a version its dynamics (the newest is the
 # class's defaults). Bump when dynamics or rewards change; old ids keep working.
