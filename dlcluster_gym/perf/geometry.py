@@ -357,6 +357,13 @@ def _fit_errors(n: int, cap: int) -> np.ndarray:
     return row
 
 
+@lru_cache(maxsize=4096)
+def _divisors(p: int) -> list[int]:
+    """The divisors of ``p``, ascending (shared: do not mutate)."""
+    d = np.arange(1, p + 1)
+    return d[p % d == 0].tolist()
+
+
 def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], float]:
     """Best perimeter ``P <= cap`` whose divisors approximate every ``n_j`` (module docstring),
     vectorised over divisors and cached.
@@ -374,8 +381,7 @@ def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], flo
         np.maximum(worst, row, out=worst)
     worst[0] = np.inf
     p = int(np.argmin(worst))
-    d = np.arange(1, p + 1)
-    divisors = d[p % d == 0].tolist()  # ascending
+    divisors = _divisors(p)  # ascending
     chosen = {}
     for n in key[0]:  # the divisor in [n/2, 2n] nearest n, then the smaller
         lo, hi = max(1, -(-n // 2)), min(p, 2 * n)
