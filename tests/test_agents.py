@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -274,6 +275,76 @@ def test_scheduler_checkpoint_in_an_env_with_another_action_space_names_both() -
         pytest.skip("the shipped scheduler agent does not preempt")
     with pytest.raises(ConfigError, match=r"action space Discrete\(209\).*has Discrete\(97\)"):
         make_env_policy(f"agent:{path}", tiny_env("Scheduler", max_waiting=16))
+
+
+def _shipped(name: str) -> Path:
+    path = SHIPPED / f"{name}.zip"
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped")
+    return path
+
+
+@pytest.mark.parametrize("observation", ["dict", "graph"])
+def test_scheduler_checkpoint_in_a_dict_observation_env_is_one_line(observation: str) -> None:
+    path = _shipped("scheduler")
+    kw = read_agent_meta(path)["env_kwargs"]
+    env = tiny_env("Scheduler", observation=observation, **kw)
+    with pytest.raises(ConfigError, match=r"flat Box observation of size 654.*Dict observation "
+                       r"space; make the env with observation='flat'") as ei:  # fmt: skip
+        make_env_policy(f"agent:{path}", env)
+    assert "\n" not in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"running_order": "recent"}, "running_order='attained', but the env has "
+                                      "running_order='recent'"),
+        ({"order": "arrival"}, "order='las', but the env has order='arrival'"),
+        ({"known_durations": True}, "known_durations=False, but the env has known_durations=True"),
+        ({"requeue": True}, "requeue=False, but the env has requeue=True"),
+        ({"move_as": "restart"}, "move_as='migrate', but the env has move_as='restart'"),
+        ({"order": "arrival", "wait_retry_s": 60.0},
+         "order='las', wait_retry_s=3600.0, but the env has order='arrival', wait_retry_s=60.0"),
+    ],
+)  # fmt: skip
+def test_scheduler_checkpoint_refuses_env_kwargs_that_change_what_it_sees(
+    change: dict, named: str
+) -> None:
+    path = _shipped("scheduler")
+    kw = {**read_agent_meta(path)["env_kwargs"], **change}
+    with pytest.raises(ConfigError, match=re.escape(named)) as ei:
+        make_env_policy(f"agent:{path}", tiny_env("Scheduler", **kw))
+    assert "\n" not in str(ei.value)
+
+
+def test_checkpoints_load_with_kwargs_that_change_neither_observation_nor_actions() -> None:
+    path = _shipped("scheduler")
+    kw = read_agent_meta(path)["env_kwargs"]
+    free = {"reward_weights": {"makespan": 1.0}, "reward_scale_s": 60.0, "render_mode": "ansi",
+            "unfinished_penalty": "fixed", "unfinished_penalty_s": 10.0, "stall_end": "truncated",
+            "invalid_action": "raise", "invalid_penalty": 3.0, "max_machines": 64,
+            "max_racks": 8, "skip_trivial": False}  # fmt: skip
+    for env_id in ("DLCluster/Scheduler-v1", "DLCluster/Scheduler-dally-batch-2rack-v1"):
+        make_env_policy(f"agent:{path}", gym.make(env_id, **kw, **free))
+    placement = _shipped("placement")
+    env = gym.make("DLCluster/Placement-v1", scenario="dally-batch-2rack", wait_limit="none")
+    make_env_policy(f"agent:{placement}", env)
+    with pytest.raises(ConfigError, match="base_policy='dally', but the env has "
+                       "base_policy='tiresias'"):  # fmt: skip
+        make_env_policy(f"agent:{placement}", tiny_env("Placement", base_policy="tiresias"))
+    timer = _shipped("delay_timer")
+    with pytest.raises(ConfigError, match=r"max_timer_s=172800\.0, but the env has "
+                       r"max_timer_s=3600\.0"):  # fmt: skip
+        make_env_policy(f"agent:{timer}", tiny_env("DelayTimer", max_timer_s=3600.0))
+
+
+def test_agent_parameters_still_override_the_recorded_env_kwargs() -> None:
+    """``agent:PATH`` parameters (``base_policy``, ...) are deliberate: the native scheduler
+    builds its env with them and loads the agent there."""
+    path = _shipped("placement")
+    res = simulate(_tiny_scenario(), make_policy(f"agent:{path}", base_policy="gandiva"), 2)
+    assert res.summary["jobs_completed"] == 30
 
 
 def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
