@@ -18,6 +18,7 @@ from dlcluster_gym.envs.base import (
     check_flag,
     check_kwargs,
     check_reset_options,
+    finite_number,
     serial_remaining_s,
     stalled,
 )
@@ -269,7 +270,7 @@ class SchedulerEnv(ClusterEnv):
         fixed_s = V0_FIXED_PENALTY_S if unfinished_penalty_s is None else unfinished_penalty_s
         for key, v in (("invalid_penalty", invalid_penalty), ("wait_retry_s", wait_retry_s),
                        ("unfinished_penalty_s", fixed_s)):  # fmt: skip
-            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+            if not (finite_number(v) and v >= 0):
                 raise ConfigError(f"{name}: {key} must be a finite number >= 0, got {v!r}")
         if wait_retry_s <= 0:
             raise ConfigError(f"{name}: wait_retry_s must be > 0, got {wait_retry_s}")
