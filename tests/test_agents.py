@@ -95,6 +95,40 @@ def test_config_with_unknown_key_is_a_clear_error(tmp_path: Path) -> None:
         load_agent_config(tmp_path / "missing.yaml")
 
 
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"train": {"seeds": [100000, 1000]}},
+         r"train\.seeds: must be \[lo, hi\) with 0 <= lo < hi .*\(got \[100000, 1000\]\)"),
+        ({"train": {"seeds": [5, 5]}}, r"train\.seeds: must be \[lo, hi\)"),
+        ({"train": {"seeds": [-1, 5]}}, r"train\.seeds: must be \[lo, hi\)"),
+        ({"evaluation": {"seeds": [6, -2]}}, r"evaluation\.seeds\.1: Input should be greater"),
+        ({"train": {"scenarios": [{**TINY_SPEC, "overrides": {"workload": {"load": -1}}}]}},
+         r"^\S*bad\.yaml: train\.scenarios\.0\.overrides: workload\.dally\.load: Input should "
+         r"be greater than 0 \(got -1\)$"),
+        ({"validation": {"scenarios": [TINY_SPEC, {"scenario": "nope"}]}},
+         r"^\S*bad\.yaml: validation\.scenarios\.1\.scenario: unknown scenario 'nope'"),
+    ],
+)  # fmt: skip
+def test_bad_training_config_names_the_file_and_field(
+    tmp_path: Path, change: dict, match: str
+) -> None:
+    """Checked when the config loads, before any env or training starts."""
+    data = tiny_config("scheduler")
+    for part, fields in change.items():
+        data[part] = {**data[part], **fields}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=match):
+        load_agent_config(path)
+    res = CliRunner().invoke(
+        main, ["train", "--agent", "scheduler", "--config", str(path), "--out",
+               str(tmp_path / "run"), "-q"],
+    )  # fmt: skip
+    assert res.exit_code != 0 and "internal error" not in res.output
+    assert "bad.yaml" in res.output and not (tmp_path / "run").exists()
+
+
 def test_trace_scenarios_are_skipped_without_a_trace_root(tmp_path: Path) -> None:
     cfg = load_agent_config("placement")
     keep, skipped = available(cfg.evaluation.scenarios, tmp_path / "no-traces")
