@@ -256,6 +256,39 @@ def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None
     assert f"{p99[1]:.1f} h ({p99[1] / p99[0]:.2f})" in res.output
 
 
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--baselines", "dally,nope"], "error: --baselines 'nope': unknown policy 'nope'"),
+        (["--seeds", ""], "error: --seeds '': give at least one seed"),
+        (["--seeds", " , "], "error: --seeds ' , ': give at least one seed"),
+        (["--seeds=-1"], "error: --seeds '-1': seeds must be >= 0, got -1"),
+        (["--seeds", "1,x"], "error: --seeds '1,x': expected comma-separated integers"),
+        (["--scenario", "nope"], "error: --scenario 'nope': unknown scenario 'nope'"),
+        (["--out", "{tmp}/a-file/eval.json"], "error: --out .*a-file is not a directory"),
+        (["--out", "/proc/dlcluster-no-such/eval.json"], "error: --out .*cannot write there"),
+    ],
+)
+def test_evaluate_checks_its_arguments_before_simulating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], match: str
+) -> None:
+    path = _shipped("placement")
+    if "/proc" in " ".join(args) and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc")
+    (tmp_path / "a-file").write_text("")
+
+    def no_run(*a: object, **k: object) -> None:
+        raise AssertionError("simulated before checking the arguments")
+
+    monkeypatch.setattr("dlcluster_gym.agents.evaluate.run_set", no_run)
+    cmd = ["evaluate", "--agent", str(path)]
+    if "--scenario" not in args:
+        cmd += ["--scenario", "dally-poisson-2rack"]
+    res = CliRunner().invoke(main, cmd + [a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert res.exit_code == 2, res.output
+    assert re.search(match, res.output) and len(res.output.strip().splitlines()) == 1
+
+
 def test_training_resumes_from_a_checkpoint(trained: dict[str, Path], tmp_path: Path) -> None:
     from dlcluster_gym.agents.train import train
 
