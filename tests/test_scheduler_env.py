@@ -406,6 +406,23 @@ def test_bad_common_kwargs_are_one_line_errors(kind: str, kw: dict, match: str) 
 
 
 @pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"scenarios": [{"scenario": "dally-poisson-2rack", "ranges": {"racks": [2, 40]}}]},
+         r"scenarios\[0\] has up to 320 machines and 40 racks; the graph observation holds "
+         r"max_machines=256, max_racks=32"),
+        ({"scenarios": ["dally-poisson-2rack", "dally-poisson-16rack"], "max_machines": 64},
+         r"scenarios\[1\] has up to 128 machines"),
+        ({"scenario": "dally-poisson-16rack", "max_racks": 8}, "'dally-poisson-16rack' has up"),
+    ],
+)  # fmt: skip
+def test_graph_observation_node_limits_are_checked_at_construction(kw: dict, match: str) -> None:
+    """Not at the reset that first draws a cluster too large for the padded node arrays."""
+    with pytest.raises(ConfigError, match=match):
+        gym.make(ID, observation="graph", **kw)
+
+
+@pytest.mark.parametrize(
     ("kind", "kw", "match"),
     [
         ("Placement-v1", {"wait_retry_s": float("inf")}, "wait_retry_s must be a finite number"),

@@ -199,6 +199,18 @@ class ScenarioSampler:
         """The first entry's scenario, its ranges not applied (sets the spaces)."""
         return load_scenario(self.entries[0].base)
 
+    def largest(self) -> list[tuple[str, int, int]]:
+        """``(where, machines, racks)`` of each entry's largest cluster (its ``racks`` range at
+        the high end), for envs whose observation has a size limit."""
+        out = []
+        for i, e in enumerate(self.entries):
+            groups = e.base["cluster"]["groups"]
+            if "racks" in e.ranges:
+                groups = [dict(groups[0], racks=int(e.ranges["racks"][1]))]
+            machines = sum(int(g["racks"]) * int(g["machines_per_rack"]) for g in groups)
+            out.append((f"scenarios[{i}]", machines, sum(int(g["racks"]) for g in groups)))
+        return out
+
     def draw(self, seed: int) -> ScenarioConfig:
         """The scenario of the episode with ``seed``."""
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, SALT])
