@@ -188,7 +188,39 @@ def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
     except ValidationError as exc:
         raise ConfigError(_fmt_error(source, exc)) from None
     check_scenarios(cfg, source)
+    check_names(cfg, source)
     return cfg
+
+
+def check_names(cfg: AgentConfig, source: str) -> None:
+    """The env kwargs build the training env, and the teacher and reference policies exist
+    (checked when the config loads; the error names ``source`` and the field)."""
+    import importlib
+
+    from dlcluster_gym.envs import ENVS, VERSIONS
+    from dlcluster_gym.envs.policies import check_env_policy_name
+    from dlcluster_gym.scheduler import resolve_policy
+
+    from . import AGENT_KINDS
+
+    kind = AGENT_KINDS[cfg.agent]
+    module, cls = ENVS[kind].split(":")
+    env_cls = getattr(importlib.import_module(module), cls)
+    first = cfg.train.scenarios[0]
+    scenario = deep_merge(load_scenario(first.scenario).model_dump(), first.overrides)
+    checks: list[tuple[str, Any]] = [
+        ("env_kwargs", lambda: env_cls(scenario, **{**VERSIONS[kind][0], **cfg.env_kwargs})),
+        ("validation.reference", lambda: resolve_policy(cfg.validation.reference)),
+        ("evaluation.reference", lambda: resolve_policy(cfg.evaluation.reference)),
+    ]
+    if cfg.warm_start is not None:
+        teacher = cfg.warm_start.teacher
+        checks.append(("warm_start.teacher", lambda: check_env_policy_name(kind, teacher)))
+    for field, check in checks:
+        try:
+            check()
+        except DLClusterError as err:
+            raise ConfigError(f"{source}: {field}: {err}") from None
 
 
 def check_scenarios(cfg: AgentConfig, source: str) -> None:

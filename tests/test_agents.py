@@ -108,6 +108,12 @@ def test_config_with_unknown_key_is_a_clear_error(tmp_path: Path) -> None:
          r"be greater than 0 \(got -1\)$"),
         ({"validation": {"scenarios": [TINY_SPEC, {"scenario": "nope"}]}},
          r"^\S*bad\.yaml: validation\.scenarios\.1\.scenario: unknown scenario 'nope'"),
+        ({"env_kwargs": {"order": "sjf"}},
+         r"^\S*bad\.yaml: env_kwargs: Scheduler-v0: order must be one of las, .*got 'sjf'$"),
+        ({"warm_start": {"teacher": "lass-slots"}},
+         r"bad\.yaml: warm_start\.teacher: unknown Scheduler env policy 'lass-slots'"),
+        ({"evaluation": {"reference": "dallly"}},
+         r"bad\.yaml: evaluation\.reference: unknown policy 'dallly'"),
     ],
 )  # fmt: skip
 def test_bad_training_config_names_the_file_and_field(
@@ -116,7 +122,7 @@ def test_bad_training_config_names_the_file_and_field(
     """Checked when the config loads, before any env or training starts."""
     data = tiny_config("scheduler")
     for part, fields in change.items():
-        data[part] = {**data[part], **fields}
+        data[part] = {**(data.get(part) or {}), **fields}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=match):
