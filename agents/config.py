@@ -6,9 +6,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 
-from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.config import load_scenario
+from dlcluster_gym.envs.base import deep_merge
+from dlcluster_gym.envs.sampling import one_line_error
+from dlcluster_gym.errors import ConfigError, DLClusterError
 
 _REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "agents"
 _PKG_CONFIGS = Path(__file__).resolve().parent.parent / "dlcluster_gym" / "_configs" / "agents"
@@ -48,12 +60,20 @@ class TrainSpec(_Strict):
     vec_env: Literal["dummy", "subproc"] = "dummy"
     seed: int = 0
 
+    @field_validator("seeds")
+    @classmethod
+    def _seed_range(cls, v: tuple[int, int]) -> tuple[int, int]:
+        lo, hi = v
+        if not 0 <= lo < hi:
+            raise ValueError("must be [lo, hi) with 0 <= lo < hi (episode seeds)")
+        return v
+
 
 class EvalSetSpec(_Strict):
     """A set of scenarios x seeds scored by average JCT relative to ``reference``."""
 
     scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
-    seeds: tuple[int, ...] = Field(min_length=1)
+    seeds: tuple[NonNegativeInt, ...] = Field(min_length=1)
     reference: str = "dally"
 
 
@@ -139,7 +159,8 @@ def _fmt_error(source: str, exc: ValidationError) -> str:
         if err["type"] == "extra_forbidden":
             lines.append(f"{loc}: unknown key (value {err.get('input')!r})")
         else:
-            lines.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{loc}: {msg} (got {err.get('input')!r})")
     return f"{source}: invalid agent config:\n  " + "\n  ".join(lines)
 
 
@@ -163,9 +184,62 @@ def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a mapping at the top level")
     try:
-        return AgentConfig.model_validate(data)
+        cfg = AgentConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_fmt_error(source, exc)) from None
+    check_scenarios(cfg, source)
+    check_names(cfg, source)
+    return cfg
+
+
+def check_names(cfg: AgentConfig, source: str) -> None:
+    """The env kwargs build the training env, and the teacher and reference policies exist
+    (checked when the config loads; the error names ``source`` and the field)."""
+    import importlib
+
+    from dlcluster_gym.envs import ENVS, VERSIONS
+    from dlcluster_gym.envs.policies import check_env_policy_name
+    from dlcluster_gym.scheduler import resolve_policy
+
+    from . import AGENT_KINDS
+
+    kind = AGENT_KINDS[cfg.agent]
+    module, cls = ENVS[kind].split(":")
+    env_cls = getattr(importlib.import_module(module), cls)
+    first = cfg.train.scenarios[0]
+    scenario = deep_merge(load_scenario(first.scenario).model_dump(), first.overrides)
+    checks: list[tuple[str, Any]] = [
+        ("env_kwargs", lambda: env_cls(scenario, **{**VERSIONS[kind][0], **cfg.env_kwargs})),
+        ("validation.reference", lambda: resolve_policy(cfg.validation.reference)),
+        ("evaluation.reference", lambda: resolve_policy(cfg.evaluation.reference)),
+    ]
+    if cfg.warm_start is not None:
+        teacher = cfg.warm_start.teacher
+        checks.append(("warm_start.teacher", lambda: check_env_policy_name(kind, teacher)))
+    for field, check in checks:
+        try:
+            check()
+        except DLClusterError as err:
+            raise ConfigError(f"{source}: {field}: {err}") from None
+
+
+def check_scenarios(cfg: AgentConfig, source: str) -> None:
+    """Every scenario of the train, validation and evaluation sets loads with its overrides
+    (checked before any training; the error names ``source`` and the key path)."""
+    for part in ("train", "validation", "evaluation"):
+        for i, spec in enumerate(getattr(cfg, part).scenarios):
+            where = f"{source}: {part}.scenarios.{i}"
+            try:
+                base = load_scenario(spec.scenario)
+            except ConfigError as err:
+                raise one_line_error(f"{where}.scenario", err) from None
+            except DLClusterError as err:  # an unknown preset name
+                raise ConfigError(f"{where}.scenario: {err}") from None
+            if spec.overrides:
+                try:
+                    load_scenario(deep_merge(base.model_dump(), spec.overrides))
+                except ConfigError as err:
+                    raise one_line_error(f"{where}.overrides", err) from None
 
 
 def default_config(agent: str) -> AgentConfig:

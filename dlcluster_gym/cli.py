@@ -6,6 +6,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -145,6 +146,18 @@ def check_writable(path: Path, option: str, *, directory: bool) -> None:
         _fail(f"{option} {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         _fail(f"{option} {path}: not writable (no write permission in {parent})")
+
+
+def prepare_out_file(path: Path, option: str) -> None:
+    """``check_writable``, then create ``path``'s folder and a scratch file in it: some places
+    pass the permission check and still refuse files (``/proc``, read-only mounts)."""
+    check_writable(path, option, directory=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}."):
+            pass
+    except OSError as err:
+        _fail(f"{option} {path}: cannot write there ({err.strerror or err})")
 
 
 BIG_RUN_JOBS = 100_000  # from here on, say up front that a run will take a while
@@ -699,6 +712,21 @@ def _import_agents(module: str) -> Any:
         _fail(f"{exc}; install the agents extra: pip install -e '.[agents]'")
 
 
+def _seed_list(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers >= 0, at least one."""
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        _fail(f"--seeds {text!r}: give at least one seed (comma-separated integers >= 0)")
+    try:
+        seeds = [int(p) for p in parts if p]
+    except ValueError:
+        _fail(f"--seeds {text!r}: expected comma-separated integers >= 0")
+    bad = [x for x in seeds if x < 0]
+    if bad:
+        _fail(f"--seeds {text!r}: seeds must be >= 0, got {bad[0]}")
+    return seeds
+
+
 @main.command()
 @click.option(
     "--agent",
@@ -749,11 +777,12 @@ def evaluate(
 ) -> None:
     """Evaluate an agent checkpoint next to heuristics (average JCT per scenario)."""
     from dlcluster_gym.envs.agent_loader import read_agent_meta
+    from dlcluster_gym.scheduler import make_policy
 
     meta = read_agent_meta(checkpoint)
     _import_agents("dlcluster_gym.agents.load")
     from dlcluster_gym.agents.config import AgentConfig, ScenarioSpec
-    from dlcluster_gym.agents.envs import available
+    from dlcluster_gym.agents.envs import available, scenario_mapping
     from dlcluster_gym.agents.evaluate import (
         makespan_table,
         markdown_table,
@@ -764,17 +793,31 @@ def evaluate(
 
     held_out = AgentConfig.model_validate(meta["config"]).evaluation
     specs = [ScenarioSpec(scenario=s) for s in scenarios] if scenarios else list(held_out.scenarios)
-    try:
-        seed_list = [int(s) for s in seeds.split(",")] if seeds else list(held_out.seeds)
-    except ValueError:
-        _fail(f"--seeds {seeds!r}: expected comma-separated integers")
-    _, skipped = available(specs, traces_dir)
-    for s in skipped:
-        click.echo(f"note: skipped {s} (needs traces; trace root not found)", err=True)
+    seed_list = _seed_list(seeds) if seeds is not None else list(held_out.seeds)
     agent_label = f"{meta['agent']}-agent"
     policies: dict[str, Any] = {agent_label: f"agent:{checkpoint}"}
     for b in filter(None, (x.strip() for x in baselines.split(","))):
+        if b == agent_label:
+            _fail(f"--baselines {b!r}: that is the agent's own label")
         policies[b] = b
+    # everything is resolved before the first simulation: a typo must not cost a run
+    for label, name in policies.items():
+        try:
+            make_policy(name)
+        except DLClusterError as err:
+            option = "--agent" if label == agent_label else "--baselines"
+            _fail(f"{option} {name!r}: {err}")
+    for spec in specs:
+        try:
+            scenario_mapping(spec)
+        except DLClusterError as err:
+            where = "--scenario" if scenarios else f"{checkpoint}: evaluation scenario"
+            _fail(f"{where} {spec.scenario!r}: {err}")
+    if out is not None:
+        prepare_out_file(out, "--out")
+    _, skipped = available(specs, traces_dir)
+    for s in skipped:
+        click.echo(f"note: skipped {s} (needs traces; trace root not found)", err=True)
     rows = run_set(
         policies,
         specs,
@@ -785,7 +828,6 @@ def evaluate(
     ref = "dally" if "dally" in policies else agent_label
     table = summary_table(rows, ref)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"rows": rows, "summary": table}, indent=1))
     if fmt == "json":
         click.echo(json.dumps({"rows": rows, "summary": table}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -92,6 +93,46 @@ def test_config_with_unknown_key_is_a_clear_error(tmp_path: Path) -> None:
         load_agent_config(path)
     with pytest.raises(ConfigError, match="not found"):
         load_agent_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"train": {"seeds": [100000, 1000]}},
+         r"train\.seeds: must be \[lo, hi\) with 0 <= lo < hi .*\(got \[100000, 1000\]\)"),
+        ({"train": {"seeds": [5, 5]}}, r"train\.seeds: must be \[lo, hi\)"),
+        ({"train": {"seeds": [-1, 5]}}, r"train\.seeds: must be \[lo, hi\)"),
+        ({"evaluation": {"seeds": [6, -2]}}, r"evaluation\.seeds\.1: Input should be greater"),
+        ({"train": {"scenarios": [{**TINY_SPEC, "overrides": {"workload": {"load": -1}}}]}},
+         r"^\S*bad\.yaml: train\.scenarios\.0\.overrides: workload\.dally\.load: Input should "
+         r"be greater than 0 \(got -1\)$"),
+        ({"validation": {"scenarios": [TINY_SPEC, {"scenario": "nope"}]}},
+         r"^\S*bad\.yaml: validation\.scenarios\.1\.scenario: unknown scenario 'nope'"),
+        ({"env_kwargs": {"order": "sjf"}},
+         r"^\S*bad\.yaml: env_kwargs: Scheduler-v0: order must be one of las, .*got 'sjf'$"),
+        ({"warm_start": {"teacher": "lass-slots"}},
+         r"bad\.yaml: warm_start\.teacher: unknown Scheduler env policy 'lass-slots'"),
+        ({"evaluation": {"reference": "dallly"}},
+         r"bad\.yaml: evaluation\.reference: unknown policy 'dallly'"),
+    ],
+)  # fmt: skip
+def test_bad_training_config_names_the_file_and_field(
+    tmp_path: Path, change: dict, match: str
+) -> None:
+    """Checked when the config loads, before any env or training starts."""
+    data = tiny_config("scheduler")
+    for part, fields in change.items():
+        data[part] = {**(data.get(part) or {}), **fields}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=match):
+        load_agent_config(path)
+    res = CliRunner().invoke(
+        main, ["train", "--agent", "scheduler", "--config", str(path), "--out",
+               str(tmp_path / "run"), "-q"],
+    )  # fmt: skip
+    assert res.exit_code != 0 and "internal error" not in res.output
+    assert "bad.yaml" in res.output and not (tmp_path / "run").exists()
 
 
 def test_trace_scenarios_are_skipped_without_a_trace_root(tmp_path: Path) -> None:
@@ -221,6 +262,39 @@ def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None
     assert f"{p99[1]:.1f} h ({p99[1] / p99[0]:.2f})" in res.output
 
 
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--baselines", "dally,nope"], "error: --baselines 'nope': unknown policy 'nope'"),
+        (["--seeds", ""], "error: --seeds '': give at least one seed"),
+        (["--seeds", " , "], "error: --seeds ' , ': give at least one seed"),
+        (["--seeds=-1"], "error: --seeds '-1': seeds must be >= 0, got -1"),
+        (["--seeds", "1,x"], "error: --seeds '1,x': expected comma-separated integers"),
+        (["--scenario", "nope"], "error: --scenario 'nope': unknown scenario 'nope'"),
+        (["--out", "{tmp}/a-file/eval.json"], "error: --out .*a-file is not a directory"),
+        (["--out", "/proc/dlcluster-no-such/eval.json"], "error: --out .*cannot write there"),
+    ],
+)
+def test_evaluate_checks_its_arguments_before_simulating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], match: str
+) -> None:
+    path = _shipped("placement")
+    if "/proc" in " ".join(args) and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc")
+    (tmp_path / "a-file").write_text("")
+
+    def no_run(*a: object, **k: object) -> None:
+        raise AssertionError("simulated before checking the arguments")
+
+    monkeypatch.setattr("dlcluster_gym.agents.evaluate.run_set", no_run)
+    cmd = ["evaluate", "--agent", str(path)]
+    if "--scenario" not in args:
+        cmd += ["--scenario", "dally-poisson-2rack"]
+    res = CliRunner().invoke(main, cmd + [a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert res.exit_code == 2, res.output
+    assert re.search(match, res.output) and len(res.output.strip().splitlines()) == 1
+
+
 def test_training_resumes_from_a_checkpoint(trained: dict[str, Path], tmp_path: Path) -> None:
     from dlcluster_gym.agents.train import train
 
@@ -274,6 +348,76 @@ def test_scheduler_checkpoint_in_an_env_with_another_action_space_names_both() -
         pytest.skip("the shipped scheduler agent does not preempt")
     with pytest.raises(ConfigError, match=r"action space Discrete\(209\).*has Discrete\(97\)"):
         make_env_policy(f"agent:{path}", tiny_env("Scheduler", max_waiting=16))
+
+
+def _shipped(name: str) -> Path:
+    path = SHIPPED / f"{name}.zip"
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped")
+    return path
+
+
+@pytest.mark.parametrize("observation", ["dict", "graph"])
+def test_scheduler_checkpoint_in_a_dict_observation_env_is_one_line(observation: str) -> None:
+    path = _shipped("scheduler")
+    kw = read_agent_meta(path)["env_kwargs"]
+    env = tiny_env("Scheduler", observation=observation, **kw)
+    with pytest.raises(ConfigError, match=r"flat Box observation of size 654.*Dict observation "
+                       r"space; make the env with observation='flat'") as ei:  # fmt: skip
+        make_env_policy(f"agent:{path}", env)
+    assert "\n" not in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"running_order": "recent"}, "running_order='attained', but the env has "
+                                      "running_order='recent'"),
+        ({"order": "arrival"}, "order='las', but the env has order='arrival'"),
+        ({"known_durations": True}, "known_durations=False, but the env has known_durations=True"),
+        ({"requeue": True}, "requeue=False, but the env has requeue=True"),
+        ({"move_as": "restart"}, "move_as='migrate', but the env has move_as='restart'"),
+        ({"order": "arrival", "wait_retry_s": 60.0},
+         "order='las', wait_retry_s=3600.0, but the env has order='arrival', wait_retry_s=60.0"),
+    ],
+)  # fmt: skip
+def test_scheduler_checkpoint_refuses_env_kwargs_that_change_what_it_sees(
+    change: dict, named: str
+) -> None:
+    path = _shipped("scheduler")
+    kw = {**read_agent_meta(path)["env_kwargs"], **change}
+    with pytest.raises(ConfigError, match=re.escape(named)) as ei:
+        make_env_policy(f"agent:{path}", tiny_env("Scheduler", **kw))
+    assert "\n" not in str(ei.value)
+
+
+def test_checkpoints_load_with_kwargs_that_change_neither_observation_nor_actions() -> None:
+    path = _shipped("scheduler")
+    kw = read_agent_meta(path)["env_kwargs"]
+    free = {"reward_weights": {"makespan": 1.0}, "reward_scale_s": 60.0, "render_mode": "ansi",
+            "unfinished_penalty": "fixed", "unfinished_penalty_s": 10.0, "stall_end": "truncated",
+            "invalid_action": "raise", "invalid_penalty": 3.0, "max_machines": 64,
+            "max_racks": 8, "skip_trivial": False}  # fmt: skip
+    for env_id in ("DLCluster/Scheduler-v1", "DLCluster/Scheduler-dally-batch-2rack-v1"):
+        make_env_policy(f"agent:{path}", gym.make(env_id, **kw, **free))
+    placement = _shipped("placement")
+    env = gym.make("DLCluster/Placement-v1", scenario="dally-batch-2rack", wait_limit="none")
+    make_env_policy(f"agent:{placement}", env)
+    with pytest.raises(ConfigError, match="base_policy='dally', but the env has "
+                       "base_policy='tiresias'"):  # fmt: skip
+        make_env_policy(f"agent:{placement}", tiny_env("Placement", base_policy="tiresias"))
+    timer = _shipped("delay_timer")
+    with pytest.raises(ConfigError, match=r"max_timer_s=172800\.0, but the env has "
+                       r"max_timer_s=3600\.0"):  # fmt: skip
+        make_env_policy(f"agent:{timer}", tiny_env("DelayTimer", max_timer_s=3600.0))
+
+
+def test_agent_parameters_still_override_the_recorded_env_kwargs() -> None:
+    """``agent:PATH`` parameters (``base_policy``, ...) are deliberate: the native scheduler
+    builds its env with them and loads the agent there."""
+    path = _shipped("placement")
+    res = simulate(_tiny_scenario(), make_policy(f"agent:{path}", base_policy="gandiva"), 2)
+    assert res.summary["jobs_completed"] == 30
 
 
 def test_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path: Path) -> None:

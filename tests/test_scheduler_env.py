@@ -278,9 +278,8 @@ def test_bad_arguments_are_one_line_errors(kw: dict, match: str) -> None:
 
 
 def test_dict_observation_too_small_for_the_cluster_is_a_clear_error() -> None:
-    env = gym.make(ID, scenario="dally-batch-16rack", observation="dict", max_racks=4)
-    with pytest.raises(ConfigError, match="max_racks=4"):
-        env.reset(seed=0)
+    with pytest.raises(ConfigError, match="max_racks=4"):  # at construction, before any reset
+        gym.make(ID, scenario="dally-batch-16rack", observation="dict", max_racks=4)
 
 
 @pytest.mark.parametrize(
@@ -358,11 +357,82 @@ def test_sampled_scheduler_env_pickles_mid_episode() -> None:
         ([{"scenario": "dally-poisson-2rack", "ranges": {"gpus": [1, 2]}}], "unknown range"),
         ([{"scenario": "dally-poisson-2rack", "ranges": {"racks": [3, 2]}}], "lo <= hi"),
         ([{"scenario": "dally-poisson-2rack", "size": 2}], "unknown key 'size'"),
+        # issue #17 audit: checked at construction, not at the reset that draws the bad end
+        ([{"scenario": "dally-poisson-2rack", "ranges": {"load": [0.5, 12]}}],
+         r"^Scheduler-v1: scenarios\[0\]\.ranges\.load \(at load=12\): workload\.dally\.load: "
+         r"Input should be less than or equal to 10"),
+        ([{"scenario": "dally-poisson-2rack", "ranges": {"racks": [2, 200000]}}],
+         r"scenarios\[0\]\.ranges\.racks \(at racks=200000\): cluster: 1,600,000 machines"),
+        (["dally-poisson-2rack", {"scenario": "dally-poisson-2rack",
+                                  "ranges": {"num_jobs": [1, 5000000]}}],
+         r"scenarios\[1\]\.ranges\.num_jobs \(at num_jobs=5000000\):.*2000000"),
+        ([{"scenario": "dally-batch-2rack", "ranges": {"load": [0.5, 1.0]}}],
+         r"scenarios\[0\]\.ranges\.load: the workload's arrivals are 'batch', where load "
+         "changes nothing"),
+        ([{"scenario": {**load_scenario("dally-poisson-2rack").model_dump(),
+                        "workload": {"kind": "dally", "num_jobs": 20, "arrival": "poisson",
+                                     "rate_per_hour": 2.0}},
+           "ranges": {"load": [0.5, 1.0]}}], r"ranges\.load: .*rate_per_hour=2\.0"),
+        ([{"scenario": "dally-poisson-2rack", "ranges": [1, 2]}],
+         r"scenarios\[0\]\.ranges must be a mapping of racks, load, num_jobs"),
+        (["dally-poisson-2rack", "nope"],
+         r"^Scheduler-v1: scenarios\[1\]\.scenario: unknown scenario 'nope'; valid"),
+        ([3], r"scenarios\[0\]\.scenario must be a preset name, a YAML path or a mapping, got 3"),
+    ],
+)  # fmt: skip
+def test_bad_scenario_lists_are_one_line_errors(scenarios: object, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as ei:
+        gym.make(ID, scenarios=scenarios)
+    assert "\n" not in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"scenario_overrides": [1]}, "scenario_overrides must be a mapping"),
+        ({"reward_weights": [1]}, "reward_weights must be a mapping of component to weight"),
+        ({"reward_weights": {"jct": True}}, "reward weight jct=True must be finite"),
+        ({"reward_scale_s": float("inf")}, "reward_scale_s must be a finite number > 0"),
+        ({"reward_scale_s": True}, "reward_scale_s must be a finite number > 0"),
+        ({"reward_scale_s": 0}, "reward_scale_s must be a finite number > 0"),
     ],
 )
-def test_bad_scenario_lists_are_one_line_errors(scenarios: object, match: str) -> None:
+@pytest.mark.parametrize("kind", ["Scheduler-v1", "Placement-v1", "DelayTimer-v0"])
+def test_bad_common_kwargs_are_one_line_errors(kind: str, kw: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as ei:
+        gym.make(f"DLCluster/{kind}", scenario="dally-poisson-2rack", **kw)
+    assert "\n" not in str(ei.value) and str(ei.value).startswith(kind)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"scenarios": [{"scenario": "dally-poisson-2rack", "ranges": {"racks": [2, 40]}}]},
+         r"scenarios\[0\] has up to 320 machines and 40 racks; the graph observation holds "
+         r"max_machines=256, max_racks=32"),
+        ({"scenarios": ["dally-poisson-2rack", "dally-poisson-16rack"], "max_machines": 64},
+         r"scenarios\[1\] has up to 128 machines"),
+        ({"scenario": "dally-poisson-16rack", "max_racks": 8}, "'dally-poisson-16rack' has up"),
+    ],
+)  # fmt: skip
+def test_graph_observation_node_limits_are_checked_at_construction(kw: dict, match: str) -> None:
+    """Not at the reset that first draws a cluster too large for the padded node arrays."""
     with pytest.raises(ConfigError, match=match):
-        gym.make(ID, scenarios=scenarios)
+        gym.make(ID, observation="graph", **kw)
+
+
+@pytest.mark.parametrize(
+    ("kind", "kw", "match"),
+    [
+        ("Placement-v1", {"wait_retry_s": float("inf")}, "wait_retry_s must be a finite number"),
+        ("Placement-v1", {"invalid_penalty": True}, "invalid_penalty must be a finite number"),
+        ("DelayTimer-v0", {"decision_period_s": True}, "decision_period_s must be a finite"),
+        ("Scheduler-v1", {"wait_retry_s": True}, "wait_retry_s must be a finite number"),
+    ],
+)
+def test_true_is_not_a_number_of_seconds(kind: str, kw: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        gym.make(f"DLCluster/{kind}", scenario="dally-poisson-2rack", **kw)
 
 
 # ---------------------------------------------------------------------------- preempting teachers

@@ -9,6 +9,8 @@ and only when an agent is actually used.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -24,31 +26,118 @@ AGENT_PARAMS: dict[str, tuple[str, ...]] = {
 }
 
 
-def check_agent_env(meta: dict[str, Any], env: gym.Env, path: str | Path) -> None:
-    """The checkpoint must match the env kind, observation size and action space (the error
-    names both)."""
+# Env kwargs that change what an agent sees or what its actions do: a checkpoint runs only in an
+# env whose values equal the recorded ones (the class defaults where none was recorded).
+AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
+    "Placement": ("base_policy", "base_params", "wait_retry_s"),
+    "DelayTimer": ("decision_period_s", "max_timer_s", "dally_params", "wait_retry_s"),
+    "Scheduler": (
+        "max_waiting",
+        "max_running",
+        "preemption",
+        "requeue",
+        "move_as",
+        "order",
+        "running_order",
+        "known_durations",
+        "observation",
+        "wait_retry_s",
+    ),
+}
+
+
+def _norm(key: str, value: Any) -> Any:
+    return {} if key.endswith("_params") and value is None else value
+
+
+def _kwarg_mismatches(
+    meta: dict[str, Any], env: gym.Env, allow: Collection[str]
+) -> list[tuple[str, Any, Any]]:
+    """``(key, recorded, env's)`` for every ``AGENT_ENV_KWARGS`` key (not in ``allow``) whose
+    value in ``env`` differs from the checkpoint's."""
+    inner = env.unwrapped
+    given: dict[str, Any] = getattr(inner, "_init_kwargs", {})
+    params = inspect.signature(type(inner).__init__).parameters
+    recorded = meta.get("env_kwargs") or {}
+    out = []
+    for key in AGENT_ENV_KWARGS.get(meta["env_kind"], ()):
+        if key in allow or key not in given or key not in params:
+            continue
+        want = _norm(key, recorded.get(key, params[key].default))
+        have = _norm(key, given[key])
+        if key == "requeue":  # no effect without preemption
+            want = bool(want) and bool(recorded.get("preemption", params["preemption"].default))
+            have = bool(getattr(inner, "requeue", have))
+        if want != have:
+            out.append((key, want, have))
+    return out
+
+
+def check_agent_env(
+    meta: dict[str, Any], env: gym.Env, path: str | Path, allow: Collection[str] = ()
+) -> None:
+    """The checkpoint must match the env kind, a flat ``Box`` observation of the same size, the
+    action space and the env kwargs that change what the agent sees or does (the error names
+    both sides).
+
+    Compared kwargs (``AGENT_ENV_KWARGS``; a key the checkpoint did not record must have the
+    env class's default): Placement ``base_policy``, ``base_params`` (who makes the offers),
+    ``wait_retry_s``; DelayTimer ``decision_period_s``, ``max_timer_s`` (the action's scale),
+    ``dally_params``, ``wait_retry_s``; Scheduler ``max_waiting``, ``max_running``,
+    ``preemption``, ``requeue`` (only with preemption), ``move_as``, ``order``,
+    ``running_order``, ``known_durations``, ``observation``, ``wait_retry_s``.
+    Free (they change neither the observation nor what an action does): the scenario
+    (``scenario``, ``scenario_overrides``, ``scenarios``, ``traces_dir``), the rewards
+    (``reward_weights``, ``reward_scale_s``, ``invalid_penalty``, ``unfinished_penalty``,
+    ``unfinished_penalty_s``), ``stall_end``, ``invalid_action`` (masked agents take no invalid
+    action), ``render_mode``; Scheduler ``max_machines``/``max_racks`` (dict and graph
+    observations only) and ``skip_trivial`` (adds instants where only "stop" is valid);
+    Placement ``wait_limit`` (v1 masks wait past the rack timer; the observation is the same).
+    ``allow``: keys deliberately overridden (``agent:PATH`` parameters).
+    """
     kind = env_kind(env)
-    size = int(env.observation_space.shape[0])  # type: ignore[index]
     want_kind, want_size = meta["env_kind"], int(meta["observation_size"])
+    env_name = getattr(env.unwrapped, "env_name", kind)
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        shape = f" of shape {space.shape}" if space.shape else ""
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} was trained on {meta.get('env_id', want_kind)} "
+            f"with a flat Box observation of size {want_size}, but the env {env_name} has a "
+            f"{type(space).__name__} observation space{shape}; make the env "
+            "with observation='flat'"
+        )
+    size = int(space.shape[0])
     if kind != want_kind or size != want_size:
         raise ConfigError(
             f"agent checkpoint {str(path)!r} was trained on {meta.get('env_id', want_kind)} "
-            f"with observation size {want_size}, but the env is "
-            f"{getattr(env.unwrapped, 'env_name', kind)} with observation size {size}"
+            f"with observation size {want_size}, but the env is {env_name} with observation "
+            f"size {size}"
         )
-    want_space, space = meta.get("action_space"), str(env.action_space)
-    if want_space is not None and want_space != space:
+    want_space, action_space = meta.get("action_space"), str(env.action_space)
+    if want_space is not None and want_space != action_space:
         raise ConfigError(
             f"agent checkpoint {str(path)!r} was trained with action space {want_space} "
-            f"(env kwargs {meta.get('env_kwargs', {})}), but the env has {space}; make the env "
-            "with the checkpoint's env kwargs"
+            f"(env kwargs {meta.get('env_kwargs', {})}), but the env has {action_space}; make "
+            "the env with the checkpoint's env kwargs"
+        )
+    bad = _kwarg_mismatches(meta, env, allow)
+    if bad:
+        trained = ", ".join(f"{k}={w!r}" for k, w, _ in bad)
+        has = ", ".join(f"{k}={h!r}" for k, _, h in bad)
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} was trained with {trained}, but the env has {has} "
+            f"(these change what the agent sees or does); make the env with the checkpoint's "
+            f"env kwargs {meta.get('env_kwargs', {})}"
         )
 
 
-def load_agent_policy(path: str | Path, env: gym.Env) -> Any:
-    """The trained agent at ``path`` as an env policy for ``env`` (SB3 ``predict``)."""
+def load_agent_policy(path: str | Path, env: gym.Env, allow: Collection[str] = ()) -> Any:
+    """The trained agent at ``path`` as an env policy for ``env`` (SB3 ``predict``); ``env``
+    must match the checkpoint (``check_agent_env``; ``allow``: kwargs deliberately
+    overridden)."""
     meta = read_agent_meta(path)
-    check_agent_env(meta, env, path)
+    check_agent_env(meta, env, path, allow)
     from dlcluster_gym.agents.load import load_policy
 
     return load_policy(path, meta)
@@ -93,6 +182,6 @@ def agent_scheduler(path: str, **params: Any) -> Any:
     meta = read_agent_meta(path)
 
     def factory(env: gym.Env) -> Any:
-        return load_agent_policy(path, env)
+        return load_agent_policy(path, env, allow=tuple(params))
 
     return scheduler_for(meta, factory, f"agent:{path}", **params)

@@ -56,6 +56,15 @@ def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (``True`` is not a number here)."""
+    return (
+        isinstance(value, int | float | np.integer | np.floating)
+        and not isinstance(value, bool | np.bool_)
+        and math.isfinite(value)
+    )
+
+
 def check_flag(env: str, key: str, value: Any) -> bool:
     """A boolean argument: True/False only (``"no"`` must not become True)."""
     if not isinstance(value, bool | np.bool_):
@@ -189,6 +198,11 @@ class ClusterEnv(gym.Env):
             cfg = self._sampler.first
         else:
             cfg = load_scenario(DEFAULT_SCENARIO if scenario is None else scenario)
+            if scenario_overrides is not None and not isinstance(scenario_overrides, Mapping):
+                raise ConfigError(
+                    f"{self.env_name}: scenario_overrides must be a mapping (nested keys of the "
+                    f"scenario), got {scenario_overrides!r}"
+                )
             if scenario_overrides:
                 try:
                     cfg = load_scenario(deep_merge(cfg.model_dump(), scenario_overrides))
@@ -197,18 +211,26 @@ class ClusterEnv(gym.Env):
         self.scenario: ScenarioConfig = cfg
         self.cluster = Cluster(cfg.cluster)
         weights = dict(DEFAULT_WEIGHTS)
+        if reward_weights is not None and not isinstance(reward_weights, Mapping):
+            raise ConfigError(
+                f"{self.env_name}: reward_weights must be a mapping of component to weight "
+                f"({', '.join(REWARD_COMPONENTS)}), got {reward_weights!r}"
+            )
         for k, w in (reward_weights or {}).items():
             if k not in DEFAULT_WEIGHTS:
                 raise ConfigError(
                     f"{self.env_name}: unknown reward component {k!r}; components: "
                     f"{', '.join(REWARD_COMPONENTS)}"
                 )
-            if not isinstance(w, int | float) or not math.isfinite(w):
+            if not finite_number(w):
                 raise ConfigError(f"{self.env_name}: reward weight {k}={w!r} must be finite")
             weights[k] = float(w)
         self.reward_weights = weights
-        if not (isinstance(reward_scale_s, int | float) and reward_scale_s > 0):
-            raise ConfigError(f"{self.env_name}: reward_scale_s must be > 0, got {reward_scale_s}")
+        if not (finite_number(reward_scale_s) and reward_scale_s > 0):
+            raise ConfigError(
+                f"{self.env_name}: reward_scale_s must be a finite number > 0 (seconds), got "
+                f"{reward_scale_s!r}"
+            )
         self.reward_scale_s = float(reward_scale_s)
         if render_mode == "human":
             HumanWindow.require_pygame(self.env_name)

@@ -16,6 +16,7 @@ from dlcluster_gym.envs.base import (
     ClusterEnv,
     check_kwargs,
     check_reset_options,
+    finite_number,
 )
 from dlcluster_gym.envs.features import (
     CLUSTER_FEATURES,
@@ -234,7 +235,7 @@ class DelayTimerEnv(ClusterEnv):
             ("max_timer_s", max_timer_s),
             ("wait_retry_s", wait_retry_s),
         ):
-            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            if not (finite_number(v) and v > 0):
                 raise ConfigError(f"{self.env_name}: {name} must be a finite number > 0, got {v!r}")
         self.decision_period_s = float(decision_period_s)
         self.max_timer_s = float(max_timer_s)

@@ -71,7 +71,13 @@ class OfferPolicyScheduler(BaseScheduler):
         self.base.reset(view, rng)
         self._guard = StallGuard(self.retry_s)
         self.observer = PlacementObserver(view)
-        env = PlacementEnv(view.scenario, base_policy=self.base_policy, wait_limit=self.wait_limit)
+        env = PlacementEnv(
+            view.scenario,
+            base_policy=self.base_policy,
+            base_params=self.base_params,
+            wait_retry_s=self.retry_s,
+            wait_limit=self.wait_limit,
+        )
         self.policy = self.factory(env)
 
     def choose(self, offer: Offer) -> int:
@@ -123,7 +129,11 @@ class TimerPolicyScheduler(BaseScheduler):
         self._guard = StallGuard(self.retry_s)
         self.observer = TimerObserver(view, self.base, self.max_timer_s)
         env = DelayTimerEnv(
-            view.scenario, decision_period_s=self.decision_period_s, max_timer_s=self.max_timer_s
+            view.scenario,
+            decision_period_s=self.decision_period_s,
+            max_timer_s=self.max_timer_s,
+            dally_params=self.dally_params,
+            wait_retry_s=self.retry_s,
         )
         self.policy = self.factory(env)
         self._timers = np.zeros((NUM_CLASSES, 2))

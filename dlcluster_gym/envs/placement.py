@@ -19,6 +19,7 @@ from dlcluster_gym.envs.base import (
     ClusterEnv,
     check_kwargs,
     check_reset_options,
+    finite_number,
 )
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
 from dlcluster_gym.errors import ConfigError, InvalidActionError
@@ -381,10 +382,14 @@ class PlacementEnv(ClusterEnv):
             raise ConfigError(
                 f"{self.env_name}: invalid_action must be 'wait' or 'raise', got {invalid_action!r}"
             )
-        if not (isinstance(invalid_penalty, int | float) and math.isfinite(invalid_penalty)):
-            raise ConfigError(f"{self.env_name}: invalid_penalty must be finite")
-        if not (isinstance(wait_retry_s, int | float) and wait_retry_s > 0):
-            raise ConfigError(f"{self.env_name}: wait_retry_s must be > 0, got {wait_retry_s}")
+        if not finite_number(invalid_penalty):
+            raise ConfigError(
+                f"{self.env_name}: invalid_penalty must be a finite number, got {invalid_penalty!r}"
+            )
+        if not (finite_number(wait_retry_s) and wait_retry_s > 0):
+            raise ConfigError(
+                f"{self.env_name}: wait_retry_s must be a finite number > 0, got {wait_retry_s!r}"
+            )
         self.base_policy = base_policy
         self.base_params = dict(base_params or {})
         probe = make_policy(base_policy, **self.base_params)

@@ -12,15 +12,17 @@ same scenario and the same workload, whatever happened before.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.errors import ConfigError, DLClusterError
 
 SALT = 0x5CE7A210
 RANGE_KEYS: tuple[str, ...] = ("racks", "load", "num_jobs")
@@ -64,10 +66,17 @@ def _entry(i: int, raw: Any, env: str) -> Entry:
     w = raw.get("weight", 1.0)
     if not isinstance(w, int | float) or isinstance(w, bool) or not (math.isfinite(w) and w > 0):
         raise ConfigError(f"{where}.weight must be a finite number > 0, got {w!r}")
+    spec = raw["scenario"]
+    if not isinstance(spec, str | Path | Mapping | ScenarioConfig):
+        raise ConfigError(
+            f"{where}.scenario must be a preset name, a YAML path or a mapping, got {spec!r}"
+        )
     try:
-        base = load_scenario(raw["scenario"]).model_dump()
+        base = load_scenario(dict(spec) if isinstance(spec, Mapping) else spec).model_dump()
     except ConfigError as err:
         raise one_line_error(f"{where}.scenario", err) from None
+    except DLClusterError as err:  # an unknown preset name, a missing file
+        raise ConfigError(f"{where}.scenario: {err}") from None
     over = raw.get("overrides")
     if over is not None and not isinstance(over, Mapping):
         raise ConfigError(f"{where}.overrides must be a mapping, got {over!r}")
@@ -76,8 +85,14 @@ def _entry(i: int, raw: Any, env: str) -> Entry:
             base = load_scenario(_deep_merge(base, over)).model_dump()
         except ConfigError as err:
             raise one_line_error(f"{where}.overrides", err) from None
+    raw_ranges = raw.get("ranges")
+    if raw_ranges is not None and not isinstance(raw_ranges, Mapping):
+        raise ConfigError(
+            f"{where}.ranges must be a mapping of {', '.join(RANGE_KEYS)} to [lo, hi], "
+            f"got {raw_ranges!r}"
+        )
     ranges: dict[str, tuple[float, float]] = {}
-    for key, r in (raw.get("ranges") or {}).items():
+    for key, r in (raw_ranges or {}).items():
         if key not in RANGE_KEYS:
             raise ConfigError(f"{where}.ranges: unknown range {key!r}; ranges: "
                               f"{', '.join(RANGE_KEYS)}")  # fmt: skip
@@ -96,13 +111,74 @@ def _entry(i: int, raw: Any, env: str) -> Entry:
     if "racks" in ranges and len(base["cluster"]["groups"]) != 1:
         raise ConfigError(f"{where}.ranges.racks: cluster {base['cluster']['name']} has "
                           "several machine groups; racks ranges need one group")  # fmt: skip
+    wl = base["workload"]
     for key, names in (("load", ("load", "target_load")), ("num_jobs", ("num_jobs", "max_jobs"))):
-        if key in ranges and not any(n in base["workload"] for n in names):
+        if key in ranges and not any(n in wl for n in names):
             raise ConfigError(
-                f"{where}.ranges.{key}: workload kind "
-                f"{base['workload'].get('kind')!r} has no {' or '.join(names)}"
+                f"{where}.ranges.{key}: workload kind {wl.get('kind')!r} has no "
+                f"{' or '.join(names)}"
             )
+    if "load" in ranges and "load" in wl:
+        if wl.get("arrival") != "poisson":
+            raise ConfigError(
+                f"{where}.ranges.load: the workload's arrivals are {wl.get('arrival')!r}, where "
+                "load changes nothing (it sets the Poisson arrival rate); use a Poisson "
+                "scenario, or ranges num_jobs/racks"
+            )
+        if wl.get("rate_per_hour") is not None:
+            raise ConfigError(
+                f"{where}.ranges.load: the workload sets rate_per_hour="
+                f"{wl['rate_per_hour']!r}, which overrides load; drop one of them"
+            )
+    _check_ends(where, base, ranges)
     return Entry(base, float(w), ranges)
+
+
+def _apply(data: dict[str, Any], values: Mapping[str, float]) -> tuple[dict[str, Any], list[str]]:
+    """``data`` (a scenario mapping) with the drawn ``values`` of its ranges, and their label
+    parts (``load0.85``, ``120jobs``, ``4racks``)."""
+    data = {**data, "cluster": dict(data["cluster"]), "workload": dict(data["workload"])}
+    parts = []
+    for key in RANGE_KEYS:
+        if key not in values:
+            continue
+        v = values[key]
+        if key == "load":
+            name = "load" if "load" in data["workload"] else "target_load"
+            data["workload"][name] = float(v)
+            parts.append(f"load{v:.2f}")
+        elif key == "num_jobs":
+            name = "num_jobs" if "num_jobs" in data["workload"] else "max_jobs"
+            data["workload"][name] = int(v)
+            parts.append(f"{int(v)}jobs")
+        else:
+            group = dict(data["cluster"]["groups"][0], racks=int(v))
+            data["cluster"]["groups"] = [group]
+            data["cluster"]["name"] = f"{data['cluster']['name']}-{int(v)}racks"
+            parts.append(f"{int(v)}racks")
+    return data, parts
+
+
+def _check_ends(where: str, base: dict[str, Any], ranges: dict[str, tuple[float, float]]) -> None:
+    """Load the scenario with each range at its low and high end, alone and all together
+    (every corner), so that a range the config rejects fails here, not at some reset."""
+    keys = list(ranges)
+    trials: list[tuple[str, dict[str, float]]] = []
+    for key in keys:
+        trials += [(f"{where}.ranges.{key}", {key: end}) for end in ranges[key]]
+    if len(keys) > 1:
+        for ends in itertools.product(*(ranges[k] for k in keys)):
+            trials.append((f"{where}.ranges", dict(zip(keys, ends, strict=True))))
+    for loc, values in trials:
+        try:
+            load_scenario(_apply(base, values)[0])
+        except ConfigError as err:
+            at = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+            raise one_line_error(f"{loc} (at {at})", err) from None
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(v)
 
 
 class ScenarioSampler:
@@ -120,8 +196,20 @@ class ScenarioSampler:
 
     @property
     def first(self) -> ScenarioConfig:
-        """The first entry as drawn with every range at its low end (sets the spaces)."""
+        """The first entry's scenario, its ranges not applied (sets the spaces)."""
         return load_scenario(self.entries[0].base)
+
+    def largest(self) -> list[tuple[str, int, int]]:
+        """``(where, machines, racks)`` of each entry's largest cluster (its ``racks`` range at
+        the high end), for envs whose observation has a size limit."""
+        out = []
+        for i, e in enumerate(self.entries):
+            groups = e.base["cluster"]["groups"]
+            if "racks" in e.ranges:
+                groups = [dict(groups[0], racks=int(e.ranges["racks"][1]))]
+            machines = sum(int(g["racks"]) * int(g["machines_per_rack"]) for g in groups)
+            out.append((f"scenarios[{i}]", machines, sum(int(g["racks"]) for g in groups)))
+        return out
 
     def draw(self, seed: int) -> ScenarioConfig:
         """The scenario of the episode with ``seed``."""
@@ -129,28 +217,16 @@ class ScenarioSampler:
         e = self.entries[int(rng.choice(len(self.entries), p=self.p))]
         data = e.base
         if e.ranges:
-            data = {**data, "cluster": dict(data["cluster"]), "workload": dict(data["workload"])}
-            parts = []
+            values: dict[str, float] = {}
             for key in RANGE_KEYS:
                 if key not in e.ranges:
                     continue
                 lo, hi = e.ranges[key]
                 if key == "load":
-                    v: float = float(rng.uniform(lo, hi))
-                    name = "load" if "load" in data["workload"] else "target_load"
-                    data["workload"][name] = v
-                    parts.append(f"load{v:.2f}")
-                elif key == "num_jobs":
-                    v = int(rng.integers(int(lo), int(hi) + 1))
-                    name = "num_jobs" if "num_jobs" in data["workload"] else "max_jobs"
-                    data["workload"][name] = v
-                    parts.append(f"{v}jobs")
+                    values[key] = float(rng.uniform(lo, hi))
                 else:
-                    v = int(rng.integers(int(lo), int(hi) + 1))
-                    group = dict(data["cluster"]["groups"][0], racks=v)
-                    data["cluster"]["groups"] = [group]
-                    data["cluster"]["name"] = f"{data['cluster']['name']}-{v}racks"
-                    parts.append(f"{v}racks")
+                    values[key] = int(rng.integers(int(lo), int(hi) + 1))
+            data, parts = _apply(data, values)
             data["name"] = f"{data['name']}[{','.join(parts)}]"
             return load_scenario(data)
         key = self.entries.index(e)  # entries without ranges: built once

@@ -18,6 +18,7 @@ from dlcluster_gym.envs.base import (
     check_flag,
     check_kwargs,
     check_reset_options,
+    finite_number,
     serial_remaining_s,
     stalled,
 )
@@ -269,7 +270,7 @@ class SchedulerEnv(ClusterEnv):
         fixed_s = V0_FIXED_PENALTY_S if unfinished_penalty_s is None else unfinished_penalty_s
         for key, v in (("invalid_penalty", invalid_penalty), ("wait_retry_s", wait_retry_s),
                        ("unfinished_penalty_s", fixed_s)):  # fmt: skip
-            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+            if not (finite_number(v) and v >= 0):
                 raise ConfigError(f"{name}: {key} must be a finite number >= 0, got {v!r}")
         if wait_retry_s <= 0:
             raise ConfigError(f"{name}: wait_retry_s must be > 0, got {wait_retry_s}")
@@ -300,6 +301,8 @@ class SchedulerEnv(ClusterEnv):
             max_racks=max_racks, skip_trivial=skip_trivial,
             unfinished_penalty=unfinished_penalty, stall_end=stall_end,
         )  # fmt: skip
+        if observation != "flat":
+            self._check_node_limits()
         self.n_start = self.K * _C
         self.n_preempt = self.R if self.preemption else 0
         self.n_move = self.R * _C if self.preemption else 0
@@ -330,6 +333,22 @@ class SchedulerEnv(ClusterEnv):
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
         self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
+
+    def _check_node_limits(self) -> None:
+        """The dict and graph observations hold ``max_machines``/``max_racks`` nodes: every
+        cluster the env can draw must fit (checked here, not at the reset that draws it)."""
+        if self._sampler is not None:
+            sizes = self._sampler.largest()
+        else:
+            c = self.cluster
+            sizes = [(f"scenario {self.scenario.name!r}", c.num_machines, c.num_racks)]
+        for where, machines, racks in sizes:
+            if machines > self.max_machines or racks > self.max_racks:
+                raise ConfigError(
+                    f"{self.env_name}: {where} has up to {machines} machines and {racks} racks; "
+                    f"the {self.observation_kind} observation holds max_machines="
+                    f"{self.max_machines}, max_racks={self.max_racks} (raise them)"
+                )
 
     def _graph_spaces(self) -> dict[str, gym.spaces.Box]:
         """The entries ``observation="graph"`` adds to the dict observation."""
