@@ -62,6 +62,7 @@ from dlcluster_gym.perf.contention import (
 )
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
+from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim.actions import (
     Migrate,
     Preempt,
@@ -192,6 +193,12 @@ class Engine:
         # Adaptive-parallelism jobs (Crius Table 2 models, perf.parallelism); None when none.
         self.par_jobs = np.array([is_adaptive_model(j.model) for j in self.jobs], dtype=bool)
         self.par = ParallelismSpeeds(cluster, ideal=self._ideal) if self.par_jobs.any() else None
+        # Their plans' traffic on the shared links (perf.parallelism_links); None when unused.
+        self._par_traffic = (
+            AdaptiveTraffic(cluster, self.par)
+            if self.par is not None and self.links is not None
+            else None
+        )
         self._admit()
 
     # ------------------------------------------------------------------ setup
@@ -362,7 +369,12 @@ class Engine:
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
         self._overlap = np.array(
-            [0.0 if j.is_ps else self._profiles[j.model].comm.overlap for j in self.jobs]
+            [
+                0.0  # a plan's communication is exposed as it is (perf.parallelism_links)
+                if j.is_ps or is_adaptive_model(j.model)
+                else self._profiles[j.model].comm.overlap
+                for j in self.jobs
+            ]
         )
         n_links = links.num_links
         self._link_jobs: list[dict[int, None]] = [{} for _ in range(n_links)]
@@ -413,11 +425,14 @@ class Engine:
             self._links_changed = True
 
     def _traffic_phases(self, job: int, gpus: np.ndarray) -> dict[int, LinkPhases]:
-        """Per shared link, the phases of ``job`` on ``gpus`` (``perf.contention``)."""
+        """Per shared link, the phases of ``job`` on ``gpus`` (``perf.contention``; for an
+        adaptive-parallelism job its plan's, ``perf.parallelism_links``)."""
         links = self.links
         assert links is not None
-        if gpus.size <= 1 or (self.par is not None and self.par_jobs[job]):
+        if gpus.size <= 1:
             return {}
+        if self._par_traffic is not None and self.par_jobs[job]:
+            return self._par_traffic.phases(self.jobs[job].model, gpus)
         profile = self._profiles[self.jobs[job].model]
         return links.phases(profile, gpus)
 
