@@ -368,6 +368,7 @@ class Engine:
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
+        self._rows_memo: dict[int, tuple[dict, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self._overlap = np.array(
             [
                 0.0  # a plan's communication is exposed as it is (perf.parallelism_links)
@@ -444,20 +445,42 @@ class Engine:
         if not phases:
             self._job_links[job] = _NO_LINKS
             return _NO_LINKS
-        ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
+        ids, carry, peak = self._link_rows(phases)
         self._job_links[job] = ids
         self._job_phases[job] = phases
-        caps = links.capacity_Bps[ids]
-        carry = [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
-                 zip(phases.values(), caps.tolist(), strict=True)]  # fmt: skip
-        self._job_carry[job] = np.array(carry)
-        self._job_carry_on[job] = dict(zip(phases, carry, strict=True))
-        self._job_peak[job] = np.minimum([ph.peak for ph in phases.values()], caps)
-        self._link_peak[ids] += self._job_peak[job]
+        self._job_carry[job] = carry
+        self._job_carry_on[job] = dict(zip(phases, carry.tolist(), strict=True))
+        self._job_peak[job] = peak
+        self._link_peak[ids] += peak
         self._link_count[ids] += 1
         for link in ids.tolist():
             self._link_jobs[link][job] = None
         return ids
+
+    def _link_rows(
+        self, phases: dict[int, LinkPhases]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(link ids, carried bytes per Up second, peak demand capped at capacity) of a
+        placement's phases, read-only, remembered per phases object: the traffic caches
+        (``SharedLinks.phases``, ``AdaptiveTraffic.phases``) hand the same one back."""
+        got = self._rows_memo.get(id(phases))
+        if got is not None and got[0] is phases:
+            return got[1]
+        links = self.links
+        assert links is not None
+        ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
+        caps = links.capacity_Bps[ids]
+        carry = np.array(
+            [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
+             zip(phases.values(), caps.tolist(), strict=True)]
+        )  # fmt: skip
+        peak = np.minimum([ph.peak for ph in phases.values()], caps)
+        for a in (ids, carry, peak):
+            a.setflags(write=False)
+        if len(self._rows_memo) >= 65536:
+            self._rows_memo.clear()
+        self._rows_memo[id(phases)] = (phases, (ids, carry, peak))  # holds phases: ids stay
+        return ids, carry, peak
 
     def _net_leave(self, job: int) -> np.ndarray:
         """Take a job off its links (it finished, was preempted or moves); returns them."""
