@@ -227,6 +227,16 @@ def _chaos(seed: int, oversub: float, **extra) -> tuple[Engine, list[float]]:
     return eng, ratios
 
 
+@pytest.mark.parametrize(
+    ("extra", "avg_jct"),
+    [({"contention": False}, 6145.161625812011), ({"network": "ideal"}, 5965.792645828931)],
+)
+def test_contention_off_and_network_ideal_random_run_matches_before_sharing(extra, avg_jct):
+    """The values of the code before adaptive jobs joined the links (bit for bit)."""
+    eng, _ = _chaos(1, 3.0, **extra)
+    assert eng.run().summary["avg_jct_s"] == avg_jct
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("oversub", [1.0, 3.0])
 def test_links_never_carry_more_than_capacity_with_adaptive_jobs(seed, oversub):
