@@ -32,23 +32,29 @@ as a ring waits for its slowest edge). A placement that does not match the plan'
 (fewer GPUs per machine than ``p``) sends the same bytes per GPU through the NICs it has.
 
 **How it is laid on the circle** (Cassini thesis 4.1-4.3: Down = compute, then Up). The Up
-time ``U`` is the plan's communication per iteration (``Plan.comm_s``: iteration time minus the
-same pipeline without communication; nothing of it overlaps compute, so the engine's overlap is
-0), at the end of the iteration, and it splits exactly into the three terms of Crius 5.1's
-iteration time: the tensor-parallel time (``sum_i coll_i + (B - 1)(max_i C_i - max_i comp_i)``),
-then the exposed send/recv ``sum_i X_i`` (one micro-batch through every boundary, in stage
-order), then the data-parallel synchronisation ``max_i AR_i`` after the pipeline flush (every
-stage's all-reduce starts at once and lasts its own ``AR_i``). During its operator a GPU moves
-its bytes at a constant rate (bytes / the operator's time, latency included, as
+time ``U`` is the plan's communication per iteration (``Plan.comm_s``: iteration time minus
+the same pipeline without communication; none of it overlaps compute, so the engine's overlap
+is 0), at the end of the iteration. It splits into the three terms of Crius 5.1's iteration
+time (phases are fractions of their sum): first the tensor-parallel time
+(``sum_i coll_i + (B - 1)(max_i C_i - max_i comp_i)``), then the exposed send/recv
+``sum_i X_i`` (one micro-batch through every boundary, in stage order), then the
+data-parallel synchronisation ``max_i AR_i`` after the pipeline flush (every stage's
+all-reduce starts at once and lasts its own ``AR_i``). During its operator a GPU moves its
+bytes at a constant rate (bytes / the operator's time, latency included, as
 ``perf.network.placement_traffic``); a tensor-parallel operator keeps its collective's rate
-for the whole tensor-parallel time. The other ``B - 1`` micro-batches' send/recv, hidden behind
-compute in Crius 5.1, are not put on the links (our choice: only what the iteration waits for
-is stretched). One flow per GPU that sends.
+for the whole tensor-parallel time. The other ``B - 1`` micro-batches' send/recv, hidden
+behind compute in Crius 5.1, are not put on the links (our choice: only what the iteration
+waits for is stretched). One flow per GPU that sends.
 
-Memoized in two levels: the per-GPU rates of a (model, hardware, GPU count) plan
-(:func:`plan_rates`, the plan search itself is cached by ``perf.parallelism``), and the phases
-of a placement shape (:class:`AdaptiveTraffic`: the plan's GPUs' NICs, uplinks and racks
-relabelled by rank), so isomorphic placements share one set of :class:`LinkPhases`.
+GPUs of several types run the slowest type's plan on its ``Hardware``
+(``ParallelismSpeeds.plan_hardware``), and so does their traffic.
+
+Memoized in three levels, so that a placement costs a few dictionary look-ups once its plan
+and shape were seen: the per-GPU rates of a plan (:func:`plan_rates`, per (model, hardware, GPU
+count); the plan search itself is cached by ``perf.parallelism``), the phases on one link per
+(rates, which plan GPUs sit on the link, which operators cross racks), so that isomorphic
+placements share their :class:`LinkPhases`, and the whole ``{link: phases}`` per exact
+placement (:class:`AdaptiveTraffic`).
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from dlcluster_gym.perf.parallelism import (
     ParallelismSpeeds,
     Plan,
     _stage_table,
+    _StageTable,
     stage_bounds,
 )
 from dlcluster_gym.workload.large_models import FP16, parse_large_model
@@ -88,7 +95,7 @@ class PlanRates:
     hi: np.ndarray
 
 
-def _component_times(tab, choice: np.ndarray) -> tuple[float, float, float]:
+def _component_times(tab: _StageTable, choice: np.ndarray) -> tuple[float, float, float]:
     """(tensor-parallel, send/recv, data-parallel) seconds of a plan's communication."""
     idx = np.arange(choice.size)
     comp, coll = tab.comp[idx, choice], tab.coll[idx, choice]
