@@ -175,15 +175,20 @@ def _link_phases(rates: PlanRates, pos: np.ndarray, wide: np.ndarray | None) -> 
     """The phases on one link of plan GPUs ``pos`` (only the rows in ``wide`` when given):
     the rows they send in, at their summed rate, one flow per sending GPU (None: no row)."""
     r = rates.rate[:, pos]
-    if wide is not None:
-        r = r * wide[:, None]
     total = r.sum(axis=1)
+    if wide is not None:
+        total = np.where(wide, total, 0.0)
     rows = np.flatnonzero(total > 0.0)
     if rows.size == 0:
         return None
-    flows = (r[rows] > 0.0).sum(axis=1).astype(np.float64)
-    return LinkPhases(np.ones(rows.size), rates.offset[rows], rates.length[rows], total[rows],
-                      flows)  # fmt: skip
+    packed = np.empty((5, rows.size))
+    packed[0] = 1.0
+    packed[1] = rates.offset[rows]
+    packed[2] = rates.length[rows]
+    packed[3] = total[rows]
+    packed[4] = np.count_nonzero(r[rows] > 0.0, axis=1)
+    packed.setflags(write=False)
+    return LinkPhases.from_packed(packed, float(packed[3].max()))
 
 
 class AdaptiveTraffic:

@@ -369,6 +369,7 @@ class Engine:
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
         self._rows_memo: dict[int, tuple[dict, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self._phase_memo: dict[int, tuple[LinkPhases, float, float, float]] = {}
         self._overlap = np.array(
             [
                 0.0  # a plan's communication is exposed as it is (perf.parallelism_links)
@@ -469,12 +470,18 @@ class Engine:
         links = self.links
         assert links is not None
         ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
-        caps = links.capacity_Bps[ids]
-        carry = np.array(
-            [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
-             zip(phases.values(), caps.tolist(), strict=True)]
-        )  # fmt: skip
-        peak = np.minimum([ph.peak for ph in phases.values()], caps)
+        per_link = self._phase_memo  # LinkPhases are shared by placements (same link shape)
+        if len(per_link) >= 65536:
+            per_link.clear()
+        rows = []
+        for ph, c in zip(phases.values(), links.capacity_Bps[ids].tolist(), strict=True):
+            got = per_link.get(id(ph))
+            if got is None or got[0] is not ph or got[1] != c:
+                carried = float((ph.length * np.minimum(ph.rate, c)).sum())
+                got = per_link[id(ph)] = (ph, c, carried, min(ph.peak, c))
+            rows.append(got)
+        carry = np.array([r[2] for r in rows])
+        peak = np.array([r[3] for r in rows])
         for a in (ids, carry, peak):
             a.setflags(write=False)
         if len(self._rows_memo) >= 65536:
