@@ -368,7 +368,7 @@ class Engine:
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
-        self._rows_memo: dict[int, tuple[dict, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self._rows_memo: dict[int, tuple[dict, tuple[Any, ...]]] = {}
         self._phase_memo: dict[int, tuple[LinkPhases, float, float, float]] = {}
         self._overlap = np.array(
             [
@@ -446,11 +446,11 @@ class Engine:
         if not phases:
             self._job_links[job] = _NO_LINKS
             return _NO_LINKS
-        ids, carry, peak = self._link_rows(phases)
+        ids, carry, peak, carry_on = self._link_rows(phases)
         self._job_links[job] = ids
         self._job_phases[job] = phases
         self._job_carry[job] = carry
-        self._job_carry_on[job] = dict(zip(phases, carry.tolist(), strict=True))
+        self._job_carry_on[job] = carry_on
         self._job_peak[job] = peak
         self._link_peak[ids] += peak
         self._link_count[ids] += 1
@@ -460,10 +460,11 @@ class Engine:
 
     def _link_rows(
         self, phases: dict[int, LinkPhases]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(link ids, carried bytes per Up second, peak demand capped at capacity) of a
-        placement's phases, read-only, remembered per phases object: the traffic caches
-        (``SharedLinks.phases``, ``AdaptiveTraffic.phases``) hand the same one back."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, float]]:
+        """(link ids, carried bytes per Up second, peak demand capped at capacity, the carried
+        rate by link id) of a placement's phases, read-only, remembered per phases object: the
+        traffic caches (``SharedLinks.phases``, ``AdaptiveTraffic.phases``) hand the same one
+        back."""
         got = self._rows_memo.get(id(phases))
         if got is not None and got[0] is phases:
             return got[1]
@@ -484,10 +485,11 @@ class Engine:
         peak = np.array([r[3] for r in rows])
         for a in (ids, carry, peak):
             a.setflags(write=False)
+        rows_on = dict(zip(phases, carry.tolist(), strict=True))
         if len(self._rows_memo) >= 65536:
             self._rows_memo.clear()
-        self._rows_memo[id(phases)] = (phases, (ids, carry, peak))  # holds phases: ids stay
-        return ids, carry, peak
+        self._rows_memo[id(phases)] = (phases, (ids, carry, peak, rows_on))  # holds phases
+        return ids, carry, peak, rows_on
 
     def _net_leave(self, job: int) -> np.ndarray:
         """Take a job off its links (it finished, was preempted or moves); returns them."""
