@@ -55,8 +55,9 @@ job's placement decides that interconnect for traffic between racks too
 - the plan is re-optimised for the placement (adaptive parallelism tunes for the GPUs it
   runs on); Crius's own Cell estimation (``cluster_hardware``) stays topology-unaware, as
   its offline-profiled operators are;
-- not modelled yet: adaptive-parallelism jobs do not join the engine's shared links, so
-  other jobs' traffic (``contention``) does not slow them, nor they others;
+- sharing with other jobs: the plan's traffic over NICs, uplinks and spine joins the
+  engine's shared links (``perf.parallelism_links``), so with ``contention`` on other jobs'
+  traffic slows an adaptive job's communication and it slows theirs;
 - ``network: ideal``: every link free (``ideal_hardware``), no communication at all.
 
 Adaptive parallelism (the ground truth a running job achieves) is the exhaustive search over
@@ -671,6 +672,7 @@ class ParallelismSpeeds:
         self.hardware = tuple(ideal_hardware(h) for h in hardware) if ideal else hardware
         self._placed = not ideal and uplinks_can_bind(cluster)
         self._memo: dict[bytes, tuple[Hardware, ...]] = {}
+        self._plans: dict[tuple[str, bytes], tuple[Plan, Hardware] | None] = {}
 
     def hardware_of(self, gpus: np.ndarray) -> tuple[Hardware, ...]:
         """Per GPU type, the ``Hardware`` a job on ``gpus`` sees (``placement_hardware``)."""
@@ -687,19 +689,36 @@ class ParallelismSpeeds:
 
     def plan(self, model: str, gpus: np.ndarray) -> Plan | None:
         """The plan a job of ``model`` runs on ``gpus`` (None: no plan fits in memory)."""
+        got = self.plan_hardware(model, gpus)
+        return None if got is None else got[0]
+
+    def plan_hardware(self, model: str, gpus: np.ndarray) -> tuple[Plan, Hardware] | None:
+        """:meth:`plan` and the ``Hardware`` it runs on (that of the slowest GPU type),
+        remembered per (model, GPU ids): the engine asks again for every placement it
+        checks, times and puts on the shared links."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        key = (model, gpus.tobytes())
+        got = self._plans.get(key, self)
+        if got is self:
+            if len(self._plans) >= 65536:
+                self._plans.clear()
+            got = self._plans[key] = self._plan_hardware(model, gpus)
+        return got  # type: ignore[return-value]
+
+    def _plan_hardware(self, model: str, gpus: np.ndarray) -> tuple[Plan, Hardware] | None:
         types = self.cluster.gpu_type_idx[gpus]
         if not types.size:
             return None
         lo, hi = int(types.min()), int(types.max())
         kinds = [lo] if lo == hi else np.unique(types).tolist()  # one type: the usual case
         hardware = self.hardware_of(gpus)
-        worst: Plan | None = None
+        worst: tuple[Plan, Hardware] | None = None
         for k in kinds:
             p = best_plan(model, hardware[k], int(gpus.size))
             if p is None:
                 return None
-            if worst is None or p.iter_time_s > worst.iter_time_s:
-                worst = p
+            if worst is None or p.iter_time_s > worst[0].iter_time_s:
+                worst = (p, hardware[k])
         return worst
 
     def speed(self, model: str, gpus: np.ndarray) -> tuple[float, float] | None:

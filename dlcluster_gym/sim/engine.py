@@ -62,6 +62,7 @@ from dlcluster_gym.perf.contention import (
 )
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
+from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim.actions import (
     Migrate,
     Preempt,
@@ -192,6 +193,12 @@ class Engine:
         # Adaptive-parallelism jobs (Crius Table 2 models, perf.parallelism); None when none.
         self.par_jobs = np.array([is_adaptive_model(j.model) for j in self.jobs], dtype=bool)
         self.par = ParallelismSpeeds(cluster, ideal=self._ideal) if self.par_jobs.any() else None
+        # Their plans' traffic on the shared links (perf.parallelism_links); None when unused.
+        self._par_traffic = (
+            AdaptiveTraffic(cluster, self.par)
+            if self.par is not None and self.links is not None
+            else None
+        )
         self._admit()
 
     # ------------------------------------------------------------------ setup
@@ -361,8 +368,15 @@ class Engine:
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
+        self._rows_memo: dict[int, tuple[dict, tuple[Any, ...]]] = {}
+        self._phase_memo: dict[int, tuple[LinkPhases, float, float, float]] = {}
         self._overlap = np.array(
-            [0.0 if j.is_ps else self._profiles[j.model].comm.overlap for j in self.jobs]
+            [
+                0.0  # a plan's communication is exposed as it is (perf.parallelism_links)
+                if j.is_ps or is_adaptive_model(j.model)
+                else self._profiles[j.model].comm.overlap
+                for j in self.jobs
+            ]
         )
         n_links = links.num_links
         self._link_jobs: list[dict[int, None]] = [{} for _ in range(n_links)]
@@ -413,11 +427,14 @@ class Engine:
             self._links_changed = True
 
     def _traffic_phases(self, job: int, gpus: np.ndarray) -> dict[int, LinkPhases]:
-        """Per shared link, the phases of ``job`` on ``gpus`` (``perf.contention``)."""
+        """Per shared link, the phases of ``job`` on ``gpus`` (``perf.contention``; for an
+        adaptive-parallelism job its plan's, ``perf.parallelism_links``)."""
         links = self.links
         assert links is not None
-        if gpus.size <= 1 or (self.par is not None and self.par_jobs[job]):
+        if gpus.size <= 1:
             return {}
+        if self._par_traffic is not None and self.par_jobs[job]:
+            return self._par_traffic.phases(self.jobs[job].model, gpus)
         profile = self._profiles[self.jobs[job].model]
         return links.phases(profile, gpus)
 
@@ -429,20 +446,50 @@ class Engine:
         if not phases:
             self._job_links[job] = _NO_LINKS
             return _NO_LINKS
-        ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
+        ids, carry, peak, carry_on = self._link_rows(phases)
         self._job_links[job] = ids
         self._job_phases[job] = phases
-        caps = links.capacity_Bps[ids]
-        carry = [float((ph.length * np.minimum(ph.rate, c)).sum()) for ph, c in
-                 zip(phases.values(), caps.tolist(), strict=True)]  # fmt: skip
-        self._job_carry[job] = np.array(carry)
-        self._job_carry_on[job] = dict(zip(phases, carry, strict=True))
-        self._job_peak[job] = np.minimum([ph.peak for ph in phases.values()], caps)
-        self._link_peak[ids] += self._job_peak[job]
+        self._job_carry[job] = carry
+        self._job_carry_on[job] = carry_on
+        self._job_peak[job] = peak
+        self._link_peak[ids] += peak
         self._link_count[ids] += 1
         for link in ids.tolist():
             self._link_jobs[link][job] = None
         return ids
+
+    def _link_rows(
+        self, phases: dict[int, LinkPhases]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, float]]:
+        """(link ids, carried bytes per Up second, peak demand capped at capacity, the carried
+        rate by link id) of a placement's phases, read-only, remembered per phases object: the
+        traffic caches (``SharedLinks.phases``, ``AdaptiveTraffic.phases``) hand the same one
+        back."""
+        got = self._rows_memo.get(id(phases))
+        if got is not None and got[0] is phases:
+            return got[1]
+        links = self.links
+        assert links is not None
+        ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
+        per_link = self._phase_memo  # LinkPhases are shared by placements (same link shape)
+        if len(per_link) >= 65536:
+            per_link.clear()
+        rows = []
+        for ph, c in zip(phases.values(), links.capacity_Bps[ids].tolist(), strict=True):
+            got = per_link.get(id(ph))
+            if got is None or got[0] is not ph or got[1] != c:
+                carried = float((ph.length * np.minimum(ph.rate, c)).sum())
+                got = per_link[id(ph)] = (ph, c, carried, min(ph.peak, c))
+            rows.append(got)
+        carry = np.array([r[2] for r in rows])
+        peak = np.array([r[3] for r in rows])
+        for a in (ids, carry, peak):
+            a.setflags(write=False)
+        rows_on = dict(zip(phases, carry.tolist(), strict=True))
+        if len(self._rows_memo) >= 65536:
+            self._rows_memo.clear()
+        self._rows_memo[id(phases)] = (phases, (ids, carry, peak, rows_on))  # holds phases
+        return ids, carry, peak, rows_on
 
     def _net_leave(self, job: int) -> np.ndarray:
         """Take a job off its links (it finished, was preempted or moves); returns them."""
