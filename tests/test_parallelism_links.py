@@ -16,6 +16,7 @@ from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.large_models import FP16, parse_large_model
+from tests.test_parallelism_network import _StartAll
 
 NIC = 100e9 / 8.0  # 100 Gb/s NICs, transport efficiency 1
 
@@ -33,18 +34,6 @@ def _scenario(racks: int = 2, machines: int = 2, oversub: float = 2.0, **extra):
     data = {"name": "par-links", "cluster": cluster, "workload": {"kind": "synthetic",
             "num_jobs": 1}, **extra}  # fmt: skip
     return load_scenario(data)
-
-
-class _StartAll:
-    """Starts every arriving job on the GPUs the script names for it."""
-
-    name = "start-all"
-
-    def __init__(self, gpus: dict[int, tuple[int, ...]]):
-        self.gpus = gpus
-
-    def schedule(self, view):
-        return [Start(j, self.gpus[j]) for j in view.waiting() if j in self.gpus]
 
 
 def _pair(second: str, **scenario) -> tuple[Engine, dict]:
