@@ -368,7 +368,6 @@ class Engine:
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
-        self._rows_memo: dict[int, tuple[dict, tuple[Any, ...]]] = {}
         self._phase_memo: dict[int, tuple[LinkPhases, float, float, float]] = {}
         self._overlap = np.array(
             [
@@ -462,16 +461,13 @@ class Engine:
         self, phases: dict[int, LinkPhases]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, float]]:
         """(link ids, carried bytes per Up second, peak demand capped at capacity, the carried
-        rate by link id) of a placement's phases, read-only, remembered per phases object: the
-        traffic caches (``SharedLinks.phases``, ``AdaptiveTraffic.phases``) hand the same one
-        back."""
-        got = self._rows_memo.get(id(phases))
-        if got is not None and got[0] is phases:
-            return got[1]
+        rate by link id) of a placement's phases; the per-link values are remembered per
+        phases object (``SharedLinks.phases`` and ``AdaptiveTraffic.phases`` share their
+        ``LinkPhases`` between placements of the same shape)."""
         links = self.links
         assert links is not None
         ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
-        per_link = self._phase_memo  # LinkPhases are shared by placements (same link shape)
+        per_link = self._phase_memo
         if len(per_link) >= 65536:
             per_link.clear()
         rows = []
@@ -483,13 +479,7 @@ class Engine:
             rows.append(got)
         carry = np.array([r[2] for r in rows])
         peak = np.array([r[3] for r in rows])
-        for a in (ids, carry, peak):
-            a.setflags(write=False)
-        rows_on = dict(zip(phases, carry.tolist(), strict=True))
-        if len(self._rows_memo) >= 65536:
-            self._rows_memo.clear()
-        self._rows_memo[id(phases)] = (phases, (ids, carry, peak, rows_on))  # holds phases
-        return ids, carry, peak, rows_on
+        return ids, carry, peak, dict(zip(phases, carry.tolist(), strict=True))
 
     def _net_leave(self, job: int) -> np.ndarray:
         """Take a job off its links (it finished, was preempted or moves); returns them."""
