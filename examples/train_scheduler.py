@@ -1,4 +1,4 @@
-"""Clone a teacher in DLCluster/Scheduler-v1, go on with PPO, compare with random."""
+"""Clone a teacher in DLCluster/Scheduler-v2, go on with PPO, compare with random."""
 
 import gymnasium as gym
 import torch
@@ -7,7 +7,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from dlcluster_gym.agents.imitation import agreement, average_jct_h, clone, record
 
-ENV, TEACHER = "DLCluster/Scheduler-v1", "las-slots"  # las-slots: least attained service
+ENV, TEACHER = "DLCluster/Scheduler-v2", "las-slots"  # las-slots: least attained service
 KW = {"scenario": "dally-poisson-2rack", "scenario_overrides": {"workload": {"num_jobs": 100}},
       "preemption": True, "order": "las", "running_order": "attained"}  # fmt: skip
 

@@ -32,10 +32,10 @@ RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer", "scheduler": "scheduler"}
 TRAIN_COMMANDS = {
-    "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
+    "placement": "dlcluster train --agent placement --out runs/agents/placement-v9",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40000 "
-    "--out runs/agents/delay-timer",
-    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v4",
+    "--out runs/agents/delay-timer-v2",
+    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v5",
 }
 # The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
 # consolidation) and the `ideal` bound (every job alone on the cluster).

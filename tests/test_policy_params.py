@@ -76,18 +76,18 @@ def test_simulate_with_a_class_or_an_object():
 @pytest.mark.parametrize(
     ("env_id", "name", "params", "message"),
     [
-        ("DLCluster/Placement-v1", "random", {"sed": 1}, "env policy random' has no parameter"),
-        ("DLCluster/DelayTimer-v0", "dally-manual", {"machine_h": "a"},
+        ("DLCluster/Placement-v2", "random", {"sed": 1}, "env policy random' has no parameter"),
+        ("DLCluster/DelayTimer-v1", "dally-manual", {"machine_h": "a"},
          "'machine_h': Input should be a valid number"),
-        ("DLCluster/Scheduler-v1", "dally", {"machine_timer_s": 5},
+        ("DLCluster/Scheduler-v2", "dally", {"machine_timer_s": 5},
          "policy 'dally' has no parameter 'machine_timer_s'"),
-        ("DLCluster/Scheduler-v1", "gittins-slots", {"margin": "x"},
+        ("DLCluster/Scheduler-v2", "gittins-slots", {"margin": "x"},
          "'margin': Input should be a valid number"),
     ],
 )  # fmt: skip
 def test_env_policy_parameters_are_checked_when_made(env_id, name, params, message):
     """``make_env_policy`` checks parameters as ``make_policy`` does (a native scheduler acting
-    through Scheduler-v1 fails at construction, not at its first step)."""
+    through Scheduler-v2 fails at construction, not at its first step)."""
     import gymnasium as gym
 
     import dlcluster_gym  # noqa: F401  (registers the envs)

@@ -1,4 +1,4 @@
-"""Scheduler-v1 (v0 where stated): heuristics reproduce their native runs, its actions, masks,
+"""Scheduler-v2 (v0 where stated): heuristics reproduce their native runs, its actions, masks,
 observation, variants (dict observation, preemption, known durations) and episode end."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dlcluster_gym.envs.queue_obs import NG, NR, NW
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.scheduler import _import
 
-ID = "DLCluster/Scheduler-v1"
+ID = "DLCluster/Scheduler-v2"
 ID_V0 = "DLCluster/Scheduler-v0"  # v0's reward and end flag (tests/test_scheduler_v1.py)
 SCEN = "dally-poisson-2rack"
 OVER = {"workload": {"num_jobs": 80}}
@@ -359,7 +359,7 @@ def test_sampled_scheduler_env_pickles_mid_episode() -> None:
         ([{"scenario": "dally-poisson-2rack", "size": 2}], "unknown key 'size'"),
         # issue #17 audit: checked at construction, not at the reset that draws the bad end
         ([{"scenario": "dally-poisson-2rack", "ranges": {"load": [0.5, 12]}}],
-         r"^Scheduler-v1: scenarios\[0\]\.ranges\.load \(at load=12\): workload\.dally\.load: "
+         r"^Scheduler-v2: scenarios\[0\]\.ranges\.load \(at load=12\): workload\.dally\.load: "
          r"Input should be less than or equal to 10"),
         ([{"scenario": "dally-poisson-2rack", "ranges": {"racks": [2, 200000]}}],
          r"scenarios\[0\]\.ranges\.racks \(at racks=200000\): cluster: 1,600,000 machines"),
@@ -376,7 +376,7 @@ def test_sampled_scheduler_env_pickles_mid_episode() -> None:
         ([{"scenario": "dally-poisson-2rack", "ranges": [1, 2]}],
          r"scenarios\[0\]\.ranges must be a mapping of racks, load, num_jobs"),
         (["dally-poisson-2rack", "nope"],
-         r"^Scheduler-v1: scenarios\[1\]\.scenario: unknown scenario 'nope'; valid"),
+         r"^Scheduler-v2: scenarios\[1\]\.scenario: unknown scenario 'nope'; valid"),
         ([3], r"scenarios\[0\]\.scenario must be a preset name, a YAML path or a mapping, got 3"),
     ],
 )  # fmt: skip
@@ -397,7 +397,7 @@ def test_bad_scenario_lists_are_one_line_errors(scenarios: object, match: str) -
         ({"reward_scale_s": 0}, "reward_scale_s must be a finite number > 0"),
     ],
 )
-@pytest.mark.parametrize("kind", ["Scheduler-v1", "Placement-v1", "DelayTimer-v0"])
+@pytest.mark.parametrize("kind", ["Scheduler-v2", "Placement-v2", "DelayTimer-v1"])
 def test_bad_common_kwargs_are_one_line_errors(kind: str, kw: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as ei:
         gym.make(f"DLCluster/{kind}", scenario="dally-poisson-2rack", **kw)
@@ -424,10 +424,10 @@ def test_graph_observation_node_limits_are_checked_at_construction(kw: dict, mat
 @pytest.mark.parametrize(
     ("kind", "kw", "match"),
     [
-        ("Placement-v1", {"wait_retry_s": float("inf")}, "wait_retry_s must be a finite number"),
-        ("Placement-v1", {"invalid_penalty": True}, "invalid_penalty must be a finite number"),
-        ("DelayTimer-v0", {"decision_period_s": True}, "decision_period_s must be a finite"),
-        ("Scheduler-v1", {"wait_retry_s": True}, "wait_retry_s must be a finite number"),
+        ("Placement-v2", {"wait_retry_s": float("inf")}, "wait_retry_s must be a finite number"),
+        ("Placement-v2", {"invalid_penalty": True}, "invalid_penalty must be a finite number"),
+        ("DelayTimer-v1", {"decision_period_s": True}, "decision_period_s must be a finite"),
+        ("Scheduler-v2", {"wait_retry_s": True}, "wait_retry_s must be a finite number"),
     ],
 )
 def test_true_is_not_a_number_of_seconds(kind: str, kw: dict, match: str) -> None:

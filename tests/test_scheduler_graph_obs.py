@@ -1,4 +1,4 @@
-"""Scheduler-v1's ``observation="graph"``: job -> machine edges and the network links as
+"""Scheduler-v2's ``observation="graph"``: job -> machine edges and the network links as
 edges of the cluster tree, checked against the engine's own state."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dlcluster_gym.envs.queue_obs import (
 )
 from dlcluster_gym.errors import ConfigError
 
-ID = "DLCluster/Scheduler-v1"
+ID = "DLCluster/Scheduler-v2"
 ML = {k: i for i, k in enumerate(MACHINE_LINK_FEATURES)}
 RL = {k: i for i, k in enumerate(RACK_LINK_FEATURES)}
 SP = {k: i for i, k in enumerate(SPINE_FEATURES)}

@@ -1,21 +1,26 @@
 """Gymnasium environments, registered under the ``DLCluster/`` namespace on import.
 
-- ``DLCluster/Placement-v1``: answer resource offers (wait or a candidate placement); a job
+- ``DLCluster/Placement-v2``: answer resource offers (wait or a candidate placement); a job
   past the base policy's rack timer may no longer wait while a placement is valid.
-  ``Placement-v0`` is the same env with unbounded waiting (``wait_limit="none"``, bounded
-  only by the stall retries). It is NOT a frozen copy of earlier releases: issues #15 (the
-  network model) and #16 (the base schedulers as their papers wrote them, e.g. Dally's
-  preemption) changed the engine and the base policies under both versions without a bump,
-  so v0 reproduces the env's rules (no wait limit) on today's engine, not the per-job results
-  of a run made before them (those need the code of that time).
-- ``DLCluster/DelayTimer-v0``: set Dally's delay timers per GPU-demand class (its only
-  version; issues #15 and #16 changed its engine and base Dally in the same way).
-- ``DLCluster/Scheduler-v1``: run the whole queue (which job, where; optionally
+  ``Placement-v1`` is v2 with the ``done_jobs`` feature over all jobs of the workload
+  (``done_jobs_of="workload"``: it tells an agent how many arrivals are still to come; v2
+  divides by the jobs arrived so far). ``Placement-v0`` is v1 with unbounded waiting
+  (``wait_limit="none"``, bounded only by the stall retries). Old versions are NOT frozen
+  copies of earlier releases: issues #15 (the network model) and #16 (the base schedulers as
+  their papers wrote them, e.g. Dally's preemption) changed the engine and the base policies
+  under every version without a bump, so v0 reproduces the env's rules (no wait limit) on
+  today's engine, not the per-job results of a run made before them (those need the code of
+  that time).
+- ``DLCluster/DelayTimer-v1``: set Dally's delay timers per GPU-demand class; ``v0`` is v1
+  with ``done_jobs_of="workload"`` (issues #15 and #16 changed its engine and base Dally in
+  the same way).
+- ``DLCluster/Scheduler-v2``: run the whole queue (which job, where; optionally
   preempt/move); an episode that ends with jobs unfinished charges each of them the serial
-  bound, and a stall ending is ``terminated``. ``Scheduler-v0`` keeps v0's reward and end flag
-  (7 days per unfinished job, stall ending ``truncated``) with the same dynamics and
-  observations: it reproduces the shipped ``scheduler.zip`` agent's training env. Use v1 for
-  new work.
+  bound, and a stall ending is ``terminated``. ``Scheduler-v1`` is v2 with
+  ``done_jobs_of="workload"``. ``Scheduler-v0`` is v1 with v0's reward and end flag (7 days
+  per unfinished job, stall ending ``truncated``) with the same dynamics. The shipped
+  ``scheduler.zip`` trains on v0's reward with ``done_jobs_of="arrived"`` (its config's env
+  kwargs). Use v2 for new work.
 
 All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v<N>`` are the
 same envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
@@ -24,6 +29,8 @@ same envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, 
 from __future__ import annotations
 
 import gymnasium as gym
+
+from dlcluster_gym.envs.versions import VERSIONS, version_name
 
 NAMESPACE = "DLCluster"
 ENVS: dict[str, str] = {
@@ -44,14 +51,11 @@ PRESET_SCENARIOS: tuple[str, ...] = (
     "h100-rail-spine2-poisson",
     "pollux-testbed-poisson",
 )
-# Versions of each env and the kwargs that give a version its dynamics (the newest is the
-# class's defaults). Bump when dynamics or rewards change; old ids keep working.
-VERSIONS: dict[str, dict[int, dict]] = {
-    "Placement": {0: {"wait_limit": "none"}, 1: {}},
-    "DelayTimer": {0: {}},
-    "Scheduler": {0: {"unfinished_penalty": "fixed", "stall_end": "truncated"}, 1: {}},
-}
 VERSION = 0  # the first version of every env
+
+
+__all__ = ["ENVS", "NAMESPACE", "PRESET_SCENARIOS", "VERSIONS", "env_ids", "latest",
+           "register_envs", "version_name"]  # fmt: skip
 
 
 def latest(name: str) -> int:

@@ -29,8 +29,14 @@ AGENT_PARAMS: dict[str, tuple[str, ...]] = {
 # Env kwargs that change what an agent sees or what its actions do: a checkpoint runs only in an
 # env whose values equal the recorded ones (the class defaults where none was recorded).
 AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
-    "Placement": ("base_policy", "base_params", "wait_retry_s"),
-    "DelayTimer": ("decision_period_s", "max_timer_s", "dally_params", "wait_retry_s"),
+    "Placement": ("base_policy", "base_params", "wait_retry_s", "done_jobs_of"),
+    "DelayTimer": (
+        "decision_period_s",
+        "max_timer_s",
+        "dally_params",
+        "wait_retry_s",
+        "done_jobs_of",
+    ),
     "Scheduler": (
         "max_waiting",
         "max_running",
@@ -42,12 +48,32 @@ AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
         "known_durations",
         "observation",
         "wait_retry_s",
+        "done_jobs_of",
     ),
 }
 
 
+# The value an env kwarg had before it existed: a checkpoint that did not record the key was
+# trained with this (not with today's class default). ``done_jobs_of``: checkpoints made before
+# the feature stopped counting future arrivals saw finished jobs / all jobs of the workload.
+LEGACY_ENV_KWARGS: dict[str, Any] = {"done_jobs_of": "workload"}
+
+
 def _norm(key: str, value: Any) -> Any:
     return {} if key.endswith("_params") and value is None else value
+
+
+def _init_params(cls: type) -> dict[str, inspect.Parameter]:
+    """The named ``__init__`` parameters of ``cls`` and its bases (a subclass passes the
+    common ones on as ``**kwargs``)."""
+    out: dict[str, inspect.Parameter] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is not None and klass is not object:
+            for name, p in inspect.signature(init).parameters.items():
+                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self":
+                    out[name] = p
+    return out
 
 
 def _kwarg_mismatches(
@@ -57,13 +83,13 @@ def _kwarg_mismatches(
     value in ``env`` differs from the checkpoint's."""
     inner = env.unwrapped
     given: dict[str, Any] = getattr(inner, "_init_kwargs", {})
-    params = inspect.signature(type(inner).__init__).parameters
+    params = _init_params(type(inner))
     recorded = meta.get("env_kwargs") or {}
     out = []
     for key in AGENT_ENV_KWARGS.get(meta["env_kind"], ()):
         if key in allow or key not in given or key not in params:
             continue
-        want = _norm(key, recorded.get(key, params[key].default))
+        want = _norm(key, recorded.get(key, LEGACY_ENV_KWARGS.get(key, params[key].default)))
         have = _norm(key, given[key])
         if key == "requeue":  # no effect without preemption
             want = bool(want) and bool(recorded.get("preemption", params["preemption"].default))
@@ -81,11 +107,13 @@ def check_agent_env(
     both sides).
 
     Compared kwargs (``AGENT_ENV_KWARGS``; a key the checkpoint did not record must have the
-    env class's default): Placement ``base_policy``, ``base_params`` (who makes the offers),
-    ``wait_retry_s``; DelayTimer ``decision_period_s``, ``max_timer_s`` (the action's scale),
-    ``dally_params``, ``wait_retry_s``; Scheduler ``max_waiting``, ``max_running``,
-    ``preemption``, ``requeue`` (only with preemption), ``move_as``, ``order``,
-    ``running_order``, ``known_durations``, ``observation``, ``wait_retry_s``.
+    env class's default, or its ``LEGACY_ENV_KWARGS`` value): Placement ``base_policy``,
+    ``base_params`` (who makes the offers), ``wait_retry_s``; DelayTimer
+    ``decision_period_s``, ``max_timer_s`` (the action's scale), ``dally_params``,
+    ``wait_retry_s``; Scheduler ``max_waiting``, ``max_running``, ``preemption``, ``requeue``
+    (only with preemption), ``move_as``, ``order``, ``running_order``, ``known_durations``,
+    ``observation``, ``wait_retry_s``; all three ``done_jobs_of`` (a checkpoint that did not
+    record it was trained with ``"workload"``).
     Free (they change neither the observation nor what an action does): the scenario
     (``scenario``, ``scenario_overrides``, ``scenarios``, ``traces_dir``), the rewards
     (``reward_weights``, ``reward_scale_s``, ``invalid_penalty``, ``unfinished_penalty``,
@@ -159,16 +187,17 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
         raise ConfigError(
             f"agent {name!r} has no parameter {unknown[0]!r}; parameters: {', '.join(allowed)}"
         )
-    kw = {**meta.get("env_kwargs", {}), **params}
+    kw = {**LEGACY_ENV_KWARGS, **meta.get("env_kwargs", {}), **params}
     if meta["env_kind"] == "Placement":
         return OfferPolicyScheduler(
             factory,
             base_policy=kw.get("base_policy", "dally"),
             base_params=kw.get("base_params") or {},
             name=name,
+            done_jobs_of=kw["done_jobs_of"],
         )
     if meta["env_kind"] == "DelayTimer":
-        extra = {k: kw[k] for k in ("decision_period_s", "max_timer_s") if k in kw}
+        extra = {k: kw[k] for k in ("decision_period_s", "max_timer_s", "done_jobs_of") if k in kw}
         return TimerPolicyScheduler(
             factory, dally_params=kw.get("dally_params") or {}, name=name, **extra
         )

@@ -15,6 +15,7 @@ import numpy as np
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.envs.features import DONE_OF
 from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
 from dlcluster_gym.envs.sampling import ScenarioSampler, one_line_error
 from dlcluster_gym.errors import ConfigError
@@ -42,6 +43,7 @@ COMMON_KWARGS: tuple[str, ...] = (
     "reward_scale_s",
     "render_mode",
     "traces_dir",
+    "done_jobs_of",
 )
 
 
@@ -180,8 +182,15 @@ class ClusterEnv(gym.Env):
         reward_scale_s: float = 3600.0,
         render_mode: str | None = None,
         traces_dir: str | Path | None = None,
+        done_jobs_of: str = "arrived",
     ) -> None:
         super().__init__()
+        if done_jobs_of not in DONE_OF:
+            raise ConfigError(
+                f"{self.env_name}: done_jobs_of must be one of {', '.join(DONE_OF)}, got "
+                f"{done_jobs_of!r}"
+            )
+        self.done_jobs_of = done_jobs_of
         self._sampler: ScenarioSampler | None = None
         if scenarios is not None:  # drawn per reset; replaces `scenario`
             if scenario is not None:
@@ -256,6 +265,7 @@ class ClusterEnv(gym.Env):
             "reward_scale_s": reward_scale_s,
             "render_mode": render_mode,
             "traces_dir": traces_dir,
+            "done_jobs_of": done_jobs_of,
         }
         self.engine: Engine | None = None
         self.view: ClusterView | None = None

@@ -24,6 +24,7 @@ from dlcluster_gym.envs.features import (
     count_feature,
     time_feature,
 )
+from dlcluster_gym.envs.versions import version_name
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.view import ClusterView
@@ -74,14 +75,16 @@ class TimerObserver:
     """Builds DelayTimer-v0 observations in one engine run under a Dally ``base`` (used by
     the env, and by ``TimerPolicyScheduler`` to let an env policy act in a native run)."""
 
-    def __init__(self, view: ClusterView, base: Any, max_timer_s: float) -> None:
+    def __init__(
+        self, view: ClusterView, base: Any, max_timer_s: float, done_of: str = "arrived"
+    ) -> None:
         self.view = view
         self.base = base
         self.max_timer_s = max_timer_s
         self.num_gpus = float(view.cluster.num_gpus)
         self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
         self.cls = np.array([demand_class(int(d)) for d in self.demand], dtype=np.int64)
-        self._cluster = ClusterFeatures(view)
+        self._cluster = ClusterFeatures(view, done_of)
 
     def autotuner_timers(self) -> np.ndarray:
         """Algorithm 2's current (T_Mc, T_Rk) per class, for the class's representative
@@ -216,7 +219,7 @@ class DelayTimerEnv(ClusterEnv):
       them are not reproduced by today's v0.
     """
 
-    env_name = "DelayTimer-v0"
+    env_name = "DelayTimer-v1"
 
     def __init__(
         self,
@@ -228,6 +231,9 @@ class DelayTimerEnv(ClusterEnv):
         wait_retry_s: float = 3600.0,
         **kwargs: Any,
     ) -> None:
+        self.env_name = version_name(
+            "DelayTimer", {"done_jobs_of": kwargs.get("done_jobs_of", "arrived")}
+        )
         check_kwargs(self.env_name, kwargs, DELAY_KWARGS)
         super().__init__(scenario, **kwargs)
         for name, v in (
@@ -264,7 +270,7 @@ class DelayTimerEnv(ClusterEnv):
         return float(tm), float(tm + extra)
 
     def _first_instant(self, view: ClusterView) -> None:
-        self._observer = TimerObserver(view, self.base, self.max_timer_s)
+        self._observer = TimerObserver(view, self.base, self.max_timer_s, self.done_jobs_of)
         self._next_decision = 0.0
 
     def _decide(self, view: ClusterView) -> Generator[ClusterView, np.ndarray, Any]:

@@ -28,8 +28,22 @@ CLUSTER_FEATURES: tuple[str, ...] = (
     "waiting_jobs",  # log-scaled count
     "waiting_demand",  # GPUs demanded by waiting jobs / GPUs (capped at 1)
     "running_jobs",  # log-scaled count
-    "done_jobs",  # finished jobs / jobs
+    "done_jobs",  # finished jobs / arrived jobs (DONE_OF; "workload": / all jobs, old versions)
 )
+DONE_OF: tuple[str, ...] = ("arrived", "workload")
+"""What ``done_jobs`` divides by: the jobs that have arrived so far (no future information),
+or every job of the episode's workload (env versions before the fix: Placement-v0/v1,
+DelayTimer-v0, Scheduler-v0/v1; it tells an agent how many arrivals are still to come)."""
+
+
+def done_share(done: int, waiting: int, running: int, total: int, done_of: str) -> float:
+    """The ``done_jobs`` feature: finished jobs over the arrived jobs (finished, waiting and
+    running; 0 before any arrival) or, with ``done_of="workload"``, over all ``total`` jobs."""
+    if done_of == "workload":
+        return done / max(total, 1)
+    arrived = done + waiting + running
+    return done / arrived if arrived else 0.0
+
 
 _LOG_T = math.log1p(TIME_REF_H)
 _LOG_N = math.log1p(COUNT_REF)
@@ -51,8 +65,9 @@ class ClusterFeatures:
     SMALL_MACHINES = 256
     """Up to this many machines the counts are summed on Python lists (faster there)."""
 
-    def __init__(self, view: ClusterView) -> None:
+    def __init__(self, view: ClusterView, done_of: str = "arrived") -> None:
         c: Cluster = view.cluster
+        self.done_of = done_of
         self.view = view
         self.num_gpus = float(c.num_gpus)
         self.gpm = float(c.max_gpus_per_machine)
@@ -104,4 +119,4 @@ class ClusterFeatures:
         else:
             out[7] = 0.0
         out[8] = count_feature(v.num_running)
-        out[9] = v.num_done / self.num_jobs
+        out[9] = done_share(v.num_done, n_wait, v.num_running, self.num_jobs, self.done_of)

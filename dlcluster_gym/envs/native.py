@@ -53,9 +53,11 @@ class OfferPolicyScheduler(BaseScheduler):
         name: str | None = None,
         retry_s: float = 3600.0,
         wait_limit: str = "none",
+        done_jobs_of: str = "arrived",
     ) -> None:
         super().__init__(base_policy=base_policy, base_params=dict(base_params or {}))
         self.retry_s = float(retry_s)
+        self.done_jobs_of = done_jobs_of
         self.wait_limit = wait_limit  # "none": Placement-v0; "rack_timer": Placement-v1
         self.factory = factory
         self.base_policy = base_policy
@@ -70,13 +72,14 @@ class OfferPolicyScheduler(BaseScheduler):
         self.base = make_policy(self.base_policy, **self.base_params)
         self.base.reset(view, rng)
         self._guard = StallGuard(self.retry_s)
-        self.observer = PlacementObserver(view)
+        self.observer = PlacementObserver(view, self.done_jobs_of)
         env = PlacementEnv(
             view.scenario,
             base_policy=self.base_policy,
             base_params=self.base_params,
             wait_retry_s=self.retry_s,
             wait_limit=self.wait_limit,
+            done_jobs_of=self.done_jobs_of,
         )
         self.policy = self.factory(env)
 
@@ -109,9 +112,11 @@ class TimerPolicyScheduler(BaseScheduler):
         dally_params: Mapping[str, Any] | None = None,
         name: str | None = None,
         retry_s: float = 3600.0,
+        done_jobs_of: str = "arrived",
     ) -> None:
         super().__init__(decision_period_s=decision_period_s, max_timer_s=max_timer_s)
         self.retry_s = float(retry_s)
+        self.done_jobs_of = done_jobs_of
         self.factory = factory
         self.decision_period_s = float(decision_period_s)
         self.max_timer_s = float(max_timer_s)
@@ -127,13 +132,14 @@ class TimerPolicyScheduler(BaseScheduler):
         self.base.reset(view, rng)
         self.base.timer_override = self._timer_for
         self._guard = StallGuard(self.retry_s)
-        self.observer = TimerObserver(view, self.base, self.max_timer_s)
+        self.observer = TimerObserver(view, self.base, self.max_timer_s, self.done_jobs_of)
         env = DelayTimerEnv(
             view.scenario,
             decision_period_s=self.decision_period_s,
             max_timer_s=self.max_timer_s,
             dally_params=self.dally_params,
             wait_retry_s=self.retry_s,
+            done_jobs_of=self.done_jobs_of,
         )
         self.policy = self.factory(env)
         self._timers = np.zeros((NUM_CLASSES, 2))

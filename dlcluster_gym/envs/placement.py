@@ -22,6 +22,7 @@ from dlcluster_gym.envs.base import (
     finite_number,
 )
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
+from dlcluster_gym.envs.versions import version_name
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.perf.network import comm_overhead, net_params
 from dlcluster_gym.scheduler import make_policy
@@ -164,7 +165,7 @@ class PlacementObserver:
     cache_tiers = True
     """Remember (tier, exposed comm) per model and GPU set: offers repeat candidates."""
 
-    def __init__(self, view: ClusterView) -> None:
+    def __init__(self, view: ClusterView, done_of: str = "arrived") -> None:
         self.view = view
         self.engine = view._e
         c: Cluster = view.cluster
@@ -176,7 +177,7 @@ class PlacementObserver:
         self._skew = np.array([p.skew == "high" for p in self._profiles], dtype=np.float32)
         self._sens: dict[int, tuple[float, float, float]] = {}
         self._ideal = self.engine.scenario.network == "ideal"
-        self._cluster = ClusterFeatures(view)
+        self._cluster = ClusterFeatures(view, done_of)
         # Cluster features read the engine's state, which no offer of one instant changes
         # (offers work on a scratch plan): computed once per instant (the engine's event
         # count tells instants apart: every instant pops at least one event).
@@ -354,7 +355,7 @@ class PlacementEnv(ClusterEnv):
     unchanged on one-group clusters without ``ideal`` (every Dally preset; recorded digests).
     """
 
-    env_name = "Placement-v1"
+    env_name = "Placement-v2"
 
     def __init__(
         self,
@@ -368,8 +369,10 @@ class PlacementEnv(ClusterEnv):
         wait_limit: str = "rack_timer",
         **kwargs: Any,
     ) -> None:
-        if wait_limit == "none":
-            self.env_name = "Placement-v0"
+        done_of = kwargs.get("done_jobs_of", "arrived")
+        self.env_name = version_name(
+            "Placement", {"wait_limit": wait_limit, "done_jobs_of": done_of}
+        )
         check_kwargs(self.env_name, kwargs, PLACEMENT_KWARGS)
         if wait_limit not in WAIT_LIMITS:
             raise ConfigError(
@@ -418,7 +421,7 @@ class PlacementEnv(ClusterEnv):
         return make_policy(self.base_policy, **self.base_params)
 
     def _first_instant(self, view: ClusterView) -> None:
-        self._observer = PlacementObserver(view)
+        self._observer = PlacementObserver(view, self.done_jobs_of)
 
     def _decide(self, view: ClusterView) -> Generator[Offer, int, Any]:
         return (yield from self.base.offers(view))

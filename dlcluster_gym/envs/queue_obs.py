@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
-from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature, done_share
 from dlcluster_gym.envs.placement import network_sensitivity
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
 from dlcluster_gym.sim.view import ClusterView, Plan
@@ -102,11 +102,12 @@ def _logw(gpu_seconds: np.ndarray) -> np.ndarray:
 class QueueObserver:
     """Per-run constants and the feature arrays of one Scheduler-v0 episode."""
 
-    def __init__(self, view: ClusterView, known_durations: bool) -> None:
+    def __init__(self, view: ClusterView, known_durations: bool, done_of: str = "arrived") -> None:
         c = view.cluster
         e = view._e
         self.view, self.engine, self.cluster = view, e, c
         self.known = known_durations
+        self.done_of = done_of
         jobs = view.jobs
         self.demand = np.array([j.num_gpus for j in jobs], dtype=np.int64)
         self.compute = np.array([j.compute_s for j in jobs], dtype=np.float64)
@@ -246,7 +247,8 @@ class QueueObserver:
         d = self.demand
         out[7] = min(float(d[slots].sum() + d[hidden].sum()) / ng, 1.0) if n_wait else 0.0
         out[8] = count_feature(n_running)
-        out[9] = self.engine.n_done / self.num_jobs
+        e = self.engine  # arrived jobs from the engine's state (this instant's plan moves none)
+        out[9] = done_share(e.n_done, len(e.waiting), len(e.running), self.num_jobs, self.done_of)
         n = len(CLUSTER_FEATURES)
         out[n] = count_feature(hidden.size)
         if hidden.size:

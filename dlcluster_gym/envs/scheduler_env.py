@@ -33,6 +33,7 @@ from dlcluster_gym.envs.queue_obs import (
     SPINE_FEATURES,
     QueueObserver,
 )
+from dlcluster_gym.envs.versions import version_name
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.sim.offers import (
     ACTION_NAMES,
@@ -213,7 +214,7 @@ class SchedulerEnv(ClusterEnv):
       later for Dally's paper preemption.
     """
 
-    env_name = "Scheduler-v1"
+    env_name = "Scheduler-v2"
 
     def __init__(
         self,
@@ -239,8 +240,11 @@ class SchedulerEnv(ClusterEnv):
         stall_end: str = "terminated",
         **kwargs: Any,
     ) -> None:
-        if unfinished_penalty == "fixed" and stall_end == "truncated":
-            self.env_name = "Scheduler-v0"
+        self.env_name = version_name(
+            "Scheduler",
+            {"unfinished_penalty": unfinished_penalty, "stall_end": stall_end,
+             "done_jobs_of": kwargs.get("done_jobs_of", "arrived")},
+        )  # fmt: skip
         check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
         name = self.env_name
         _choice(name, "unfinished_penalty", unfinished_penalty, UNFINISHED_PENALTIES)
@@ -380,7 +384,7 @@ class SchedulerEnv(ClusterEnv):
                 f"{c.num_racks} racks; the dict observation holds max_machines="
                 f"{self.max_machines}, max_racks={self.max_racks} (raise them)"
             )
-        self.obs_state = QueueObserver(view, self.known_durations)
+        self.obs_state = QueueObserver(view, self.known_durations, self.done_jobs_of)
 
     def attach(self, view: ClusterView) -> None:
         """Decide inside a native run (``envs.native.QueuePolicyScheduler``): the env reads

@@ -1,0 +1,112 @@
+"""The ``done_jobs`` observation feature carries no future information (issue #17 item 1):
+from Placement-v2, DelayTimer-v1 and Scheduler-v2 on it is finished jobs over the jobs that
+have arrived so far; the older versions keep finished jobs over all jobs of the workload
+(``done_jobs_of="workload"``), which the checkpoints trained on them expect."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import dlcluster_gym  # noqa: F401  (registers the envs)
+from dlcluster_gym.envs import VERSIONS, latest, version_name
+from dlcluster_gym.envs.agent_loader import check_agent_env
+from dlcluster_gym.envs.delay_timer import OBS_INDEX as TIMER_INDEX
+from dlcluster_gym.envs.features import CLUSTER_FEATURES, done_share
+from dlcluster_gym.envs.placement import OBS_INDEX as PLACEMENT_INDEX
+from dlcluster_gym.errors import ConfigError
+
+SCEN = "dally-poisson-2rack"
+SMALL = {"workload": {"num_jobs": 40}}
+DONE = CLUSTER_FEATURES.index("done_jobs")
+
+
+def test_done_share_by_hand() -> None:
+    assert done_share(3, 2, 1, 100, "arrived") == 0.5
+    assert done_share(3, 2, 1, 100, "workload") == 0.03
+    assert done_share(0, 0, 0, 100, "arrived") == 0.0
+    assert done_share(0, 0, 0, 0, "workload") == 0.0
+
+
+def _episode(env_id: str, read, steps: int = 400, **kw) -> list[tuple[float, int, int, int]]:
+    """(feature, done, waiting, running) after every step of a random masked rollout."""
+    env = gym.make(env_id, scenario=SCEN, scenario_overrides=SMALL, **kw)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=3)
+    out = []
+    inner = env.unwrapped
+    for _ in range(steps):
+        e = inner.engine
+        out.append((float(read(obs)), e.n_done, len(e.waiting), len(e.running)))
+        if hasattr(inner, "action_masks"):
+            a = int(rng.choice(np.flatnonzero(inner.action_masks())))
+        else:
+            a = env.action_space.sample()
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    return out
+
+
+READERS = {
+    "Placement": lambda o: o[PLACEMENT_INDEX["cluster.done_jobs"]],
+    "DelayTimer": lambda o: o[TIMER_INDEX["cluster.done_jobs"]],
+    "Scheduler": lambda o: o["globals"][DONE],
+}
+EXTRA = {"Scheduler": {"observation": "dict"}}
+
+
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_newest_version_divides_by_arrived_jobs(kind: str) -> None:
+    rows = _episode(f"DLCluster/{kind}-v{latest(kind)}", READERS[kind], **EXTRA.get(kind, {}))
+    assert any(d > 0 for _, d, _, _ in rows), "no job finished: the test checks nothing"
+    assert any(d + w + r < 40 for _, d, w, r in rows), "every job arrived from the start"
+    for feat, d, w, r in rows:
+        want = d / (d + w + r) if d + w + r else 0.0
+        assert feat == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_older_versions_keep_the_workload_share(kind: str) -> None:
+    old = max(v for v in VERSIONS[kind] if v < latest(kind))
+    rows = _episode(f"DLCluster/{kind}-v{old}", READERS[kind], **EXTRA.get(kind, {}))
+    assert any(d > 0 for _, d, _, _ in rows)
+    for feat, d, _, _ in rows:
+        assert feat == pytest.approx(d / 40, abs=1e-6)
+
+
+def test_version_names_follow_the_kwargs() -> None:
+    assert version_name("Placement", {"wait_limit": "none", "done_jobs_of": "workload"}) == (
+        "Placement-v0"
+    )
+    assert version_name("Placement", {"wait_limit": "rack_timer", "done_jobs_of": "workload"}) == (
+        "Placement-v1"
+    )
+    assert version_name("Scheduler", {"done_jobs_of": "arrived"}) == "Scheduler-v2"
+    for kind in READERS:
+        for v in VERSIONS[kind]:
+            assert gym.make(f"DLCluster/{kind}-v{v}").unwrapped.env_name == f"{kind}-v{v}"
+
+
+def test_bad_done_jobs_of_is_a_one_line_error() -> None:
+    with pytest.raises(ConfigError, match=r"^Scheduler-v2: done_jobs_of must be one of arrived, "
+                       r"workload, got 'all'$"):  # fmt: skip
+        gym.make("DLCluster/Scheduler-v2", done_jobs_of="all")
+
+
+def test_a_checkpoint_without_the_key_was_trained_on_the_workload_share() -> None:
+    """Checkpoints made before the fix did not record ``done_jobs_of``: they run in v1 (or
+    with ``done_jobs_of="workload"``) and are refused in v2 with the key named."""
+    env = gym.make("DLCluster/Scheduler-v2")
+    meta = {
+        "env_kind": "Scheduler",
+        "env_id": "DLCluster/Scheduler-v0",
+        "observation_size": int(env.observation_space.shape[0]),
+        "env_kwargs": {},
+    }
+    check_agent_env(meta, gym.make("DLCluster/Scheduler-v1"), "old.zip")
+    with pytest.raises(ConfigError, match="done_jobs_of='workload', but the env has "
+                       "done_jobs_of='arrived'"):  # fmt: skip
+        check_agent_env(meta, env, "old.zip")
+    check_agent_env({**meta, "env_kwargs": {"done_jobs_of": "arrived"}}, env, "new.zip")
