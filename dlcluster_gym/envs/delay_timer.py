@@ -1,4 +1,5 @@
-"""``DLCluster/DelayTimer-v0``: the agent sets Dally's delay timers per GPU-demand class."""
+"""``DLCluster/DelayTimer-v1`` (and ``-v0``): the agent sets Dally's delay timers per
+GPU-demand class."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``DLCluster/Placement-v1`` (and ``-v0``): the agent answers resource offers (wait, or a
-candidate)."""
+"""``DLCluster/Placement-v2`` (and ``-v1``, ``-v0``): the agent answers resource offers (wait,
+or a candidate)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``DLCluster/Scheduler-v1`` (and ``-v0``): the agent runs the whole queue (which job, where,
-whom to preempt or move)."""
+"""``DLCluster/Scheduler-v2`` (and ``-v1``, ``-v0``): the agent runs the whole queue (which
+job, where, whom to preempt or move)."""
 
 from __future__ import annotations
 
