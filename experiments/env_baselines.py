@@ -50,9 +50,9 @@ POLICIES = {
 def env_kwargs(kind: str, policy: str) -> dict:
     """The env arguments a policy needs (Placement: its base policy)."""
     if policy.startswith("agent:"):
-        from dlcluster_gym.envs.agent_loader import read_agent_meta
+        from dlcluster_gym.envs.agent_loader import agent_env_kwargs, read_agent_meta
 
-        return dict(read_agent_meta(policy[len("agent:") :]).get("env_kwargs", {}))
+        return agent_env_kwargs(read_agent_meta(policy[len("agent:") :]))
     cls = _import(ENV_POLICIES[kind][policy][0])
     kw = dict(getattr(cls, "env_kwargs", {}))
     if kind == "Placement" and policy != "random":

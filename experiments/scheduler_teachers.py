@@ -40,7 +40,7 @@ import numpy as np
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.agents.config import ScenarioSpec, load_agent_config
 from dlcluster_gym.agents.envs import available
-from dlcluster_gym.envs.agent_loader import load_agent_policy, read_agent_meta
+from dlcluster_gym.envs.agent_loader import agent_env_kwargs, load_agent_policy, read_agent_meta
 from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
 from dlcluster_gym.scheduler import _import
 
@@ -112,7 +112,7 @@ def _ratio(rows: list[dict[str, Any]], ref: dict, policy: str, scenario: str) ->
 
 def run(label: str, name: str, params: dict[str, Any], spec: Any, seed: int) -> dict[str, Any]:
     if name == "agent":
-        kw = dict(read_agent_meta(AGENT).get("env_kwargs", {}))
+        kw = agent_env_kwargs(read_agent_meta(AGENT))
     else:
         kw = dict(_import(ENV_POLICIES["Scheduler"][name][0]).env_kwargs)
     if name.endswith("-slots"):

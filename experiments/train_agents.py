@@ -32,7 +32,7 @@ RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer", "scheduler": "scheduler"}
 TRAIN_COMMANDS = {
-    "placement": "dlcluster train --agent placement --out runs/agents/placement-v9",
+    "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40960 "
     "--out runs/agents/delay-timer-v2",
     "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v5",

@@ -22,6 +22,7 @@ from dlcluster_gym import simulate
 from dlcluster_gym.agents.config import load_agent_config
 from dlcluster_gym.agents.envs import available
 from dlcluster_gym.cli import main
+from dlcluster_gym.envs.agent_loader import agent_env_kwargs
 from dlcluster_gym.envs.agent_meta import META_NAME, read_agent_meta
 from dlcluster_gym.envs.placement import OBS_SIZE
 from dlcluster_gym.envs.policies import make_env_policy, rollout
@@ -409,7 +410,9 @@ def test_checkpoints_load_with_kwargs_that_change_neither_observation_nor_action
     timer = _shipped("delay_timer")
     with pytest.raises(ConfigError, match=r"max_timer_s=172800\.0, but the env has "
                        r"max_timer_s=3600\.0"):  # fmt: skip
-        make_env_policy(f"agent:{timer}", tiny_env("DelayTimer", max_timer_s=3600.0))
+        make_env_policy(
+            f"agent:{timer}", tiny_env("DelayTimer", max_timer_s=3600.0, done_jobs_of="arrived")
+        )
 
 
 def test_agent_parameters_still_override_the_recorded_env_kwargs() -> None:
@@ -442,7 +445,7 @@ def test_shipped_checkpoints_load_and_act_deterministically(name: str) -> None:
     meta = read_agent_meta(path)
     assert meta["command"] and meta["config"] and path.stat().st_size < 5_000_000
     kind = meta["env_kind"]
-    env = tiny_env(kind, **(meta["env_kwargs"] if kind == "Scheduler" else {}))
+    env = tiny_env(kind, **agent_env_kwargs(meta))
     pol = make_env_policy(f"agent:{path}", env)
     obs, _ = env.reset(seed=11)
     mask = env.unwrapped.action_masks() if kind in ("Placement", "Scheduler") else None

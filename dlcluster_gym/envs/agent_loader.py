@@ -59,6 +59,12 @@ AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
 LEGACY_ENV_KWARGS: dict[str, Any] = {"done_jobs_of": "workload"}
 
 
+def agent_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
+    """The env kwargs an agent was trained with: the recorded ones over the legacy values of
+    keys it predates (``LEGACY_ENV_KWARGS``)."""
+    return {**LEGACY_ENV_KWARGS, **(meta.get("env_kwargs") or {})}
+
+
 def _norm(key: str, value: Any) -> Any:
     return {} if key.endswith("_params") and value is None else value
 
@@ -84,12 +90,12 @@ def _kwarg_mismatches(
     inner = env.unwrapped
     given: dict[str, Any] = getattr(inner, "_init_kwargs", {})
     params = _init_params(type(inner))
-    recorded = meta.get("env_kwargs") or {}
+    recorded = agent_env_kwargs(meta)
     out = []
     for key in AGENT_ENV_KWARGS.get(meta["env_kind"], ()):
         if key in allow or key not in given or key not in params:
             continue
-        want = _norm(key, recorded.get(key, LEGACY_ENV_KWARGS.get(key, params[key].default)))
+        want = _norm(key, recorded.get(key, params[key].default))
         have = _norm(key, given[key])
         if key == "requeue":  # no effect without preemption
             want = bool(want) and bool(recorded.get("preemption", params["preemption"].default))
@@ -187,7 +193,7 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
         raise ConfigError(
             f"agent {name!r} has no parameter {unknown[0]!r}; parameters: {', '.join(allowed)}"
         )
-    kw = {**LEGACY_ENV_KWARGS, **meta.get("env_kwargs", {}), **params}
+    kw = {**agent_env_kwargs(meta), **params}
     if meta["env_kind"] == "Placement":
         return OfferPolicyScheduler(
             factory,
