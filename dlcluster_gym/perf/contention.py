@@ -612,7 +612,7 @@ def link_stretch(
     if n < 2:
         return np.ones(n)
     cap = float(capacity_Bps)
-    if sum(min(ph.peak, cap) for ph in phases) <= cap * (1.0 + _RTOL):
+    if sum([min(ph.peak, cap) for ph in phases]) <= cap * (1.0 + _RTOL):
         return np.ones(n)  # fast path: the link is never over-subscribed
     up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
     shift = np.asarray(shift_s, dtype=np.float64)
@@ -621,7 +621,7 @@ def link_stretch(
     if _stretch is not None and n <= _KERNEL_MAX_JOBS:  # compiled sweep, same arithmetic
         return _stretch(
             np.concatenate([ph.packed for ph in phases], axis=1),
-            np.fromiter((ph.packed.shape[1] for ph in phases), dtype=np.int64, count=n),
+            np.array([ph.packed.shape[1] for ph in phases], dtype=np.int64),
             it, up, shift % it, sectors, sector_s, perimeter_sectors, perimeter,
             cap, _RTOL,
         )  # fmt: skip
@@ -748,21 +748,21 @@ def _layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        got = _LAYOUTS[key] = _quantised_layout(iteration_s.tolist(), max_sectors)
+        got = _LAYOUTS[key] = _quantised_layout(iteration_s, max_sectors)
     return got
 
 
-def _quantised_layout(times: list[float], max_sectors: int) -> Layout:
-    """``circle_layout`` at the engine's precision. Unless one iteration exceeds the cap (then
-    the quantum is re-derived from the times), it is a function of (precision, quantised
-    times), computed here with ``circle_layout``'s operations and shared by times that
-    quantise alike."""
+def _quantised_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
+    """``circle_layout`` at the engine's precision, with its operations: the quantum and the
+    quantised times (again with a coarser quantum when one exceeds the cap), then the
+    perimeter and the fitted sectors, a function of (quantum, quantised times) shared by the
+    times that quantise alike."""
+    times = iteration_s.tolist()
     q = min(DEFAULT_PRECISION_S, min(times) / MIN_SECTORS_PER_ITERATION)  # _precision
-    ns = tuple([max(1, math.floor(t / q + 0.5)) for t in times])
-    if max(ns) > max_sectors:
-        layout = circle_layout(times, q, max_sectors)
-        sectors = np.array(layout.iteration_sectors, dtype=np.int64)
-        return layout.sector_s, layout.perimeter_sectors, sectors
+    ns = _quantise(iteration_s, times, q)
+    if max(ns) > max_sectors:  # one iteration alone is longer than the cap
+        q *= math.ceil(max(ns) / max_sectors)
+        ns = _quantise(iteration_s, times, q)
     key = (q, max_sectors, ns)
     got = _QUANTISED.get(key)
     if got is None:
@@ -775,6 +775,14 @@ def _quantised_layout(times: list[float], max_sectors: int) -> Layout:
             fitted = tuple([chosen[n] for n in ns])
         got = _QUANTISED[key] = (q, perimeter, np.array(fitted, dtype=np.int64))
     return got
+
+
+def _quantise(iteration_s: np.ndarray, times: list[float], q: float) -> tuple[int, ...]:
+    """``max(1, floor(t / q + 0.5))`` per time (``circle_layout``); numpy for many jobs
+    (the same float operations)."""
+    if len(times) <= 16:
+        return tuple([max(1, math.floor(t / q + 0.5)) for t in times])
+    return tuple(np.maximum(np.floor(iteration_s / q + 0.5), 1.0).astype(np.int64).tolist())
 
 
 def water_level(per_flow: np.ndarray, flows: np.ndarray, capacity: float) -> np.ndarray:

@@ -645,14 +645,21 @@ def placement_traffic(
     machine = cluster.nic_machine[nics]
     if len(set(machine.tolist())) <= 1:
         return empty
+    # The stages on the placement's own links, relabelled 0.. in id order: max-min sharing
+    # then runs on these few links rather than the cluster's (the same floats per link)
+    uplink = cluster.nic_uplink[nics]
+    spine = cluster.spine_link
+    own = np.concatenate((nics, uplink, [spine])) if spine >= 0 else np.concatenate((nics, uplink))
+    link_ids, _, local, _ = unique_small(own)
+    n_nics = nics.size
     m_terms, rack, netw = _stages(
-        nics,
-        cluster.nic_uplink[nics],
+        local[:n_nics],
+        local[n_nics : 2 * n_nics],
         counts.astype(np.float64),
         machine,
         cluster.machine_rack[machine],
-        cluster.link_capacity_Bps,
-        cluster.spine_link,
+        cluster.link_capacity_Bps[link_ids],
+        int(local[2 * n_nics]) if spine >= 0 else -1,
         net,
         profile.comm.rate_cap_Bps,
     )
@@ -674,6 +681,7 @@ def placement_traffic(
         byts = scale[k] * volume * st.coef * st.count  # per NIC row, all its flows
         row, ids = st.links
         link, _, inv, _ = unique_small(ids)
+        link = link_ids[link]
         b = np.bincount(inv, weights=byts[row], minlength=link.size)
         f = np.bincount(inv, weights=st.count[row], minlength=link.size)
         keep = b > 0
