@@ -68,7 +68,12 @@ from dlcluster_gym.perf.geometry import (
     CommProfile,
     fit_perimeter,
 )
-from dlcluster_gym.perf.network import PlacementTraffic, placement_overhead, placement_traffic
+from dlcluster_gym.perf.network import (
+    PlacementTraffic,
+    placement_overhead,
+    placement_traffic,
+    unique_small,
+)
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
 from dlcluster_gym.perf.stretch_kernel import warm as warm_kernel
@@ -365,15 +370,15 @@ def placement_signature(
     ``crossed links``: :meth:`SharedLinks.links` of the placement, as a list.
     """
     gpus = np.asarray(gpus, dtype=np.int64)
-    nics, counts = np.unique(cluster.gpu_nic[gpus], return_counts=True)
+    nics, _, _, counts = unique_small(cluster.gpu_nic[gpus])
     machine = cluster.nic_machine[nics]
     uplink = cluster.nic_uplink[nics]
     rack = cluster.machine_rack[machine]
     spine = cluster.spine_link
     ids = np.concatenate((nics, uplink, [spine])) if spine >= 0 else np.concatenate((nics, uplink))
-    link_ids, rank = np.unique(ids, return_inverse=True)
-    m_ids, m_rank = np.unique(machine, return_inverse=True)
-    r_ids, r_rank = np.unique(rack, return_inverse=True)
+    link_ids, _, rank, _ = unique_small(ids)
+    m_ids, _, m_rank, _ = unique_small(machine)
+    r_ids, _, r_rank, _ = unique_small(rack)
     key = (
         int(cluster.machine_group[cluster.gpu_machine[gpus[0]]]) if gpus.size else -1,
         nics.size,
@@ -464,8 +469,10 @@ def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPh
         return out
     order = np.argsort(traffic.links, kind="stable")
     ids = traffic.links[order]
-    cuts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    bounds = np.r_[cuts, ids.size]
+    change = np.ones(ids.size, dtype=bool)
+    np.not_equal(ids[1:], ids[:-1], out=change[1:])
+    cuts = np.flatnonzero(change)
+    bounds = [*cuts.tolist(), ids.size]
     if parallelism == "data":  # every link's rows packed at once, as views of one array
         packed = np.array(
             (np.ones(order.size), traffic.start[order], traffic.length[order],
@@ -474,11 +481,11 @@ def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPh
         packed.setflags(write=False)
         peaks = np.maximum.reduceat(packed[3], cuts).tolist()
         link_ids = ids[cuts].tolist()
-        for k, (i, j) in enumerate(itertools.pairwise(bounds.tolist())):
+        for k, (i, j) in enumerate(itertools.pairwise(bounds)):
             out[link_ids[k]] = LinkPhases.from_packed(packed[:, i:j], peaks[k])
         return out
     tpl = UP_TEMPLATES[parallelism]
-    for i, j in itertools.pairwise(bounds.tolist()):
+    for i, j in itertools.pairwise(bounds):
         rows = order[i:j]
         link = int(ids[i])
         mean = float(traffic.bytes_per_iter[rows].sum()) / traffic.comm_s
@@ -605,17 +612,17 @@ def link_stretch(
     if n < 2:
         return np.ones(n)
     cap = float(capacity_Bps)
-    if sum(min(ph.peak, cap) for ph in phases) <= cap * (1.0 + _RTOL):
+    if sum([min(ph.peak, cap) for ph in phases]) <= cap * (1.0 + _RTOL):
         return np.ones(n)  # fast path: the link is never over-subscribed
     up = np.minimum(np.maximum(np.asarray(up_s, dtype=np.float64), 0.0), it)
     shift = np.asarray(shift_s, dtype=np.float64)
-    layout, sectors = _layout(it, max_sectors)
-    perimeter = layout.perimeter_sectors * layout.sector_s
+    sector_s, perimeter_sectors, sectors = _layout(it, max_sectors)
+    perimeter = perimeter_sectors * sector_s
     if _stretch is not None and n <= _KERNEL_MAX_JOBS:  # compiled sweep, same arithmetic
         return _stretch(
             np.concatenate([ph.packed for ph in phases], axis=1),
-            np.fromiter((ph.packed.shape[1] for ph in phases), dtype=np.int64, count=n),
-            it, up, shift % it, sectors, layout.sector_s, layout.perimeter_sectors, perimeter,
+            np.array([ph.packed.shape[1] for ph in phases], dtype=np.int64),
+            it, up, shift % it, sectors, sector_s, perimeter_sectors, perimeter,
             cap, _RTOL,
         )  # fmt: skip
     packed = np.concatenate([ph.packed for ph in phases], axis=1)
@@ -626,13 +633,13 @@ def link_stretch(
     keep = (dm > 0) & (share > 0)
     if not keep.all():
         job_k, down, upf, share, dm, fl = (a[keep] for a in (job_k, down, upf, share, dm, fl))
-    length = sectors * layout.sector_s
+    length = sectors * sector_s
     scale_j = length / it  # each job's pattern is stretched onto its quantised iteration
     scale = scale_j[job_k]
     t_k, u_k = it[job_k], up[job_k]
     st = (down * (t_k - u_k) + upf * u_k + (shift % it)[job_k]) * scale
     du = share * u_k * scale
-    reps_j = layout.perimeter_sectors // sectors
+    reps_j = perimeter_sectors // sectors
     reps = reps_j[job_k]
     row = np.repeat(np.arange(job_k.size), reps)
     nth = np.arange(row.size) - np.repeat(np.cumsum(reps) - reps, reps)
@@ -726,37 +733,56 @@ def conserve_capacity(
     return np.where(slow, 1.0 + hi * (f - 1.0), f)
 
 
-_LAYOUTS: dict[tuple[int, tuple[float, ...]], tuple[CircleLayout, np.ndarray]] = {}
-_QUANTISED: dict[tuple[float, int, tuple[int, ...]], tuple[CircleLayout, np.ndarray]] = {}
+Layout = tuple[float, int, np.ndarray]
+"""(seconds per sector, perimeter in sectors, each job's iteration sectors) of a circle."""
+
+_LAYOUTS: dict[tuple[int, tuple[float, ...]], Layout] = {}
+_QUANTISED: dict[tuple[float, int, tuple[int, ...]], Layout] = {}
 
 
-def _layout(iteration_s: np.ndarray, max_sectors: int) -> tuple[CircleLayout, np.ndarray]:
-    """``circle_layout`` at the engine's precision and its iteration sectors as an array,
-    remembered per tuple of iteration times (the same jobs share several links: each NIC of
-    a machine, its uplink)."""
-    times = iteration_s.tolist()
-    key = (max_sectors, tuple(times))
+def _layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
+    """``circle_layout`` at the engine's precision, remembered per tuple of iteration times
+    (the same jobs share several links: each NIC of a machine, its uplink)."""
+    key = (max_sectors, iteration_s.tobytes())
     got = _LAYOUTS.get(key)
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        q = _precision(iteration_s)
-        # Unless one iteration exceeds the cap (then the quantum is re-derived from the
-        # times), circle_layout is a function of (precision, quantised times): iteration
-        # times that quantise alike share it
-        ns = tuple(max(1, math.floor(t / q + 0.5)) for t in times)
-        quantised = (q, max_sectors, ns) if max(ns) <= max_sectors else None
-        got = _QUANTISED.get(quantised) if quantised else None
-        if got is None:
-            layout = circle_layout(iteration_s, q, max_sectors)
-            sectors = np.array(layout.iteration_sectors, dtype=np.int64)  # writable: one type
-            got = (layout, sectors)
-            if quantised:
-                if len(_QUANTISED) >= 4096:
-                    _QUANTISED.clear()
-                _QUANTISED[quantised] = got
-        _LAYOUTS[key] = got
+        got = _LAYOUTS[key] = _quantised_layout(iteration_s, max_sectors)
     return got
+
+
+def _quantised_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
+    """``circle_layout`` at the engine's precision, with its operations: the quantum and the
+    quantised times (again with a coarser quantum when one exceeds the cap), then the
+    perimeter and the fitted sectors, a function of (quantum, quantised times) shared by the
+    times that quantise alike."""
+    times = iteration_s.tolist()
+    q = min(DEFAULT_PRECISION_S, min(times) / MIN_SECTORS_PER_ITERATION)  # _precision
+    ns = _quantise(iteration_s, times, q)
+    if max(ns) > max_sectors:  # one iteration alone is longer than the cap
+        q *= math.ceil(max(ns) / max_sectors)
+        ns = _quantise(iteration_s, times, q)
+    key = (q, max_sectors, ns)
+    got = _QUANTISED.get(key)
+    if got is None:
+        if len(_QUANTISED) >= 4096:
+            _QUANTISED.clear()
+        perimeter = math.lcm(*ns)
+        fitted = ns
+        if perimeter > max_sectors:
+            perimeter, chosen, _ = fit_perimeter(ns, max_sectors)
+            fitted = tuple([chosen[n] for n in ns])
+        got = _QUANTISED[key] = (q, perimeter, np.array(fitted, dtype=np.int64))
+    return got
+
+
+def _quantise(iteration_s: np.ndarray, times: list[float], q: float) -> tuple[int, ...]:
+    """``max(1, floor(t / q + 0.5))`` per time (``circle_layout``); numpy for many jobs
+    (the same float operations)."""
+    if len(times) <= 16:
+        return tuple([max(1, math.floor(t / q + 0.5)) for t in times])
+    return tuple(np.maximum(np.floor(iteration_s / q + 0.5), 1.0).astype(np.int64).tolist())
 
 
 def water_level(per_flow: np.ndarray, flows: np.ndarray, capacity: float) -> np.ndarray:

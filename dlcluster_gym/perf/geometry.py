@@ -375,10 +375,7 @@ def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], flo
     hit = _FITS.get(key)
     if hit is not None:
         return hit
-    rows = [_fit_errors(n, cap) for n in key[0]]
-    worst = rows[0].copy()
-    for row in rows[1:]:
-        np.maximum(worst, row, out=worst)
+    worst = _worst_errors(key[0], cap).copy()
     worst[0] = np.inf
     p = int(np.argmin(worst))
     divisors = _divisors(p)  # ascending
@@ -396,6 +393,32 @@ def fit_perimeter(ns: Sequence[int], cap: int) -> tuple[int, dict[int, int], flo
         _FITS.clear()
     _FITS[key] = (p, chosen, float(worst[p]))
     return _FITS[key]
+
+
+_WORST: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
+
+
+def _worst_errors(ns: tuple[int, ...], cap: int) -> np.ndarray:
+    """Elementwise max of the :func:`_fit_errors` rows of the sorted distinct ``ns`` (shared:
+    do not mutate). Remembered per set (bounded): a set that gained one value since (a job
+    joined a link) takes its predecessor's max and one more row; the max is exact, so the
+    order does not matter."""
+    worst = None
+    if len(ns) > 2:
+        for i in range(len(ns)):
+            sub = _WORST.get((ns[:i] + ns[i + 1 :], cap))
+            if sub is not None:
+                worst = np.maximum(sub, _fit_errors(ns[i], cap))
+                break
+    if worst is None:
+        rows = [_fit_errors(n, cap) for n in ns]
+        worst = rows[0].copy()
+        for row in rows[1:]:
+            np.maximum(worst, row, out=worst)
+    if len(_WORST) >= 512:  # rows of cap + 1 floats: 8 MB at the default cap
+        _WORST.clear()
+    _WORST[(ns, cap)] = worst
+    return worst
 
 
 def unified_circle(

@@ -66,6 +66,128 @@ def _row_sum(a: np.ndarray, n: int) -> float:
     return 0.0 + res
 
 
+def _instances(
+    st: np.ndarray,
+    du: np.ndarray,
+    dm: np.ndarray,
+    fl: np.ndarray,
+    job_k: np.ndarray,
+    reps_j: np.ndarray,
+    length_j: np.ndarray,
+    perimeter: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, demand, flows, job) of every phase instance on the circle: row ``k`` repeated
+    ``reps_j`` times, ``length_j`` apart, modulo the perimeter; instances that wrap past the
+    perimeter are cut there and continue at 0 (those pieces appended in order)."""
+    k_rows = st.size
+    total = 0
+    n_wrap = 0
+    for k in range(k_rows):
+        j = job_k[k]
+        total += reps_j[j]
+        for nth in range(reps_j[j]):
+            if np.fmod(st[k] + length_j[j] * float(nth), perimeter) + du[k] > perimeter:
+                n_wrap += 1
+    size = total + n_wrap
+    lo = np.empty(size)
+    hi = np.empty(size)
+    dem = np.empty(size)
+    flo = np.empty(size)
+    who = np.empty(size, dtype=np.int64)
+    pos = 0
+    extra_at = total
+    for k in range(k_rows):
+        j = job_k[k]
+        for nth in range(reps_j[j]):
+            s = np.fmod(st[k] + length_j[j] * float(nth), perimeter)
+            e = s + du[k]
+            lo[pos] = s
+            hi[pos] = min(e, perimeter)
+            dem[pos] = dm[k]
+            flo[pos] = fl[k]
+            who[pos] = j
+            pos += 1
+            if e > perimeter:
+                lo[extra_at] = 0.0
+                hi[extra_at] = e - perimeter
+                dem[extra_at] = dm[k]
+                flo[extra_at] = fl[k]
+                who[extra_at] = j
+                extra_at += 1
+    return lo, hi, dem, flo, who
+
+
+def _points(lo: np.ndarray, hi: np.ndarray, perimeter: float) -> np.ndarray:
+    """The distinct phase boundaries on the circle, 0 and the perimeter included, ascending."""
+    size = lo.size
+    allp = np.empty(2 * size + 2)
+    allp[:size] = lo
+    allp[size : 2 * size] = hi
+    allp[2 * size] = 0.0
+    allp[2 * size + 1] = perimeter
+    allp.sort()
+    m = 0
+    points = np.empty(allp.size)
+    for i in range(allp.size):
+        if i == 0 or allp[i] != allp[i - 1]:
+            points[m] = allp[i]
+            m += 1
+    return points[:m]
+
+
+def _by_point(at: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort of instance indices by the point index ``at``: (first, order),
+    the instances at point ``r`` being ``order[first[r]:first[r + 1]]`` in input order."""
+    first = np.zeros(m + 1, dtype=np.int64)
+    for i in range(at.size):
+        first[at[i] + 1] += 1
+    for r in range(m):
+        first[r + 1] += first[r]
+    fill = first[:m].copy()
+    order = np.empty(at.size, dtype=np.int64)
+    for i in range(at.size):
+        order[fill[at[i]]] = i
+        fill[at[i]] += 1
+    return first, order
+
+
+def _level(
+    per_flow: np.ndarray, row_f: np.ndarray, order: np.ndarray, a: int, cum: np.ndarray,
+    after: np.ndarray,
+) -> float:  # fmt: skip
+    """Max-min fair level of one over-subscribed row (``contention.water_level``) over the
+    flows ``order[:a]`` sorted by per-flow demand, the operations in numpy's order."""
+    run = 0.0
+    for i in range(a):
+        d = per_flow[order[i]]
+        fin = d if np.isfinite(d) else 0.0
+        x = fin * row_f[order[i]]
+        run = run + x if i > 0 else x
+        cum[i] = run - x
+    run = 0.0
+    for i in range(a - 1, -1, -1):
+        x = row_f[order[i]]
+        run = run + x if i < a - 1 else x
+        after[i] = run
+    level = (1.0 - cum[0]) / after[0]
+    for i in range(a):
+        lam = (1.0 - cum[i]) / after[i]
+        if after[i] > 0 and lam <= per_flow[order[i]] * (1.0 + 1e-12):
+            return lam
+    return level
+
+
+def _sort_flows(per_flow: np.ndarray, jobs: np.ndarray, a: int, order: np.ndarray) -> None:
+    """``order[:a]`` = ``jobs[:a]`` (ascending) stably sorted by ``per_flow`` (insertion)."""
+    for t in range(a):
+        j = jobs[t]
+        i = t
+        while i > 0 and per_flow[order[i - 1]] > per_flow[j]:
+            order[i] = order[i - 1]
+            i -= 1
+        order[i] = j
+
+
 def _sweep(
     st: np.ndarray,
     du: np.ndarray,
@@ -83,126 +205,93 @@ def _sweep(
     Rows ``k`` (a job's phase on the link): start ``st`` and duration ``du`` on the job's
     quantised iteration, demand ``dm`` (fraction of the capacity), ``fl`` flows, job
     ``job_k``; job ``j`` repeats ``reps_j[j]`` times, ``length_j[j]`` seconds apart.
+
+    One pass over the points with each job's running demand and flows: the values of the
+    numpy path's ``bincount`` + ``cumsum`` matrices, row by row (a job no instance touches at
+    a point adds 0.0 there, which changes no running sum: they are never -0.0). Per row only
+    the jobs with flows enter the water level: the others sort last with no demand and
+    add +-0.0 to its sums, and their slow-down is 0.
     """
-    k_rows = st.size
-    total = 0
-    for k in range(k_rows):
-        total += reps_j[job_k[k]]
-    starts = np.empty(total)
-    ends = np.empty(total)
-    dem = np.empty(total)
-    flo = np.empty(total)
-    who = np.empty(total, dtype=np.int64)
-    pos = 0
-    n_wrap = 0
-    for k in range(k_rows):
-        j = job_k[k]
-        for nth in range(reps_j[j]):
-            s = np.fmod(st[k] + length_j[j] * float(nth), perimeter)
-            e = s + du[k]
-            starts[pos] = s
-            ends[pos] = e
-            dem[pos] = dm[k]
-            flo[pos] = fl[k]
-            who[pos] = j
-            if e > perimeter:
-                n_wrap += 1
-            pos += 1
-    size = total + n_wrap
-    lo = np.empty(size)
-    hi = np.empty(size)
-    w_dem = np.empty(size)
-    w_flo = np.empty(size)
-    w_who = np.empty(size, dtype=np.int64)
-    extra_at = total
-    for i in range(total):
-        lo[i] = starts[i]
-        hi[i] = min(ends[i], perimeter)
-        w_dem[i] = dem[i]
-        w_flo[i] = flo[i]
-        w_who[i] = who[i]
-        if ends[i] > perimeter:  # wrapping phases continue at 0 (appended in order)
-            lo[extra_at] = 0.0
-            hi[extra_at] = ends[i] - perimeter
-            w_dem[extra_at] = dem[i]
-            w_flo[extra_at] = flo[i]
-            w_who[extra_at] = who[i]
-            extra_at += 1
-    allp = np.empty(2 * size + 2)
-    allp[:size] = lo
-    allp[size : 2 * size] = hi
-    allp[2 * size] = 0.0
-    allp[2 * size + 1] = perimeter
-    allp.sort()
-    m = 0
-    points = np.empty(allp.size)
-    for i in range(allp.size):
-        if i == 0 or allp[i] != allp[i - 1]:
-            points[m] = allp[i]
-            m += 1
-    points = points[:m]
-    i_lo = np.searchsorted(points, lo)
-    i_hi = np.searchsorted(points, hi)
-    demand = np.zeros((m, n))
-    flows = np.zeros((m, n))
-    for i in range(size):  # np.bincount: weights in input order, starts then ends
-        demand[i_lo[i], w_who[i]] += w_dem[i]
-        flows[i_lo[i], w_who[i]] += w_flo[i]
-    for i in range(size):
-        demand[i_hi[i], w_who[i]] += -w_dem[i]
-        flows[i_hi[i], w_who[i]] += -w_flo[i]
-    for r in range(1, m - 1):  # np.cumsum along the points, last row dropped
-        for j in range(n):
-            demand[r, j] = demand[r - 1, j] + demand[r, j]
-            flows[r, j] = flows[r - 1, j] + flows[r, j]
+    lo, hi, w_dem, w_flo, w_who = _instances(st, du, dm, fl, job_k, reps_j, length_j, perimeter)
+    size = lo.size
+    bounds = np.empty(2 * size)
+    bounds[:size] = lo
+    bounds[size:] = hi
+    walk = np.argsort(bounds, kind="mergesort")  # per point: starts, then ends, in order
+    run_d = np.zeros(n)  # cumsum of the demand bins so far, per job
+    run_f = np.zeros(n)
+    bin_d = np.zeros(n)  # this point's bins
+    bin_f = np.zeros(n)
+    row_d = np.zeros(n)  # the row as the numpy path sees it: flows rounded, demand masked
+    row_f = np.zeros(n)
+    touched = np.empty(n, dtype=np.int64)
+    is_touched = np.zeros(n, dtype=np.bool_)
     extra = np.zeros(n)
-    per_flow = np.empty(n)
+    per_flow = np.full(n, np.inf)
+    active = np.empty(n, dtype=np.int64)
     order = np.empty(n, dtype=np.int64)
     cum = np.empty(n)
     after = np.empty(n)
-    for r in range(m - 1):
-        row_d = demand[r]
-        row_f = flows[r]
-        for j in range(n):
-            row_f[j] = np.rint(row_f[j] * 1e6) / 1e6
-            if row_f[j] <= 0:
-                row_d[j] = 0.0
+    q = 0
+    here = 0.0  # the point being swept: 0, then each distinct boundary below the perimeter
+    first = True
+    while here < perimeter:
+        nt = 0
+        while q < walk.size and bounds[walk[q]] == here:
+            i = walk[q]
+            q += 1
+            sign = 1.0
+            if i >= size:
+                i -= size
+                sign = -1.0
+            j = w_who[i]
+            if not is_touched[j]:
+                is_touched[j] = True
+                bin_d[j] = 0.0
+                bin_f[j] = 0.0
+                touched[nt] = j
+                nt += 1
+            bin_d[j] += w_dem[i] if sign > 0 else -w_dem[i]
+            bin_f[j] += w_flo[i] if sign > 0 else -w_flo[i]
+        for t in range(nt):
+            j = touched[t]
+            is_touched[j] = False
+            if first:
+                run_d[j] = bin_d[j]
+                run_f[j] = bin_f[j]
+            else:
+                run_d[j] = run_d[j] + bin_d[j]
+                run_f[j] = run_f[j] + bin_f[j]
+            row_f[j] = np.rint(run_f[j] * 1e6) / 1e6
+            row_d[j] = run_d[j] if not (row_f[j] <= 0) else 0.0
+            per_flow[j] = row_d[j] / row_f[j] if row_f[j] > 0 else np.inf
+        first = False
+        start = here
+        here = bounds[walk[q]] if q < walk.size else perimeter
+        if here > perimeter:
+            here = perimeter
         if not (_row_sum(row_d, n) > 1.0 + rtol):
             continue
+        a = 0
+        finite = True
         for j in range(n):
-            per_flow[j] = row_d[j] / row_f[j] if row_f[j] > 0 else np.inf
-        for j in range(n):  # stable insertion sort of the per-flow demands
-            order[j] = j
-            i = j
-            while i > 0 and per_flow[order[i - 1]] > per_flow[j]:
-                order[i] = order[i - 1]
-                i -= 1
-            order[i] = j
-        run = 0.0
-        for i in range(n):
-            d = per_flow[order[i]]
-            fin = d if np.isfinite(d) else 0.0
-            x = fin * row_f[order[i]]
-            run = run + x if i > 0 else x
-            cum[i] = run - x
-        run = 0.0
-        for i in range(n - 1, -1, -1):
-            x = row_f[order[i]]
-            run = run + x if i < n - 1 else x
-            after[i] = run
-        level = (1.0 - cum[0]) / after[0]
-        for i in range(n):
-            lam = (1.0 - cum[i]) / after[i]
-            if after[i] > 0 and lam <= per_flow[order[i]] * (1.0 + 1e-12):
-                level = lam
-                break
-        seg = points[r + 1] - points[r]
-        for j in range(n):
-            slow = 0.0
+            if row_f[j] > 0:
+                active[a] = j
+                a += 1
+                finite = finite and np.isfinite(per_flow[j])
+        if not finite:  # a NaN or inf demand: every job enters, as in the numpy path
+            a = n
+            for j in range(n):
+                active[j] = j
+        _sort_flows(per_flow, active, a, order)
+        level = _level(per_flow, row_f, order, a, cum, after)
+        seg = here - start
+        for t in range(a):
+            j = order[t]
             if row_f[j] > 0:
                 x = per_flow[j] / level - 1.0
                 slow = x if (x >= 0.0 or x != x) else 0.0  # np.maximum(x, 0.0)
-            extra[j] = extra[j] + slow * seg
+                extra[j] = extra[j] + slow * seg
     return extra
 
 
@@ -274,6 +363,11 @@ def _stretch(
 
 if HAVE_NUMBA:
     _row_sum = njit(cache=True, error_model="numpy")(_row_sum)
+    _instances = njit(cache=True, error_model="numpy")(_instances)
+    _points = njit(cache=True, error_model="numpy")(_points)
+    _by_point = njit(cache=True, error_model="numpy")(_by_point)
+    _level = njit(cache=True, error_model="numpy")(_level)
+    _sort_flows = njit(cache=True, error_model="numpy")(_sort_flows)
     _sweep = njit(cache=True, error_model="numpy")(_sweep)
     stretch = njit(cache=True, error_model="numpy")(_stretch)
 else:  # pragma: no cover
