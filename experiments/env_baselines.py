@@ -67,7 +67,9 @@ def run(kind: str, scenario: str, policy: str, seed: int) -> dict:
     t0 = time.perf_counter()
     info, total, steps = rollout(env, pol, seed=seed)
     res = info["results"]
-    return {"env": f"{kind}-v{latest(kind)}", "scenario": scenario, "policy": policy,
+    # the version its kwargs make (an agent trained before a versioned change runs in the
+    # newest id with that version's kwargs, e.g. the placement agent's done_jobs_of)
+    return {"env": env.unwrapped.env_name, "scenario": scenario, "policy": policy,
             "seed": seed, "return": total, "steps": steps, "avg_jct_h": res["avg_jct_s"] / 3600,
             "unfinished": res.get("jobs_unfinished", 0),
             "wall_s": time.perf_counter() - t0}  # fmt: skip
