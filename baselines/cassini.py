@@ -48,7 +48,10 @@ object and cache) on an iteration of the plan's compute + communication seconds 
 the plan's communication (no overlap, as the engine), laid on the circle as Cassini 4.1-4.3
 lays any job's Up phases, by the converter data-parallel jobs use
 (``perf.contention._profiles_on_links``). They cross exactly the links those phases name (a
-plan whose cross-rack traffic is nil leaves the uplinks alone). Data-parallel jobs keep
+plan whose cross-rack traffic is nil leaves the uplinks alone). Where a plan's operators
+overlap on a link beyond its capacity (back-to-back boundaries at line rate, rounded; or
+operators that start together), the summed demand is capped at the capacity
+(``_cap_overlaps``; our choice, as each phase is capped alone). Data-parallel jobs keep
 their profiles.
 
 Implementation at trace scale (issue #19; the decisions are those of the direct form, checked
@@ -121,6 +124,28 @@ _PROFILE_CACHE_MAX = 20_000  # profiles per (model, compute, GPUs) without fast 
 _Entry = tuple[bytes, Mapping[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 _Moves = tuple[tuple[int, np.ndarray], ...]  # incumbents a candidate moves: (job, new GPUs)
 CANDIDATES = ("auction", "new-only")
+
+
+def _cap_overlaps(profile: CommProfile, capacity: float) -> CommProfile:
+    """``profile`` with the summed demand of its overlapping phases capped at ``capacity``.
+
+    A plan's operators can meet on one link: back-to-back pipeline boundaries through one NIC,
+    each at line rate, whose rounded end and start overlap on the circle (found on
+    ``crius-philly-1280gpu``), or operators that start together on a link (every stage's
+    all-reduce starts after the flush). A link carries at most its capacity, in isolation
+    too (``_profiles_on_links`` caps each phase alone; Cassini's geometry rejects a profile
+    whose own peak exceeds the link). Unchanged when its peak fits; otherwise one phase per
+    interval between phase boundaries."""
+    if profile.peak_demand <= capacity:
+        return profile
+    phases = profile.phases
+    cuts = sorted({t for p in phases for t in (p.start, p.end)})
+    out = []
+    for a, b in itertools.pairwise(cuts):
+        level = sum(p.demand for p in phases if p.start <= a and b <= p.end)
+        if level > 0.0:
+            out.append((a, b - a, min(level, capacity)))
+    return CommProfile.multi_phase(profile.iteration_time, out, profile.name)
 
 
 class Cassini(BaseScheduler):
@@ -248,6 +273,7 @@ class Cassini(BaseScheduler):
         made = _profiles_on_links(
             profile, compute, comm / compute, list(zip(caps, phases.values(), strict=True))
         )
+        made = [_cap_overlaps(p, cap) for p, cap in zip(made, caps, strict=True)]
         return dict(zip(phases, made, strict=True)), list(phases)
 
     def _crossed(self, view: ClusterView, job: int, gpus: np.ndarray) -> list[int]:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dlcluster_gym.baselines.cassini import _cap_overlaps
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.perf.contention import SharedLinks, job_link_profiles
+from dlcluster_gym.perf.contention import SharedLinks, _profiles_on_links, job_link_profiles
+from dlcluster_gym.perf.geometry import CommProfile
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds
 from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.scheduler import make_policy
@@ -120,3 +122,32 @@ def test_cassini_on_adaptive_jobs_is_deterministic():
     for key, col in a.jobs.items():
         assert np.array_equal(np.asarray(col), np.asarray(b.jobs[key])), key
     assert np.isfinite(np.asarray(a.jobs["finish_s"], dtype=float)).all()
+
+
+def test_touching_operators_are_capped_at_the_link_capacity():
+    # wresnet-0.5b on 16 GPUs (8 machines) runs 8 stages; machine 2's NIC carries two
+    # pipeline boundaries back to back, each at the NIC's line rate: on the circle the first
+    # one's end, rounded, passes the second's start, and the two would add up to ~2x the NIC
+    eng, view, policy = _cassini([Job(0, "wresnet-0.5b", 16, 100, 1.0, 0.0)], racks=2, machines=4)
+    gpus = np.arange(16)
+    phases = eng._traffic_phases(0, gpus)
+    profiles, links = policy._profiles(view, 0, gpus)
+    assert list(profiles) == list(phases) == links
+    compute, comm = eng.par.speed("wresnet-0.5b", gpus)
+    cap = float(eng.cluster.link_capacity_Bps[2])
+    raw = _profiles_on_links(view.model_profile(0), compute, comm / compute, [(cap, phases[2])])
+    assert raw[0].peak_demand > 1.9 * cap
+    for link, p in profiles.items():
+        assert p.peak_demand <= float(eng.cluster.link_capacity_Bps[link])
+    assert _bytes(profiles[2]) == pytest.approx(_bytes(raw[0]), rel=1e-9)  # a sliver only
+
+
+def test_cap_overlaps_splits_at_phase_boundaries():
+    p = CommProfile.multi_phase(4.0, [(0.0, 2.0, 6.0), (1.0, 2.0, 6.0)])
+    got = _cap_overlaps(p, 10.0)
+    assert [(q.start, q.duration, q.demand) for q in got.phases] == [
+        (0.0, 1.0, 6.0),
+        (1.0, 1.0, 10.0),
+        (2.0, 1.0, 6.0),
+    ]
+    assert _cap_overlaps(p, 12.0) is p
