@@ -40,6 +40,20 @@ and that component's shifts are left as they were; jobs' demand profiles are the
 uncontended Up/Down patterns on the placement (``perf.contention.job_link_profiles``), as
 Cassini profiles jobs in isolation. Migrations and other actions of the base pass through.
 
+Adaptive-parallelism (Crius) jobs are profiled from the traffic the engine simulates for them
+(issue #15 item 2: one model for the engine and Cassini's profiles): their plan's phases per
+shared link (``perf.parallelism_links.AdaptiveTraffic``, Crius 5.1's tensor-parallel,
+send/recv and data-parallel terms, through ``ClusterView.plan_traffic``: the engine's own
+object and cache) on an iteration of the plan's compute + communication seconds with Up =
+the plan's communication (no overlap, as the engine), laid on the circle as Cassini 4.1-4.3
+lays any job's Up phases, by the converter data-parallel jobs use
+(``perf.contention._profiles_on_links``). They cross exactly the links those phases name (a
+plan whose cross-rack traffic is nil leaves the uplinks alone). Where a plan's operators
+overlap on a link beyond its capacity (back-to-back boundaries at line rate, rounded; or
+operators that start together), the summed demand is capped at the capacity
+(``_cap_overlaps``; our choice, as each phase is capped alone). Data-parallel jobs keep
+their profiles.
+
 Implementation at trace scale (issue #19; the decisions are those of the direct form, checked
 bit for bit on Philly and ITP prefixes): the running jobs that cross shared links are kept
 across decisions in start order (the Affinity graph's node order) with their link profiles;
@@ -80,13 +94,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.perf.contention import SharedLinks, job_link_profiles
+from dlcluster_gym.perf.contention import SharedLinks, _profiles_on_links, job_link_profiles
 from dlcluster_gym.perf.geometry import (
     JOB,
     LINK,
@@ -95,6 +110,7 @@ from dlcluster_gym.perf.geometry import (
     assign_time_shifts,
     link_compatibility,
 )
+from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.scheduler import BaseScheduler, make_policy
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, SetTimeShift, Start
@@ -108,6 +124,28 @@ _PROFILE_CACHE_MAX = 20_000  # profiles per (model, compute, GPUs) without fast 
 _Entry = tuple[bytes, Mapping[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 _Moves = tuple[tuple[int, np.ndarray], ...]  # incumbents a candidate moves: (job, new GPUs)
 CANDIDATES = ("auction", "new-only")
+
+
+def _cap_overlaps(profile: CommProfile, capacity: float) -> CommProfile:
+    """``profile`` with the summed demand of its overlapping phases capped at ``capacity``.
+
+    A plan's operators can meet on one link: back-to-back pipeline boundaries through one NIC,
+    each at line rate, whose rounded end and start overlap on the circle (found on
+    ``crius-philly-1280gpu``), or operators that start together on a link (every stage's
+    all-reduce starts after the flush). A link carries at most its capacity, in isolation
+    too (``_profiles_on_links`` caps each phase alone; Cassini's geometry rejects a profile
+    whose own peak exceeds the link). Unchanged when its peak fits; otherwise one phase per
+    interval between phase boundaries."""
+    if profile.peak_demand <= capacity:
+        return profile
+    phases = profile.phases
+    cuts = sorted({t for p in phases for t in (p.start, p.end)})
+    out = []
+    for a, b in itertools.pairwise(cuts):
+        level = sum(p.demand for p in phases if p.start <= a and b <= p.end)
+        if level > 0.0:
+            out.append((a, b - a, min(level, capacity)))
+    return CommProfile.multi_phase(profile.iteration_time, out, profile.name)
 
 
 class Cassini(BaseScheduler):
@@ -151,6 +189,9 @@ class Cassini(BaseScheduler):
         self.base.reset(view, rng)
         self.links = SharedLinks(view.cluster)
         self._models = {j.model: view.model_profile(j.job_id) for j in view.jobs}
+        self._adaptive = {j.model: is_adaptive_model(j.model) for j in view.jobs}
+        self._plan_cache: dict[tuple[str, bytes], tuple[Mapping[int, CommProfile], list[int]]]
+        self._plan_cache = {}  # adaptive jobs' profiles per (model, GPU ids)
         self._shift = np.zeros(len(view.jobs))  # shifts this policy assigned
         # Per job: (its GPUs as bytes, link profiles, links) of its current placement, and the
         # per-link solutions keyed by the members' placements; both are pure functions of
@@ -180,6 +221,8 @@ class Cassini(BaseScheduler):
         Crius cluster exact GPU ids rarely repeat); without, by the exact GPU ids (the direct
         form, for the tests). Callers must not mutate the result."""
         spec = view.jobs[job]
+        if self._adaptive[spec.model]:
+            return self._plan_profiles(view, job, gpus)
         compute = spec.compute_s * spec.num_gpus / gpus.size
         if self.fast_paths:
             return self.links.profiles(self._models[spec.model], compute, gpus)
@@ -194,6 +237,50 @@ class Cassini(BaseScheduler):
             )
             self._profile_cache[key] = hit
         return hit
+
+    def _plan_profiles(
+        self, view: ClusterView, job: int, gpus: np.ndarray
+    ) -> tuple[Mapping[int, CommProfile], list[int]]:
+        """:meth:`_profiles` of an adaptive-parallelism job (module docstring): its plan's
+        phases on each link (``ClusterView.plan_traffic``) as profiles on an iteration of the
+        plan's compute + communication, and those links; cached per (model, GPU ids)."""
+        spec = view.jobs[job]
+        gpus = np.asarray(gpus, dtype=np.int64)
+        key = (spec.model, gpus.tobytes())
+        hit = self._plan_cache.get(key)
+        if hit is None:
+            if len(self._plan_cache) > _PROFILE_CACHE_MAX:
+                self._plan_cache.clear()
+            hit = self._plan_cache[key] = self._plan_links(view, job, gpus)
+        return hit
+
+    def _plan_links(
+        self, view: ClusterView, job: int, gpus: np.ndarray
+    ) -> tuple[dict[int, CommProfile], list[int]]:
+        """Uncached :meth:`_plan_profiles`: the engine's iteration (compute + exposed
+        communication, Up = communication, ``sim.engine``) and phases, converted as
+        ``perf.contention.job_link_profiles`` converts a data-parallel job's."""
+        got = view.plan_traffic(job, gpus)
+        if got is None:
+            return {}, []
+        compute, comm, phases = got
+        if comm <= 0.0 or not phases:
+            return {}, []
+        profile = self._models[view.jobs[job].model]
+        if profile.comm.overlap:  # the engine exposes all of a plan's communication
+            profile = replace(profile, comm=replace(profile.comm, overlap=0.0))
+        caps = self.links.capacity_Bps[np.fromiter(phases, dtype=np.int64)].tolist()
+        made = _profiles_on_links(
+            profile, compute, comm / compute, list(zip(caps, phases.values(), strict=True))
+        )
+        made = [_cap_overlaps(p, cap) for p, cap in zip(made, caps, strict=True)]
+        return dict(zip(phases, made, strict=True)), list(phases)
+
+    def _crossed(self, view: ClusterView, job: int, gpus: np.ndarray) -> list[int]:
+        """The shared links ``job`` crosses on ``gpus`` (its profiles' links)."""
+        if self._adaptive[view.jobs[job].model]:
+            return self._plan_profiles(view, job, gpus)[1]
+        return self.links.links(gpus).tolist()
 
     def _placement(self, view: ClusterView, job: int, gpus: np.ndarray) -> _Entry:
         """(GPUs as bytes, link profiles, links) of ``job`` on ``gpus`` (the last one asked
@@ -469,7 +556,7 @@ class Cassini(BaseScheduler):
         longer one's)."""
         cluster = view.cluster
         tier = cluster.placement_tier(base)
-        mine = set(self.links.links(base).tolist())
+        mine = set(self._crossed(view, job, base))
         out: list[tuple[np.ndarray, _Moves]] = []
         for k, entry in entries.items():
             if k == job or k in fixed:

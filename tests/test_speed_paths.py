@@ -164,15 +164,15 @@ def test_cassini_local_rescoring_of_incumbent_moves_matches_rebuilding():
         pytest.param("dally+cassini", 1000, marks=pytest.mark.slow),
     ],
 )
-def test_cassini_signature_profiles_match_exact_gpu_profiles_on_crius(policy, jobs):
-    """Link profiles cached by placement signature (``SharedLinks.profiles``) on the
-    heterogeneous 1,280-GPU Crius cluster: same results as profiles per exact GPU ids."""
+def test_cassini_fast_paths_match_direct_form_on_crius(policy, jobs):
+    """On the heterogeneous 1,280-GPU Crius cluster the fast paths give the direct form's
+    results. Every job there is an adaptive-parallelism one, profiled from the engine's plan
+    phases per exact GPU ids in both forms (``Cassini._plan_profiles``, issue #15 item 2):
+    neither the signature cache nor the data-parallel exact-ids cache is consulted."""
     fast, pol = _run_with_policy("crius-philly-1280gpu", policy, True, jobs)
     _assert_same(fast, _run("crius-philly-1280gpu", policy, False, jobs))
-    links = pol.links
-    assert not pol._profile_cache  # the signature cache answered
-    # Different GPU sets shared one signature (the reuse the exact-ids cache missed).
-    assert len(links._signatures) > len({key for _, key in links._shapes})
+    assert pol._plan_cache  # the plans' profiles answered
+    assert not pol._profile_cache and not pol.links._signatures
 
 
 @needs_traces

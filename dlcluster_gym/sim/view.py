@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.perf.contention import LinkPhases
+from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, Start, WakeUp
 from dlcluster_gym.sim.psjobs import PSView
@@ -46,6 +48,7 @@ class ClusterView:
         self.last_start_s = _ro(engine.last_start)
         # Parameter-server jobs on CPUs (sim.psjobs.PSView); None on GPU-only scenarios.
         self.ps: PSView | None = PSView(engine.ps) if engine.ps is not None else None
+        self._plan_traffic: AdaptiveTraffic | None = None  # when the engine holds none
 
     # ---------------------------------------------------------------- time and triggers
     @property
@@ -128,6 +131,31 @@ class ClusterView:
     def comm_overhead_for(self, job: int, gpus: np.ndarray | tuple[int, ...]) -> float:
         """Predicted exposed-communication fraction of ``job`` on ``gpus`` (no contention)."""
         return self._e.comm_fraction(job, np.asarray(gpus, dtype=np.int64))
+
+    def plan_traffic(
+        self, job: int, gpus: np.ndarray
+    ) -> tuple[float, float, dict[int, LinkPhases]] | None:
+        """(compute s, communication s) per iteration of an adaptive-parallelism (Crius) job
+        under its plan on ``gpus`` and its phases per shared link: what the engine times and
+        shares (``perf.parallelism``, ``perf.parallelism_links``; the engine's own
+        ``AdaptiveTraffic`` and its cache, or an equal one when the engine shares no links).
+        None for other jobs or when no plan fits. The phases are shared: do not mutate."""
+        e = self._e
+        if e.par is None or not e.par_jobs[job]:
+            return None
+        gpus = np.asarray(gpus, dtype=np.int64)
+        model = self.jobs[job].model
+        speed = e.par.speed(model, gpus)
+        if speed is None:
+            return None
+        if speed[1] <= 0.0:  # network: ideal, or a plan that communicates nothing
+            return speed[0], speed[1], {}
+        traffic = e._par_traffic
+        if traffic is None:
+            if self._plan_traffic is None:
+                self._plan_traffic = AdaptiveTraffic(self.cluster, e.par)
+            traffic = self._plan_traffic
+        return speed[0], speed[1], traffic.phases(model, gpus)
 
     def plan(self) -> Plan:
         """A scratch copy of the free-GPU state for composing several actions."""
