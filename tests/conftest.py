@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlcluster_gym import BaseScheduler, Migrate, Preempt, SetTimeShift, Start, WakeUp
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
 from dlcluster_gym.perf.network import placement_overhead
@@ -67,3 +68,43 @@ def overhead_scenario(**kw) -> ScenarioConfig:
         overheads={"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0},
         **kw,
     )
+
+
+class Chaos(BaseScheduler):
+    """Seeded random starts (time shifts included), preemptions, migrations and, with
+    ``shift_below`` above 0.05, time-shift changes: per running job one draw ``r``, preempt
+    below 0.05, shift below ``shift_below``, migrate below ``migrate_below``."""
+
+    name = "chaos"
+
+    def __init__(self, shift_below: float = 0.2, migrate_below: float = 0.25) -> None:
+        super().__init__()
+        self.shift_below, self.migrate_below = shift_below, migrate_below
+
+    def reset(self, view, rng):
+        self.rng = rng
+
+    def schedule(self, view):
+        rng, acts = self.rng, []
+        free = set(np.flatnonzero(view.free_mask).tolist())
+        for job in list(view.running()):
+            r = rng.random()
+            if r < 0.05:
+                acts.append(Preempt(job))
+                free |= set(view.gpus_of(job).tolist())
+            elif r < self.shift_below:
+                acts.append(SetTimeShift(job, float(rng.uniform(-2.0, 2.0))))
+            elif r < self.migrate_below:
+                n = view.gpus_of(job).size
+                pool = sorted(free | set(view.gpus_of(job).tolist()))
+                gpus = tuple(int(g) for g in rng.choice(pool, n, replace=False))
+                acts.append(Migrate(job, gpus))
+                free = (free | set(view.gpus_of(job).tolist())) - set(gpus)
+        for job in list(view.waiting()):
+            n = view.jobs[job].num_gpus
+            if n <= len(free) and rng.random() < 0.8:
+                gpus = tuple(int(g) for g in rng.choice(sorted(free), n, replace=False))
+                free -= set(gpus)
+                acts.append(Start(job, gpus, time_shift_s=float(rng.uniform(0, 1))))
+        acts.append(WakeUp(view.now + float(rng.uniform(1.0, 30.0))))
+        return acts

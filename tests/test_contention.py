@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import frac, run_engine
+from conftest import Chaos, frac, run_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -608,40 +608,6 @@ def test_invalid_time_shift_is_rejected():
     sc = nic_scenario()
     with pytest.raises(InvalidActionError, match="time shift must be finite"):
         run_engine(sc, resnet_pair(), Scripted({0.0: [Start(0, (0, 2), time_shift_s=math.nan)]}))
-
-
-class Chaos(BaseScheduler):
-    """Seeded random starts, preemptions, migrations and time shifts (exercises every path)."""
-
-    name = "chaos"
-
-    def reset(self, view, rng):
-        self.rng = rng
-
-    def schedule(self, view):
-        rng, acts = self.rng, []
-        free = set(np.flatnonzero(view.free_mask).tolist())
-        for job in list(view.running()):
-            r = rng.random()
-            if r < 0.05:
-                acts.append(Preempt(job))
-                free |= set(view.gpus_of(job).tolist())
-            elif r < 0.2:
-                acts.append(SetTimeShift(job, float(rng.uniform(-2.0, 2.0))))
-            elif r < 0.25:
-                n = view.gpus_of(job).size
-                pool = sorted(free | set(view.gpus_of(job).tolist()))
-                gpus = tuple(int(g) for g in rng.choice(pool, n, replace=False))
-                acts.append(Migrate(job, gpus))
-                free = (free | set(view.gpus_of(job).tolist())) - set(gpus)
-        for job in list(view.waiting()):
-            n = view.jobs[job].num_gpus
-            if n <= len(free) and rng.random() < 0.8:
-                gpus = tuple(int(g) for g in rng.choice(sorted(free), n, replace=False))
-                free -= set(gpus)
-                acts.append(Start(job, gpus, time_shift_s=float(rng.uniform(0, 1))))
-        acts.append(WakeUp(view.now + float(rng.uniform(1.0, 30.0))))
-        return acts
 
 
 def chaos_engine(seed: int, oversub: float) -> tuple[Engine, list[float]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlcluster_gym import BaseScheduler, Migrate, Preempt, Start, WakeUp
+from dlcluster_gym import Start, WakeUp
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.perf.contention import conserve_capacity, link_stretch
@@ -16,6 +16,7 @@ from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.large_models import FP16, parse_large_model
+from tests.conftest import Chaos
 from tests.test_parallelism_network import _StartAll
 
 NIC = 100e9 / 8.0  # 100 Gb/s NICs, transport efficiency 1
@@ -159,38 +160,6 @@ def test_contention_off_and_network_ideal_keep_the_plan_speed():
 # --------------------------------------------------------------------------- random runs
 
 
-class _Chaos(BaseScheduler):
-    """Seeded random starts (time shifts included), preemptions and migrations."""
-
-    name = "chaos"
-
-    def reset(self, view, rng):
-        self.rng = rng
-
-    def schedule(self, view):
-        rng, acts = self.rng, []
-        free = set(np.flatnonzero(view.free_mask).tolist())
-        for job in list(view.running()):
-            r = rng.random()
-            if r < 0.05:
-                acts.append(Preempt(job))
-                free |= set(view.gpus_of(job).tolist())
-            elif r < 0.12:
-                n = view.gpus_of(job).size
-                pool = sorted(free | set(view.gpus_of(job).tolist()))
-                gpus = tuple(int(g) for g in rng.choice(pool, n, replace=False))
-                acts.append(Migrate(job, gpus))
-                free = (free | set(view.gpus_of(job).tolist())) - set(gpus)
-        for job in list(view.waiting()):
-            n = view.jobs[job].num_gpus
-            if n <= len(free) and rng.random() < 0.8:
-                gpus = tuple(int(g) for g in rng.choice(sorted(free), n, replace=False))
-                free -= set(gpus)
-                acts.append(Start(job, gpus, time_shift_s=float(rng.uniform(0, 1))))
-        acts.append(WakeUp(view.now + float(rng.uniform(1.0, 30.0))))
-        return acts
-
-
 MODELS = ("bert-0.76b", "moe-0.69b", "wresnet-0.5b", "moe-1.3b", "resnet50", "vgg11", "gpt1")
 
 
@@ -203,7 +172,13 @@ def _chaos(seed: int, oversub: float, **extra) -> tuple[Engine, list[float]]:
             float(rng.uniform(0, 60)))
         for i in range(10)
     ]  # fmt: skip
-    eng = Engine(sc, Cluster(sc.cluster), jobs, _Chaos(), np.random.default_rng(seed))
+    eng = Engine(
+        sc,
+        Cluster(sc.cluster),
+        jobs,
+        Chaos(shift_below=0.05, migrate_below=0.12),
+        np.random.default_rng(seed),
+    )
     ratios: list[float] = []
     if eng.links is not None:
         flush = eng._net_flush
