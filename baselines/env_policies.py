@@ -12,11 +12,13 @@ in Placement-v0 with its own base policy gives exactly the native scheduler's de
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from dlcluster_gym import numerics
 from dlcluster_gym.envs import delay_timer as dt
 from dlcluster_gym.envs import placement as pl
 from dlcluster_gym.sim import offers as of
@@ -107,7 +109,7 @@ class RandomMasked(_EnvPolicy):
 def _class_timers(obs: np.ndarray, key: str) -> np.ndarray:
     """Invert the log-scaled timer features of every class back to seconds."""
     f = np.array([obs[dt.OBS_INDEX[f"{c}.{key}"]] for c in dt.DEMAND_CLASSES], dtype=np.float64)
-    return np.expm1(f * np.log1p(168.0)) * HOUR
+    return numerics.expm1(f * math.log1p(168.0)) * HOUR
 
 
 class DallyAutoTuner(_EnvPolicy):

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from dlcluster_gym import numerics
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import check_policy_params, make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
@@ -284,8 +285,8 @@ def gittins_table(
 
     q = np.asarray(quantiles_s or DALLY_DURATION_QUANTILES_S, dtype=np.float64)
     lv = np.asarray(levels or DALLY_DURATION_LEVELS, dtype=np.float64)
-    t = np.concatenate(([0.0], np.geomspace(q[0] / 4, q[-1], 600)))
-    cdf = np.interp(np.log(np.maximum(t, 1e-9)), np.log(q), lv, left=0.0, right=1.0)
+    t = np.concatenate(([0.0], numerics.geomspace(q[0] / 4, q[-1], 600)))
+    cdf = np.interp(numerics.log(np.maximum(t, 1e-9)), numerics.log(q), lv, left=0.0, right=1.0)
     surv = 1.0 - cdf
     cum = np.concatenate(([0.0], np.cumsum(0.5 * (surv[1:] + surv[:-1]) * np.diff(t))))
     g = np.full(t.size, np.inf)

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature, done_share
 from dlcluster_gym.envs.placement import network_sensitivity
@@ -92,11 +93,11 @@ SPINE_FEATURES: tuple[str, ...] = (
 
 
 def _logt(seconds: np.ndarray) -> np.ndarray:
-    return np.minimum(np.log1p(np.maximum(seconds, 0.0) / HOUR) / _LOG_T, 1.0)
+    return np.minimum(numerics.log1p(np.maximum(seconds, 0.0) / HOUR) / _LOG_T, 1.0)
 
 
 def _logw(gpu_seconds: np.ndarray) -> np.ndarray:
-    return np.minimum(np.log1p(np.maximum(gpu_seconds, 0.0) / HOUR) / _LOG_WORK, 1.0)
+    return np.minimum(numerics.log1p(np.maximum(gpu_seconds, 0.0) / HOUR) / _LOG_WORK, 1.0)
 
 
 class QueueObserver:
@@ -116,7 +117,7 @@ class QueueObserver:
         profiles = [e.profile(j.job_id) for j in jobs]  # the scenario's profile source
         self.skew = np.array([p.skew == "high" for p in profiles], dtype=np.float32)
         d = self.demand
-        self.f_demand = np.minimum(np.log2(np.maximum(d, 1)) / 8.0, 1.0).astype(np.float32)
+        self.f_demand = np.minimum(numerics.log2(np.maximum(d, 1)) / 8.0, 1.0).astype(np.float32)
         self.f_machine = (d <= c.max_gpus_per_machine).astype(np.float32)
         self.f_rack = (d <= c.max_gpus_per_rack).astype(np.float32)
         self.best = np.where(

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlcluster_gym import numerics
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.workload.ps import PSModel
 
@@ -338,7 +339,7 @@ def make_samples(
     if ks.size == 0:
         return Samples(np.zeros(0), np.zeros(0), np.zeros((0, n_nodes)), np.zeros((0, 0)))
     t = t0 + ks * interval_s
-    sd = noise_sd + cold_sd * np.exp(-(t - t0) / warmup_s)
+    sd = noise_sd + cold_sd * numerics.exp(-(t - t0) / warmup_s)
     z = stream.noise(k_max)[ks - 1] * sd[:, None]
     n_ps = perf.ps_net.size
     speed = np.maximum(perf.speed * (1.0 + z[:, 0]), 0.0)

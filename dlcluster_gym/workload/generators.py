@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Cluster, Shape
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf import network
@@ -219,8 +220,8 @@ def sample_dally_demands(n: int, rng: np.random.Generator) -> np.ndarray:
 def sample_dally_durations(n: int, rng: np.random.Generator) -> np.ndarray:
     """Run times (s, at packed consolidation) from the fitted quantile table."""
     u = rng.random(int(n))
-    logq = np.log(np.asarray(DALLY_DURATION_QUANTILES_S))
-    return np.exp(np.interp(u, DALLY_DURATION_LEVELS, logq))
+    logq = numerics.log(DALLY_DURATION_QUANTILES_S)
+    return numerics.exp(np.interp(u, DALLY_DURATION_LEVELS, logq))
 
 
 def dally_mean_duration_s() -> float:
