@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from dlcluster_gym import leaderboard as lb
 from dlcluster_gym.cli import main
 from dlcluster_gym.errors import ConfigError, UnknownNameError
-from dlcluster_gym.leaderboard import tables
+from dlcluster_gym.leaderboard import fingerprint, tables
 from dlcluster_gym.leaderboard.runner import read_rows
 from dlcluster_gym.leaderboard.suite import cell_id
 
@@ -348,6 +348,58 @@ def test_resume_reruns_cells_of_another_version_or_params(tmp_path):
     with pytest.warns(UserWarning, match="tiny.fcfs.s1 .version: recorded '0.0.1'"):
         rows = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
     assert [r["id"] for r in seen] == ["tiny.fcfs.s1"] and rows[0]["avg_jct_s"] > 0
+
+
+def test_resume_reruns_cells_computed_by_other_code(tmp_path):
+    """A cell recorded by other sources/presets (same package version) is not reused."""
+    suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs", "dally"]))
+    out = tmp_path / "run"
+    lb.run_suite(suite, out, workers=1, progress=False)
+    path = out / "cells" / "tiny.fcfs.s1.json"
+    row = json.loads(path.read_text())
+    assert row["code"] == fingerprint.code_hash()
+    row["code"], row["avg_jct_s"] = "0123456789abcdef", -1.0
+    path.write_text(json.dumps(row))
+    seen = []
+    with pytest.warns(UserWarning, match=r"tiny.fcfs.s1 .code: computed by other code"):
+        rows = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
+    assert [r["id"] for r in seen] == ["tiny.fcfs.s1"] and rows[0]["avg_jct_s"] > 0
+    row = json.loads(path.read_text())
+    del row["code"]  # a cell from before code hashes existed
+    path.write_text(json.dumps(row))
+    with pytest.warns(UserWarning, match=r"code: computed by other code \(not recorded"):
+        lb.run_suite(suite, out, resume=True, progress=False)
+    (check,) = [c for c in lb.verify(out) if c.id == "tiny.fcfs.s1"]
+    assert check.ok and check.note == ""
+
+
+def test_code_hash_follows_sources_and_presets_not_suites(tmp_path):
+    src, cfg = tmp_path / "pkg", tmp_path / "configs"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "m.py").write_text("x = 1\n")
+    for d in ("profiles", "suites"):
+        (cfg / d).mkdir(parents=True)
+        (cfg / d / "a.yaml").write_text("a: 1\n")
+    h0 = fingerprint.tree_hash([src], cfg)
+    assert h0 == fingerprint.tree_hash([src], cfg) and len(h0) == 16
+    (cfg / "suites" / "a.yaml").write_text("a: 2\n")  # which cells exist, not what they compute
+    assert fingerprint.tree_hash([src], cfg) == h0
+    (cfg / "profiles" / "a.yaml").write_text("a: 2\n")
+    h1 = fingerprint.tree_hash([src], cfg)
+    assert h1 != h0
+    (src / "sub" / "m.py").write_text("x = 2\n")
+    assert fingerprint.tree_hash([src], cfg) not in (h0, h1)
+
+
+def test_agent_cells_record_their_checkpoint(tmp_path):
+    ckpt = tmp_path / "a.zip"
+    ckpt.write_bytes(b"one")
+    one = fingerprint.cell_code(f"agent:{ckpt}")
+    ckpt.write_bytes(b"two")
+    two = fingerprint.cell_code(f"agent:{ckpt}")
+    assert one.startswith(fingerprint.code_hash() + "+") and one != two
+    assert fingerprint.cell_code(f"agent:{tmp_path / 'gone.zip'}").endswith("+missing")
+    assert fingerprint.cell_code("fcfs") == fingerprint.code_hash()
 
 
 def test_a_run_directory_belongs_to_one_suite(tmp_path):

@@ -4,8 +4,9 @@ Workers only compute: :func:`run_cell` returns the cell's row and its plot array
 driver writes ``cells/<id>.npz`` then ``cells/<id>.json`` (each atomically; the JSON marks the
 cell finished). A run killed half way therefore loses only the cells in flight, and
 ``resume=True`` reuses a finished cell only when everything that determines it (suite,
-scenario config hash, policy, parameters, seed, package version) is unchanged and it did not
-fail; other cells rerun, with a warning naming them and why.
+scenario config hash, policy, parameters, seed, package version, and the hash of the code and
+presets that computed it, an agent's checkpoint included: ``leaderboard.fingerprint``) is
+unchanged and it did not fail; other cells rerun, with a warning naming them and why.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError, DLClusterError, NotApplicableError
+from dlcluster_gym.leaderboard.fingerprint import cell_code
 from dlcluster_gym.leaderboard.suite import AGENT_PREFIX, Cell, Suite, agent_support
 from dlcluster_gym.sim.results import SUMMARY_KEYS, _jsonable
 
@@ -90,6 +92,7 @@ def _base_row(cell: Cell, suite: str) -> dict[str, Any]:
         "params": cell.params_json(),
         "seed": cell.seed,
         "version": _version(),
+        "code": cell_code(cell.policy),
     }
 
 
@@ -321,7 +324,9 @@ def _ray(
 # --------------------------------------------------------------------------- resume
 
 # What determines a cell's row: a finished cell is reused only when all of these are equal.
-FINGERPRINT_KEYS = ("suite", "scenario", "policy", "params", "seed", "version", "scenario_hash")
+FINGERPRINT_KEYS = (
+    "suite", "scenario", "policy", "params", "seed", "version", "scenario_hash", "code",
+)  # fmt: skip
 
 
 def fingerprint(cell: Cell, suite: str) -> dict[str, Any]:
@@ -355,16 +360,21 @@ def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
             hashes[key] = fingerprint(cell, suite.name)["scenario_hash"]
         want = {k: v for k, v in _base_row(cell, suite.name).items() if k in FINGERPRINT_KEYS}
         want["scenario_hash"] = hashes[key]
-        diffs = [
-            f"{k}: recorded {row.get(k)!r}, now {want[k]!r}"
-            for k in FINGERPRINT_KEYS
-            if row.get(k) != want[k]
-        ]
+        diffs = [_why(k, row.get(k), want[k]) for k in FINGERPRINT_KEYS if row.get(k) != want[k]]
         if row.get("status") == STATUS_ERROR:  # a failure is not a result: try again
             diffs.append("it failed: " + str(row.get("reason", "")).splitlines()[0][:80])
         if diffs:
             stale[cell.id] = "; ".join(diffs)
     return stale
+
+
+def _why(key: str, recorded: Any, now: Any) -> str:
+    if key == "code":
+        return (
+            f"code: computed by other code ({recorded or 'not recorded'}; now {now}: sources, "
+            "presets or the agent checkpoint changed)"
+        )
+    return f"{key}: recorded {recorded!r}, now {now!r}"
 
 
 def check_owner(out: Path, suite: Suite) -> None:

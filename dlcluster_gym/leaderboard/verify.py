@@ -51,6 +51,9 @@ def verify_row(row: dict[str, Any], traces_dir: str | Path | None = None) -> Che
     note = ""
     if row.get("version") != new["version"]:
         note = f"recorded with version {row.get('version')}, replayed with {new['version']}"
+    elif row.get("code") != new["code"]:
+        old = row.get("code") or "(not recorded)"
+        note = f"recorded with code {old}, replayed with {new['code']}"
     return Check(row["id"], not diffs, diffs, note)
 
 
