@@ -11,7 +11,8 @@ import numpy as np
 
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.envs.base import deep_merge
-from dlcluster_gym.workload.traces import trace_root
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.workload.traces import ENV_VAR, trace_root
 
 from . import AGENT_KINDS
 from .config import AgentConfig, ScenarioSpec
@@ -34,6 +35,23 @@ def available(
     keep = [s for s in specs if have_traces or not s.requires_traces]
     skipped = [s.name for s in specs if s.requires_traces and not have_traces]
     return keep, skipped
+
+
+def train_specs(
+    cfg: AgentConfig, traces_dir: str | Path | None = None, source: str = ""
+) -> list[ScenarioSpec]:
+    """The training scenarios of ``cfg``; a one-line ``ConfigError`` naming ``source`` (the
+    config file) and the label when one needs the traces and the trace root is absent:
+    training without them would silently train another recipe (validation and evaluation
+    skip such scenarios instead)."""
+    specs, skipped = available(cfg.train.scenarios, traces_dir)
+    if skipped:
+        raise ConfigError(
+            f"{source or 'agent config'}: train.scenarios {skipped[0]!r} needs the traces, but "
+            f"the trace root {trace_root(traces_dir)} does not exist; point at them with "
+            f"--traces-dir or ${ENV_VAR} (default ../shared/traces)"
+        )
+    return specs
 
 
 def env_id(cfg: AgentConfig) -> str:
@@ -113,7 +131,7 @@ def make_mix_env(cfg: AgentConfig, traces_dir: str | Path | None = None) -> Scen
     """The training distribution of ``cfg`` as one env (no SB3 wrapper, no torch)."""
     import dlcluster_gym  # noqa: F401  (registers the envs in subprocess workers)
 
-    specs, _ = available(cfg.train.scenarios, traces_dir)
+    specs = train_specs(cfg, traces_dir)
     return ScenarioMixEnv(
         AGENT_KINDS[cfg.agent],
         [scenario_mapping(s) for s in specs],

@@ -23,7 +23,7 @@ from dlcluster_gym.errors import ConfigError
 
 from . import AGENT_KINDS
 from .config import AgentConfig
-from .envs import env_id, make_mix_env, make_train_env_fn
+from .envs import env_id, make_mix_env, make_train_env_fn, train_specs
 from .evaluate import relative_score, run_set
 from .imitation import Demonstrations, clone, record, returns_to_go
 from .load import AgentPolicy, algorithm_class, save_checkpoint
@@ -312,6 +312,7 @@ def train(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
     t0 = time.perf_counter()
+    train_specs(cfg, traces_dir, config_source)  # before any output: no traces, no training
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     total = int(timesteps or cfg.train.timesteps)

@@ -670,6 +670,7 @@ def train(
             f"{-(-cfg.train.timesteps // rollout) * rollout:,} steps",
             err=True,
         )
+    _check_train_traces(cfg, config_file or DEFAULT_CONFIGS[agent], traces_dir)
     out = out or Path("runs") / "agents" / agent
     command = f"dlcluster train --agent {agent}" + "".join(
         f" --{k.replace('_', '-')} {v}"
@@ -701,6 +702,16 @@ def train(
         f"best: {res.best}, last: {res.last}, curve: {res.out / 'curve.png'}, "
         f"TensorBoard: {res.out / 'tb'}"
     )
+
+
+def _check_train_traces(cfg: Any, source: str, traces_dir: Path | None) -> None:
+    """Stop when a training scenario needs the absent traces (``train_specs``); a note for
+    each validation scenario skipped for the same reason."""
+    from dlcluster_gym.agents.envs import available, train_specs
+
+    train_specs(cfg, traces_dir, source)
+    for s in available(cfg.validation.scenarios, traces_dir)[1]:
+        click.echo(f"note: validation skips {s} (needs traces; trace root not found)", err=True)
 
 
 def _import_agents(module: str) -> Any:

@@ -35,7 +35,8 @@ TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40960 "
     "--out runs/agents/delay-timer-v2",
-    "scheduler": "dlcluster train --agent scheduler --out runs/agents/scheduler-v5",
+    "scheduler": "dlcluster train --agent scheduler --config configs/agents/scheduler-v6.yaml "
+    "--out runs/agents/scheduler-v6",
 }
 # The paper heuristics, then the headroom: `srw` (clairvoyant shortest remaining work, strict
 # consolidation) and the `ideal` bound (every job alone on the cluster).

@@ -143,6 +143,25 @@ def test_trace_scenarios_are_skipped_without_a_trace_root(tmp_path: Path) -> Non
     assert len(keep) == len(cfg.evaluation.scenarios) - 1
 
 
+def test_training_that_needs_traces_stops_without_a_trace_root(tmp_path: Path) -> None:
+    """A training scenario with ``requires_traces`` is not skipped like a validation one: the
+    run would silently train another recipe. One line naming the file, the label and how to
+    point at the traces; nothing written."""
+    data = tiny_config("scheduler")
+    trace = {"scenario": "itp-cluster02", "label": "trace-itp02", "requires_traces": True}
+    data["train"]["scenarios"] = [TINY_SPEC, trace]
+    path = tmp_path / "needs-traces.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(
+        main, ["train", "--agent", "scheduler", "--config", str(path), "--out",
+               str(tmp_path / "run"), "--traces-dir", str(tmp_path / "no-traces"), "-q"],
+    )  # fmt: skip
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+    for part in ("needs-traces.yaml", "'trace-itp02'", "DLCLUSTER_TRACES", "../shared/traces"):
+        assert part in res.output
+    assert not (tmp_path / "run").exists()
+
+
 # ---------------------------------------------------------------------------- rollout labels
 def test_rollout_value_is_the_jct_reward_of_following_the_base_policy() -> None:
     """With a horizon past the episode's end, the value of Dally's own answer is exactly the
