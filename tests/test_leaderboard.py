@@ -336,39 +336,28 @@ def test_resume_reruns_cells_whose_scenario_changed(tmp_path):
     assert all(c.ok for c in lb.verify(out) if c.id.startswith("tiny."))
 
 
-def test_resume_reruns_cells_of_another_version_or_params(tmp_path):
-    suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs", "dally"]))
-    out = tmp_path / "run"
-    lb.run_suite(suite, out, workers=1, progress=False)
-    path = out / "cells" / "tiny.fcfs.s1.json"
-    row = json.loads(path.read_text())
-    row["version"], row["avg_jct_s"] = "0.0.1", -1.0
-    path.write_text(json.dumps(row))
-    seen = []
-    with pytest.warns(UserWarning, match="tiny.fcfs.s1 .version: recorded '0.0.1'"):
-        rows = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
-    assert [r["id"] for r in seen] == ["tiny.fcfs.s1"] and rows[0]["avg_jct_s"] > 0
-
-
-def test_resume_reruns_cells_computed_by_other_code(tmp_path):
-    """A cell recorded by other sources/presets (same package version) is not reused."""
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("version", "0.0.1", "version: recorded '0.0.1'"),
+        # other sources or presets, same package version; None: a cell from before code hashes
+        ("code", "0123456789abcdef", r"code: computed by other code \(0123456789abcdef"),
+        ("code", None, r"code: computed by other code \(not recorded"),
+    ],
+)
+def test_resume_reruns_cells_of_another_version_or_code(tmp_path, key, value, why):
     suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs", "dally"]))
     out = tmp_path / "run"
     lb.run_suite(suite, out, workers=1, progress=False)
     path = out / "cells" / "tiny.fcfs.s1.json"
     row = json.loads(path.read_text())
     assert row["code"] == fingerprint.code_hash()
-    row["code"], row["avg_jct_s"] = "0123456789abcdef", -1.0
-    path.write_text(json.dumps(row))
+    row[key], row["avg_jct_s"] = value, -1.0
+    path.write_text(json.dumps({k: v for k, v in row.items() if v is not None}))
     seen = []
-    with pytest.warns(UserWarning, match=r"tiny.fcfs.s1 .code: computed by other code"):
+    with pytest.warns(UserWarning, match=rf"tiny.fcfs.s1 .{why}"):
         rows = lb.run_suite(suite, out, resume=True, progress=False, on_cell=seen.append)
     assert [r["id"] for r in seen] == ["tiny.fcfs.s1"] and rows[0]["avg_jct_s"] > 0
-    row = json.loads(path.read_text())
-    del row["code"]  # a cell from before code hashes existed
-    path.write_text(json.dumps(row))
-    with pytest.warns(UserWarning, match=r"code: computed by other code \(not recorded"):
-        lb.run_suite(suite, out, resume=True, progress=False)
     (check,) = [c for c in lb.verify(out) if c.id == "tiny.fcfs.s1"]
     assert check.ok and check.note == ""
 
