@@ -68,11 +68,15 @@ from dlcluster_gym.perf.geometry import (
     CommProfile,
     fit_perimeter,
 )
+from dlcluster_gym.perf.layout_kernel import RowTable
+from dlcluster_gym.perf.layout_kernel import layout as _compiled_layout
+from dlcluster_gym.perf.layout_kernel import warm as warm_layout
 from dlcluster_gym.perf.network import (
     PlacementTraffic,
     placement_overhead,
     placement_traffic,
     unique_small,
+    warm_traffic,
 )
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
@@ -190,7 +194,9 @@ class SharedLinks:
         self._shapes: dict[tuple, tuple[float, tuple[tuple[int, LinkPhases], ...]]] = {}
         self._signatures: dict[bytes, tuple[tuple, list[int], list[int]]] = {}
         if sharing_can_bind(cluster):
-            warm_kernel()  # numba's cache loads here, not on the first contended link
+            warm_kernel()  # numba's caches load here, not on the first contended link
+            warm_traffic(cluster)
+            warm_layout()
 
     def label(self, link: int) -> str:
         """'machine 3 NIC 1', 'rack 1 ToR uplink', 'rack 1 rail 2 uplink' or 'spine'."""
@@ -445,10 +451,10 @@ class LinkPhases:
         """Phases whose rows are ``packed`` (5 x phases, read-only, not copied) and whose
         highest demand is ``peak`` (``link_phases`` builds all links of a placement at once)."""
         self = object.__new__(cls)
-        for name, row in zip(("down", "up", "length", "rate", "flows"), packed, strict=True):
-            object.__setattr__(self, name, row)
-        object.__setattr__(self, "packed", packed)
-        object.__setattr__(self, "peak", peak)
+        down, up, length, rate, flows = packed
+        self.__dict__.update(  # one update for the frozen fields (a new placement's links)
+            down=down, up=up, length=length, rate=rate, flows=flows, packed=packed, peak=peak
+        )
         return self
 
     @property
@@ -748,8 +754,28 @@ def _layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        got = _LAYOUTS[key] = _quantised_layout(iteration_s, max_sectors)
+        got = _LAYOUTS[key] = _new_layout(iteration_s, max_sectors)
     return got
+
+
+_ROW_TABLES: dict[int, RowTable] = {}
+
+
+def _new_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
+    """:func:`_quantised_layout`, compiled (``perf.layout_kernel``, the same numbers) where
+    numba is available."""
+    if _compiled_layout is None:
+        return _quantised_layout(iteration_s, max_sectors)
+    table = _ROW_TABLES.get(max_sectors)
+    if table is None:
+        table = _ROW_TABLES[max_sectors] = RowTable(max_sectors)
+    q, perimeter, sectors = _compiled_layout(
+        iteration_s, max_sectors, DEFAULT_PRECISION_S, MIN_SECTORS_PER_ITERATION,
+        table.rows, table.slot, table.used,
+    )  # fmt: skip
+    if perimeter < 0:
+        return _quantised_layout(iteration_s, max_sectors)
+    return q, perimeter, sectors
 
 
 def _quantised_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
