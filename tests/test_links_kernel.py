@@ -63,3 +63,22 @@ def test_link_usage_equals_numpy() -> None:
                 util = np.minimum(np.maximum(load[active], 0.0) / cap[active], 1.0)
                 want = (float(util.sum()) / active.size, float(util.max()), int(active.size))
             assert usage(count, load, cap) == want
+
+
+def test_sweep_sort_is_the_stable_argsort() -> None:
+    """The sweep's bucket sort gives ``argsort(kind="stable")``: ties (common on the circle)
+    in index order, NaN last."""
+    from dlcluster_gym.perf.stretch_kernel import _stable_argsort
+
+    rng = np.random.default_rng(2)
+    for t in range(400):
+        n = int(rng.integers(1, 2500))
+        v = [
+            rng.uniform(0.0, 10.0, n),
+            np.round(rng.uniform(0.0, 10.0, n), 1),
+            rng.choice([0.0, 1.5, 3.0, 10.0], n),
+            np.concatenate((np.sort(rng.uniform(0, 5, n // 2)), rng.uniform(0, 5, n - n // 2))),
+        ][t % 4]
+        if t % 37 == 0 and n > 70:
+            v[rng.integers(n)] = np.nan
+        assert np.array_equal(_stable_argsort(v), np.argsort(v, kind="stable"))
