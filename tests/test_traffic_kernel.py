@@ -67,3 +67,24 @@ def test_placement_traffic_dispatches_by_collective():
     want = nw._numpy_placement_traffic(cluster, profile, gpus, nw.placement_net(cluster, gpus))
     _same(nw.placement_traffic(cluster, profile, gpus), want)
     assert nw.placement_traffic(cluster, profile, gpus[:1]).links.size == 0
+
+
+@pytest.mark.parametrize("name", CLUSTERS[:2])
+def test_compiled_link_grouping_equals_numpy(name, monkeypatch):
+    """``link_phases`` of data-parallel traffic: the compiled grouping gives the numpy
+    path's phases (rows, order, peaks) on every link."""
+    from dlcluster_gym.perf import contention
+
+    cluster = Cluster(load_cluster(name))
+    rng = np.random.default_rng(9)
+    profile = get_model("bert-large")
+    traffics = [nw.placement_traffic(cluster, profile, g) for g in _placements(cluster, rng, 60)]
+    got = [contention.link_phases(t, "data") for t in traffics]
+    monkeypatch.setattr(contention, "_group_by_link", None)
+    want = [contention.link_phases(t, "data") for t in traffics]
+    for g, w in zip(got, want, strict=True):
+        assert list(g) == list(w)
+        for link in w:
+            assert g[link].packed.tobytes() == w[link].packed.tobytes()
+            assert g[link].packed.shape == w[link].packed.shape
+            assert repr(g[link].peak) == repr(w[link].peak)

@@ -48,7 +48,9 @@ link (a flow slowed elsewhere does not free capacity here). It is exact for alig
 jobs and for fully interleaved ones; for partial overlaps it slightly underestimates (longer
 phases would overlap a little more), which we accept for a stretch that costs one pass.
 Factors within ``1e-9`` of 1 count as 1. The sweep over the circle runs compiled
-(``perf.stretch_kernel``, numba) with the numpy path's arithmetic, bit for bit.
+(``perf.stretch_kernel``, numba) with the numpy path's arithmetic, bit for bit; so do the
+circle's layout (``perf.layout_kernel``) and, for the engine, all the links of one update in
+one call (:func:`batch_stretch`, ``perf.links_kernel``).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ from dlcluster_gym.perf.network import (
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
 from dlcluster_gym.perf.stretch_kernel import warm as warm_kernel
+from dlcluster_gym.perf.traffic_kernel import group_by_link as _group_by_link
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -476,6 +479,15 @@ def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPh
     """
     out: dict[int, LinkPhases] = {}
     if traffic.links.size == 0:
+        return out
+    if parallelism == "data" and _group_by_link is not None:  # compiled, the same arrays
+        packed, cuts, ids, peaks = _group_by_link(
+            traffic.links, traffic.start, traffic.length, traffic.rate, traffic.flows
+        )
+        packed.setflags(write=False)
+        bounds = cuts.tolist()
+        for k, (link, peak) in enumerate(zip(ids.tolist(), peaks.tolist(), strict=True)):
+            out[link] = LinkPhases.from_packed(packed[:, bounds[k] : bounds[k + 1]], peak)
         return out
     order = np.argsort(traffic.links, kind="stable")
     ids = traffic.links[order]

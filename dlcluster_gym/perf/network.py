@@ -636,7 +636,8 @@ def placement_traffic(
 
     The flows and their max-min rates are those :func:`allreduce_tier_terms` computes for the
     placement's shape, on the placement's own link ids. A calibrated stage (``tier_scale``)
-    moves scaled bytes at the physical rate, so it lasts longer at the same rate.
+    moves scaled bytes at the physical rate, so it lasts longer at the same rate. The
+    hierarchical collective runs compiled (``perf.traffic_kernel``, the same floats).
     """
     gpus = np.asarray(gpus, dtype=np.int64)
     if gpus.size <= 1:

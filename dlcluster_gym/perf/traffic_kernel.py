@@ -331,7 +331,47 @@ def _traffic(
     return True, out_links[:pos].copy(), out[:, :pos].copy(), total
 
 
+def _group_by_link(
+    links: np.ndarray, start: np.ndarray, length: np.ndarray, rate: np.ndarray, flows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``contention.link_phases``' grouping of a data-parallel placement's rows: the rows
+    stably sorted by link as a (5, rows) array (ones, start, length, rate, flows), each
+    link's first row (and the row count), the links, and each link's highest rate
+    (``np.maximum.reduceat``: NaN propagates)."""
+    r = links.size
+    order = np.empty(r, dtype=np.int64)
+    for t in range(r):  # stable insertion sort: the rows come in two sorted runs
+        u = t
+        while u > 0 and links[order[u - 1]] > links[t]:
+            order[u] = order[u - 1]
+            u -= 1
+        order[u] = t
+    packed = np.empty((5, r))
+    cuts = np.empty(r + 1, dtype=np.int64)
+    ids = np.empty(r, dtype=np.int64)
+    peaks = np.empty(r)
+    g = -1
+    for t in range(r):
+        i = order[t]
+        packed[0, t] = 1.0
+        packed[1, t] = start[i]
+        packed[2, t] = length[i]
+        packed[3, t] = rate[i]
+        packed[4, t] = flows[i]
+        v = rate[i]
+        if t == 0 or links[i] != ids[g]:
+            g += 1
+            cuts[g] = t
+            ids[g] = links[i]
+            peaks[g] = v
+        elif peaks[g] == peaks[g] and (v != v or v > peaks[g]):
+            peaks[g] = v
+    cuts[g + 1] = r
+    return packed, cuts[: g + 2].copy(), ids[: g + 1].copy(), peaks[: g + 1].copy()
+
+
 if HAVE_NUMBA:
+    group_by_link = njit(cache=True, error_model="numpy")(_group_by_link)
     _steps = njit(cache=True)(_steps)
     _runs = njit(cache=True)(_runs)
     _rank = njit(cache=True)(_rank)
@@ -346,6 +386,7 @@ if HAVE_NUMBA:
     traffic = njit(cache=True, error_model="numpy")(_traffic)
 else:  # pragma: no cover
     traffic = None
+    group_by_link = None
 
 _warmed: set[tuple[bool, ...]] = set()
 
@@ -370,3 +411,8 @@ def warm(
     frozen.setflags(write=False)
     for g in (gpus, frozen):
         traffic(g, *arrays, -1, np.ones(12))
+    rows = np.ones(2)
+    rows.setflags(write=False)
+    ids = np.array([0, 1])
+    ids.setflags(write=False)
+    group_by_link(ids, rows, rows, rows, rows)

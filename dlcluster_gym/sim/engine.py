@@ -558,7 +558,8 @@ class Engine:
         the jobs' factors (``perf.contention.batch_stretch``, one compiled call; or
         ``link_stretch`` and ``conserve_capacity`` link by link)."""
         out: dict[int, list[float]] = {}
-        if not todo:
+        links = self.links
+        if not todo or links is None:
             return out
         pairs = [(lk, j) for lk, jobs in todo for j in jobs]
         arr = np.fromiter((j for _, j in pairs), dtype=np.int64, count=len(pairs))
@@ -566,7 +567,7 @@ class Engine:
         np.cumsum([len(jobs) for _, jobs in todo], out=bounds[1:])
         got = batch_stretch(
             bounds,
-            self.links.capacity_Bps[[lk for lk, _ in todo]],  # type: ignore[union-attr]
+            links.capacity_Bps[[lk for lk, _ in todo]],
             self.compute_per_iter[arr],
             self.comm_base[arr],
             self._up_s[arr],
@@ -589,7 +590,8 @@ class Engine:
 
     def _one_link_factors(self, link: int, jobs: list[int]) -> np.ndarray:
         """``link_stretch`` of one link, then ``conserve_capacity`` if it stretches a job."""
-        cap = self.links.capacity_Bps  # type: ignore[union-attr]
+        assert self.links is not None
+        cap = self.links.capacity_Bps
         arr = np.asarray(jobs, dtype=np.int64)
         stretch = link_stretch(
             self.compute_per_iter[arr] + self.comm_base[arr],
