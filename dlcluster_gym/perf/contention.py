@@ -48,7 +48,9 @@ link (a flow slowed elsewhere does not free capacity here). It is exact for alig
 jobs and for fully interleaved ones; for partial overlaps it slightly underestimates (longer
 phases would overlap a little more), which we accept for a stretch that costs one pass.
 Factors within ``1e-9`` of 1 count as 1. The sweep over the circle runs compiled
-(``perf.stretch_kernel``, numba) with the numpy path's arithmetic, bit for bit.
+(``perf.stretch_kernel``, numba) with the numpy path's arithmetic, bit for bit; so do the
+circle's layout (``perf.layout_kernel``) and, for the engine, all the links of one update in
+one call (:func:`batch_stretch`, ``perf.links_kernel``).
 """
 
 from __future__ import annotations
@@ -68,15 +70,22 @@ from dlcluster_gym.perf.geometry import (
     CommProfile,
     fit_perimeter,
 )
+from dlcluster_gym.perf.layout_kernel import RowTable
+from dlcluster_gym.perf.layout_kernel import layout as _compiled_layout
+from dlcluster_gym.perf.layout_kernel import warm as warm_layout
+from dlcluster_gym.perf.links_kernel import factors as _batch_factors
+from dlcluster_gym.perf.links_kernel import usage as _link_usage
 from dlcluster_gym.perf.network import (
     PlacementTraffic,
     placement_overhead,
     placement_traffic,
     unique_small,
+    warm_traffic,
 )
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
 from dlcluster_gym.perf.stretch_kernel import warm as warm_kernel
+from dlcluster_gym.perf.traffic_kernel import group_by_link as _group_by_link
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -87,6 +96,7 @@ __all__ = [
     "PlacementTraffic",
     "SharedLinks",
     "UpTemplate",
+    "batch_stretch",
     "circle_layout",
     "comm_profile",
     "job_link_profiles",
@@ -190,7 +200,10 @@ class SharedLinks:
         self._shapes: dict[tuple, tuple[float, tuple[tuple[int, LinkPhases], ...]]] = {}
         self._signatures: dict[bytes, tuple[tuple, list[int], list[int]]] = {}
         if sharing_can_bind(cluster):
-            warm_kernel()  # numba's cache loads here, not on the first contended link
+            warm_kernel()  # numba's caches load here, not on the first contended link
+            warm_traffic(cluster)
+            warm_layout()
+            _warm_batch(self.capacity_Bps)
 
     def label(self, link: int) -> str:
         """'machine 3 NIC 1', 'rack 1 ToR uplink', 'rack 1 rail 2 uplink' or 'spine'."""
@@ -445,10 +458,10 @@ class LinkPhases:
         """Phases whose rows are ``packed`` (5 x phases, read-only, not copied) and whose
         highest demand is ``peak`` (``link_phases`` builds all links of a placement at once)."""
         self = object.__new__(cls)
-        for name, row in zip(("down", "up", "length", "rate", "flows"), packed, strict=True):
-            object.__setattr__(self, name, row)
-        object.__setattr__(self, "packed", packed)
-        object.__setattr__(self, "peak", peak)
+        down, up, length, rate, flows = packed
+        self.__dict__.update(  # one update for the frozen fields (a new placement's links)
+            down=down, up=up, length=length, rate=rate, flows=flows, packed=packed, peak=peak
+        )
         return self
 
     @property
@@ -466,6 +479,15 @@ def link_phases(traffic: PlacementTraffic, parallelism: str) -> dict[int, LinkPh
     """
     out: dict[int, LinkPhases] = {}
     if traffic.links.size == 0:
+        return out
+    if parallelism == "data" and _group_by_link is not None:  # compiled, the same arrays
+        packed, cuts, ids, peaks = _group_by_link(
+            traffic.links, traffic.start, traffic.length, traffic.rate, traffic.flows
+        )
+        packed.setflags(write=False)
+        bounds = cuts.tolist()
+        for k, (link, peak) in enumerate(zip(ids.tolist(), peaks.tolist(), strict=True)):
+            out[link] = LinkPhases.from_packed(packed[:, bounds[k] : bounds[k + 1]], peak)
         return out
     order = np.argsort(traffic.links, kind="stable")
     ids = traffic.links[order]
@@ -683,6 +705,57 @@ def link_stretch(
     return out
 
 
+def batch_stretch(
+    bounds: np.ndarray,
+    capacity_Bps: np.ndarray,
+    compute_s: np.ndarray,
+    comm_s: np.ndarray,
+    up_s: np.ndarray,
+    shift_s: np.ndarray,
+    carry_Bps: np.ndarray,
+    phases: Sequence[LinkPhases],
+    *,
+    max_sectors: int = DEFAULT_MAX_SECTORS,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`link_stretch` then, where a factor exceeds 1, :func:`conserve_capacity`, for a
+    batch of links at once (compiled, ``perf.links_kernel``; the same floats).
+
+    Link ``l``'s jobs are entries ``bounds[l]:bounds[l + 1]`` of the per-(link, job) inputs:
+    compute and uncontended exposed communication per iteration (their sum is the iteration
+    time), Up time, time shift, carried bytes per Up second and phases on the link. Returns
+    (factors per entry, per link a status: 0 not done, to be computed one link at a time;
+    1 no factor above 1; 2 some), or None without numba.
+    """
+    if _batch_factors is None:
+        return None
+    it = compute_s + comm_s
+    up = np.minimum(np.maximum(up_s, 0.0), it)
+    counts = np.array([ph.packed.shape[1] for ph in phases], dtype=np.int64)
+    table = _row_table(max_sectors)
+    return _batch_factors(
+        bounds, _phase_bounds(counts, bounds), capacity_Bps, it, up, shift_s % it, compute_s,
+        comm_s, up_s, carry_Bps, np.array([ph.peak for ph in phases]), counts,
+        np.concatenate([ph.packed for ph in phases], axis=1), table.rows, table.slot,
+        table.used, max_sectors, DEFAULT_PRECISION_S, MIN_SECTORS_PER_ITERATION, _RTOL,
+    )  # fmt: skip
+
+
+def _warm_batch(capacity_Bps: np.ndarray) -> None:
+    """Load :func:`batch_stretch`'s kernel and the engine's link-usage kernel (numba's
+    cache) for the engine's argument types: two jobs over-subscribing one link."""
+    ph = LinkPhases(*(np.ones(1) for _ in range(5)))
+    two = np.ones(2)
+    batch_stretch(np.array([0, 2]), np.ones(1), two, two, two, two * 0.0, two, [ph, ph])
+    if _link_usage is not None:
+        _link_usage(np.zeros(capacity_Bps.size, dtype=np.int64), two[:0].copy(), capacity_Bps)
+
+
+def _phase_bounds(counts: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Per link, where its jobs' phase columns start in the concatenation (and the end)."""
+    ends = np.concatenate(([0], np.cumsum(counts)))
+    return ends[bounds]
+
+
 def conserve_capacity(
     stretch: np.ndarray,
     compute_s: np.ndarray,
@@ -748,8 +821,33 @@ def _layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
     if got is None:
         if len(_LAYOUTS) >= 4096:
             _LAYOUTS.clear()
-        got = _LAYOUTS[key] = _quantised_layout(iteration_s, max_sectors)
+        got = _LAYOUTS[key] = _new_layout(iteration_s, max_sectors)
     return got
+
+
+_ROW_TABLES: dict[int, RowTable] = {}
+
+
+def _row_table(max_sectors: int) -> RowTable:
+    table = _ROW_TABLES.get(max_sectors)
+    if table is None:
+        table = _ROW_TABLES[max_sectors] = RowTable(max_sectors)
+    return table
+
+
+def _new_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
+    """:func:`_quantised_layout`, compiled (``perf.layout_kernel``, the same numbers) where
+    numba is available."""
+    if _compiled_layout is None:
+        return _quantised_layout(iteration_s, max_sectors)
+    table = _row_table(max_sectors)
+    q, perimeter, sectors = _compiled_layout(
+        iteration_s, max_sectors, DEFAULT_PRECISION_S, MIN_SECTORS_PER_ITERATION,
+        table.rows, table.slot, table.used,
+    )  # fmt: skip
+    if perimeter < 0:
+        return _quantised_layout(iteration_s, max_sectors)
+    return q, perimeter, sectors
 
 
 def _quantised_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:

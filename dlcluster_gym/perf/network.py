@@ -82,6 +82,8 @@ import numpy as np
 
 from dlcluster_gym.cluster.catalog import Interconnect, interconnect
 from dlcluster_gym.cluster.topology import Cluster, Shape, Tier
+from dlcluster_gym.perf.traffic_kernel import traffic as compiled_traffic
+from dlcluster_gym.perf.traffic_kernel import warm as _warm_traffic
 from dlcluster_gym.workload.models import (
     DALLY_MODELS,
     MODEL_ZOO,
@@ -634,13 +636,52 @@ def placement_traffic(
 
     The flows and their max-min rates are those :func:`allreduce_tier_terms` computes for the
     placement's shape, on the placement's own link ids. A calibrated stage (``tier_scale``)
-    moves scaled bytes at the physical rate, so it lasts longer at the same rate.
+    moves scaled bytes at the physical rate, so it lasts longer at the same rate. The
+    hierarchical collective runs compiled (``perf.traffic_kernel``, the same floats).
     """
     gpus = np.asarray(gpus, dtype=np.int64)
-    empty = PlacementTraffic(*(np.zeros(0) for _ in range(6)), comm_s=0.0)  # type: ignore[misc]
     if gpus.size <= 1:
-        return empty
+        return _empty_traffic()
     net = placement_net(cluster, gpus)
+    if compiled_traffic is not None and net.collective == "hierarchical":
+        return _compiled_placement_traffic(cluster, profile, gpus, net)
+    return _numpy_placement_traffic(cluster, profile, gpus, net)
+
+
+def warm_traffic(cluster: Cluster) -> None:
+    """Load the compiled :func:`placement_traffic` for ``cluster``'s arrays now (numba's
+    cache), not on the first new placement."""
+    _warm_traffic(
+        cluster.gpu_nic, cluster.nic_machine, cluster.nic_uplink, cluster.machine_rack,
+        cluster.link_capacity_Bps,
+    )  # fmt: skip
+
+
+def _compiled_placement_traffic(
+    cluster: Cluster, profile: ModelProfile, gpus: np.ndarray, net: NetParams
+) -> PlacementTraffic:
+    """:func:`placement_traffic` by ``perf.traffic_kernel`` (the same floats)."""
+    assert compiled_traffic is not None
+    ok, links, rows, total = compiled_traffic(
+        gpus, cluster.gpu_nic, cluster.nic_machine, cluster.nic_uplink, cluster.machine_rack,
+        cluster.link_capacity_Bps, cluster.spine_link, _traffic_terms(profile, net),
+    )  # fmt: skip
+    if not ok:
+        return _empty_traffic()
+    links.setflags(write=False)
+    rows.setflags(write=False)
+    return PlacementTraffic(links, *rows, comm_s=float(total))
+
+
+def _empty_traffic() -> PlacementTraffic:
+    return PlacementTraffic(*(np.zeros(0) for _ in range(6)), comm_s=0.0)  # type: ignore[misc]
+
+
+def _numpy_placement_traffic(
+    cluster: Cluster, profile: ModelProfile, gpus: np.ndarray, net: NetParams
+) -> PlacementTraffic:
+    """:func:`placement_traffic` in numpy (any collective; the reference of the kernel)."""
+    empty = _empty_traffic()
     nics, _, _, counts = unique_small(cluster.gpu_nic[gpus])
     machine = cluster.nic_machine[nics]
     if len(set(machine.tolist())) <= 1:
@@ -697,6 +738,25 @@ def placement_traffic(
     for a in arrays:
         a.setflags(write=False)
     return PlacementTraffic(*arrays, comm_s=float(total))
+
+
+_TERMS: dict[tuple[ModelProfile, NetParams], np.ndarray] = {}
+
+
+def _traffic_terms(profile: ModelProfile, net: NetParams) -> np.ndarray:
+    """The scalars ``perf.traffic_kernel`` needs of a model on a network (remembered)."""
+    got = _TERMS.get((profile, net))
+    if got is None:
+        c = profile.comm
+        got = np.array(
+            [net.machine.bandwidth_Bps, net.machine.latency_s, net.rack.bandwidth_Bps,
+             net.rack.latency_s, net.network.bandwidth_Bps, net.network.latency_s,
+             c.rate_cap_Bps, _volume(profile), c.messages, *c.tier_scale], dtype=np.float64,
+        )  # fmt: skip
+        if len(_TERMS) >= 4096:
+            _TERMS.clear()
+        _TERMS[(profile, net)] = got
+    return got
 
 
 # ----------------------------------------------------------------------------- Dally Table 1

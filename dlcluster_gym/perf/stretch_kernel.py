@@ -81,12 +81,18 @@ def _instances(
     perimeter are cut there and continue at 0 (those pieces appended in order)."""
     k_rows = st.size
     total = 0
+    for k in range(k_rows):
+        total += reps_j[job_k[k]]
+    starts = np.empty(total)  # each instance's start, computed once
     n_wrap = 0
+    pos = 0
     for k in range(k_rows):
         j = job_k[k]
-        total += reps_j[j]
         for nth in range(reps_j[j]):
-            if np.fmod(st[k] + length_j[j] * float(nth), perimeter) + du[k] > perimeter:
+            s = np.fmod(st[k] + length_j[j] * float(nth), perimeter)
+            starts[pos] = s
+            pos += 1
+            if s + du[k] > perimeter:
                 n_wrap += 1
     size = total + n_wrap
     lo = np.empty(size)
@@ -98,8 +104,8 @@ def _instances(
     extra_at = total
     for k in range(k_rows):
         j = job_k[k]
-        for nth in range(reps_j[j]):
-            s = np.fmod(st[k] + length_j[j] * float(nth), perimeter)
+        for _ in range(reps_j[j]):
+            s = starts[pos]
             e = s + du[k]
             lo[pos] = s
             hi[pos] = min(e, perimeter)
@@ -115,6 +121,56 @@ def _instances(
                 who[extra_at] = j
                 extra_at += 1
     return lo, hi, dem, flo, who
+
+
+def _stable_argsort(v: np.ndarray) -> np.ndarray:
+    """``np.argsort(v, kind="mergesort")``: the one stable sorting permutation (equal values
+    in index order), by buckets of the value range (a monotone map, filled in index order)
+    and a stable insertion sort inside each; the merge sort itself for short or non-finite
+    arrays. Boundaries on the circle spread evenly, so buckets hold one or two values."""
+    n = v.size
+    if n < 64:
+        return np.argsort(v, kind="mergesort")
+    lo = v[0]
+    hi = v[0]
+    for i in range(n):
+        x = v[i]
+        if not np.isfinite(x):
+            return np.argsort(v, kind="mergesort")
+        if x < lo:
+            lo = x
+        if x > hi:
+            hi = x
+    if not hi > lo:
+        return np.arange(n)
+    scale = n / (hi - lo)
+    bucket = np.empty(n, dtype=np.int64)
+    first = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        b = int((v[i] - lo) * scale)
+        b = b if b < n else n - 1
+        bucket[i] = b
+        first[b + 1] += 1
+    for b in range(n):
+        first[b + 1] += first[b]
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        b = bucket[i]
+        order[first[b]] = i
+        first[b] += 1
+    start = 0
+    for b in range(n):  # first[b] is now the end of bucket b
+        end = first[b]
+        for t in range(start + 1, end):
+            i = order[t]
+            x = v[i]
+            u = t
+            while u > start and v[order[u - 1]] > x:
+                order[u] = order[u - 1]
+                u -= 1
+            order[u] = i
+        start = end
+    return order
 
 
 def _points(lo: np.ndarray, hi: np.ndarray, perimeter: float) -> np.ndarray:
@@ -217,7 +273,7 @@ def _sweep(
     bounds = np.empty(2 * size)
     bounds[:size] = lo
     bounds[size:] = hi
-    walk = np.argsort(bounds, kind="mergesort")  # per point: starts, then ends, in order
+    walk = _stable_argsort(bounds)  # per point: starts, then ends, in order
     run_d = np.zeros(n)  # cumsum of the demand bins so far, per job
     run_f = np.zeros(n)
     bin_d = np.zeros(n)  # this point's bins
@@ -365,6 +421,7 @@ if HAVE_NUMBA:
     _row_sum = njit(cache=True, error_model="numpy")(_row_sum)
     _instances = njit(cache=True, error_model="numpy")(_instances)
     _points = njit(cache=True, error_model="numpy")(_points)
+    _stable_argsort = njit(cache=True, error_model="numpy")(_stable_argsort)
     _by_point = njit(cache=True, error_model="numpy")(_by_point)
     _level = njit(cache=True, error_model="numpy")(_level)
     _sort_flows = njit(cache=True, error_model="numpy")(_sort_flows)

@@ -56,10 +56,12 @@ from dlcluster_gym.errors import (
 from dlcluster_gym.perf.contention import (
     LinkPhases,
     SharedLinks,
+    batch_stretch,
     conserve_capacity,
     link_stretch,
     sharing_can_bind,
 )
+from dlcluster_gym.perf.links_kernel import usage as link_usage
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
 from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
@@ -406,18 +408,19 @@ class Engine:
 
     def _respeed(self, job: int) -> None:
         """Iteration time from the base speed and the contention factor; new FINISH event."""
-        self.comm_per_iter[job] = self.comm_base[job] * self.contention[job]
-        self.iter_time[job] = self.compute_per_iter[job] + self.comm_per_iter[job]
-        self.version[job] += 1
+        comm = self.comm_base[job] * self.contention[job]
+        self.comm_per_iter[job] = comm
+        it = self.iter_time[job] = self.compute_per_iter[job] + comm
+        version = self.version[job] = self.version[job] + 1
         start = max(self.now, self.resume_at[job])
         remaining = max(self.iterations[job] - self.done_iters[job], 0.0)
-        t = start + remaining * self.iter_time[job]
+        t = start + remaining * it
         self._finish_at[job] = t
-        self._push(t, FINISH, job, int(self.version[job]))
+        heapq.heappush(self._heap, (float(t), FINISH, next(self._seq), FINISH, job, int(version)))
         carry = self._job_carry.get(job)
         if carry is not None:
             ids = self._job_links[job]
-            load = carry * (self._up_s[job] / self.iter_time[job])
+            load = carry * (self._up_s[job] / it)
             old = self._job_load.get(job)
             if old is not None:
                 self._link_load[ids] -= old
@@ -512,38 +515,29 @@ class Engine:
         assert links is not None
         self._links_changed = True
         cap = links.capacity_Bps
-        affected: dict[int, None] = {}
+        steps: list[tuple[int, list[int] | None, list[int] | None]] = []
         for link in dirty.tolist():
             members = self._link_jobs[link]
             had = self._link_stretch.pop(link, None)
+            released = None
             if had:  # was over-subscribed: its remaining jobs may speed up
                 for j in had:
                     per_job = self._job_stretch.get(j)
                     if per_job is not None:
                         per_job.pop(link, None)
-                affected.update((j, None) for j in had if j in members)
+                released = [j for j in had if j in members]
             if len(members) < 2 or self._link_peak[link] <= cap[link] * (1.0 + 1e-9):
-                continue
-            jobs = list(members)
-            arr = np.asarray(jobs, dtype=np.int64)
-            stretch = link_stretch(
-                self.compute_per_iter[arr] + self.comm_base[arr],
-                self._up_s[arr],
-                self.time_shift[arr],
-                [self._job_phases[j][link] for j in jobs],
-                float(cap[link]),
-            )
-            if (stretch > 1.0).any():  # the stretched jobs must fit the link on average
-                stretch = conserve_capacity(
-                    stretch,
-                    self.compute_per_iter[arr],
-                    self.comm_base[arr],
-                    self._up_s[arr],
-                    np.array([self._job_carry_on[j][link] for j in jobs]),
-                    float(cap[link]),
-                )
-            if (stretch > 1.0).any():
-                per_link = self._link_stretch[link] = dict(zip(jobs, stretch.tolist(), strict=True))
+                steps.append((link, released, None))
+            else:
+                steps.append((link, released, list(members)))
+        factors = self._link_factors([(lk, jobs) for lk, _, jobs in steps if jobs is not None])
+        affected: dict[int, None] = {}
+        for link, released, jobs in steps:
+            if released:
+                affected.update(dict.fromkeys(released))
+            stretch = factors.get(link) if jobs is not None else None
+            if stretch is not None:
+                per_link = self._link_stretch[link] = dict(zip(jobs, stretch, strict=True))
                 for j, f in per_link.items():
                     self._job_stretch.setdefault(j, {})[link] = f
                 affected.update(dict.fromkeys(jobs))
@@ -558,6 +552,64 @@ class Engine:
                 self._advance(job)
                 self.contention[job] = factor
                 self._respeed(job)
+
+    def _link_factors(self, todo: list[tuple[int, list[int]]]) -> dict[int, list[float]]:
+        """Per over-subscribed link of ``todo`` (link, its jobs) where some job is stretched,
+        the jobs' factors (``perf.contention.batch_stretch``, one compiled call; or
+        ``link_stretch`` and ``conserve_capacity`` link by link)."""
+        out: dict[int, list[float]] = {}
+        links = self.links
+        if not todo or links is None:
+            return out
+        pairs = [(lk, j) for lk, jobs in todo for j in jobs]
+        arr = np.fromiter((j for _, j in pairs), dtype=np.int64, count=len(pairs))
+        bounds = np.zeros(len(todo) + 1, dtype=np.int64)
+        np.cumsum([len(jobs) for _, jobs in todo], out=bounds[1:])
+        got = batch_stretch(
+            bounds,
+            links.capacity_Bps[[lk for lk, _ in todo]],
+            self.compute_per_iter[arr],
+            self.comm_base[arr],
+            self._up_s[arr],
+            self.time_shift[arr],
+            np.array([self._job_carry_on[j][lk] for lk, j in pairs]),
+            [self._job_phases[j][lk] for lk, j in pairs],
+        )
+        if got is None:
+            status = [0] * len(todo)
+        else:
+            values, status = got[0].tolist(), got[1].tolist()
+        for k, (link, jobs) in enumerate(todo):
+            if status[k] == 2:
+                out[link] = values[bounds[k] : bounds[k + 1]]
+            elif status[k] == 0:
+                stretch = self._one_link_factors(link, jobs)
+                if (stretch > 1.0).any():
+                    out[link] = stretch.tolist()
+        return out
+
+    def _one_link_factors(self, link: int, jobs: list[int]) -> np.ndarray:
+        """``link_stretch`` of one link, then ``conserve_capacity`` if it stretches a job."""
+        assert self.links is not None
+        cap = self.links.capacity_Bps
+        arr = np.asarray(jobs, dtype=np.int64)
+        stretch = link_stretch(
+            self.compute_per_iter[arr] + self.comm_base[arr],
+            self._up_s[arr],
+            self.time_shift[arr],
+            [self._job_phases[j][link] for j in jobs],
+            float(cap[link]),
+        )
+        if (stretch > 1.0).any():  # the stretched jobs must fit the link on average
+            stretch = conserve_capacity(
+                stretch,
+                self.compute_per_iter[arr],
+                self.comm_base[arr],
+                self._up_s[arr],
+                np.array([self._job_carry_on[j][link] for j in jobs]),
+                float(cap[link]),
+            )
+        return stretch
 
     def link_load_ratio(self) -> np.ndarray:
         """Per shared link, time-averaged carried demand / capacity now, not clipped (0 when
@@ -872,15 +924,14 @@ class Engine:
     def _record_links(self, replace: bool) -> None:
         """Mean / max utilization over links carrying jobs, and how many are contended."""
         if self._links_changed or not self._ts_util_mean:
-            active = np.flatnonzero(self._link_count)
-            if active.size:
-                assert self.links is not None  # link_utilization() on the active links only
-                load = np.maximum(self._link_load[active], 0.0)
-                util = np.minimum(load / self.links.capacity_Bps[active], 1.0)
-                mean, peak = float(util.sum()) / active.size, float(util.max())
+            assert self.links is not None
+            if link_usage is not None:  # compiled, the same floats
+                mean, peak, n_active = link_usage(
+                    self._link_count, self._link_load, self.links.capacity_Bps
+                )
             else:
-                mean = peak = 0.0
-            self._links_row = (mean, peak, int(active.size), len(self._link_stretch))
+                mean, peak, n_active = self._link_usage()
+            self._links_row = (mean, peak, n_active, len(self._link_stretch))
             self._links_changed = False
         mean, peak, active_n, contended = self._links_row
         if replace:
@@ -891,6 +942,16 @@ class Engine:
             self._ts_util_max.append(peak)
             self._ts_active.append(active_n)
             self._ts_contended.append(contended)
+
+    def _link_usage(self) -> tuple[float, float, int]:
+        """(mean, max, number) of the utilization of the links carrying jobs."""
+        active = np.flatnonzero(self._link_count)
+        if not active.size:
+            return 0.0, 0.0, 0
+        assert self.links is not None  # link_utilization() on the active links only
+        load = np.maximum(self._link_load[active], 0.0)
+        util = np.minimum(load / self.links.capacity_Bps[active], 1.0)
+        return float(util.sum()) / active.size, float(util.max()), int(active.size)
 
     def run(self) -> Results:
         """Run to the end under ``self.policy`` and return the results."""
