@@ -416,6 +416,7 @@ class Engine:
         remaining = max(self.iterations[job] - self.done_iters[job], 0.0)
         t = start + remaining * it
         self._finish_at[job] = t
+        # ``self._push(t, FINISH, job, version)`` inlined: this is the engine's hottest call
         heapq.heappush(self._heap, (float(t), FINISH, next(self._seq), FINISH, job, int(version)))
         carry = self._job_carry.get(job)
         if carry is not None:
