@@ -59,6 +59,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -825,14 +826,9 @@ def _layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
     return got
 
 
-_ROW_TABLES: dict[int, RowTable] = {}
-
-
+@cache
 def _row_table(max_sectors: int) -> RowTable:
-    table = _ROW_TABLES.get(max_sectors)
-    if table is None:
-        table = _ROW_TABLES[max_sectors] = RowTable(max_sectors)
-    return table
+    return RowTable(max_sectors)
 
 
 def _new_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:

@@ -740,23 +740,15 @@ def _numpy_placement_traffic(
     return PlacementTraffic(*arrays, comm_s=float(total))
 
 
-_TERMS: dict[tuple[ModelProfile, NetParams], np.ndarray] = {}
-
-
+@lru_cache(maxsize=4096)
 def _traffic_terms(profile: ModelProfile, net: NetParams) -> np.ndarray:
     """The scalars ``perf.traffic_kernel`` needs of a model on a network (remembered)."""
-    got = _TERMS.get((profile, net))
-    if got is None:
-        c = profile.comm
-        got = np.array(
-            [net.machine.bandwidth_Bps, net.machine.latency_s, net.rack.bandwidth_Bps,
-             net.rack.latency_s, net.network.bandwidth_Bps, net.network.latency_s,
-             c.rate_cap_Bps, _volume(profile), c.messages, *c.tier_scale], dtype=np.float64,
-        )  # fmt: skip
-        if len(_TERMS) >= 4096:
-            _TERMS.clear()
-        _TERMS[(profile, net)] = got
-    return got
+    c = profile.comm
+    return np.array(
+        [net.machine.bandwidth_Bps, net.machine.latency_s, net.rack.bandwidth_Bps,
+         net.rack.latency_s, net.network.bandwidth_Bps, net.network.latency_s,
+         c.rate_cap_Bps, _volume(profile), c.messages, *c.tier_scale], dtype=np.float64,
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- Dally Table 1
