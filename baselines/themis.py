@@ -35,6 +35,13 @@ thesis's description and documents what it fills in:
   penalty of the job's placement (Themis's own estimate, not the engine's measured speed).
   ``placement="consolidated"`` is the earlier behaviour (our variant): the most consolidated
   placement (one machine, else one rack, else the fewest racks) and the measured speed.
+- **Job lengths** (``lengths="known"``, default): rho reads each job's remaining iterations and
+  its total, as the thesis's finish-time fairness needs (Themis's apps report their estimates;
+  the engine's are exact). ``lengths="attained"`` is our non-clairvoyant variant, for comparing
+  with policies that never see durations (issue #17): a job's remaining iterations are
+  estimated as the iterations it has done, and at least one lease of compute
+  (``lease_s / compute``) so that a new job's estimate is not zero; its length is done + that
+  estimate. Everything else is unchanged.
 - **Not modelled**: Themis's worker-count tuning. The thesis says only that "the number of
   workers is automatically tuned based on Themis's finish-time-fairness metric" with bids
   "for different GPU allocations"; the valuation and the partial-allocation arbiter are in
@@ -89,6 +96,7 @@ from .consolidation import make_room
 
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
+LENGTHS = ("known", "attained")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
 
@@ -108,6 +116,7 @@ class Themis(BaseScheduler):
         auction: str = "reauction",
         placement: str = "penalty",
         cross_rack_slowdown: float = 1.5,
+        lengths: str = "known",
     ) -> None:
         if not isinstance(lease_s, int | float) or not (math.isfinite(lease_s) and lease_s > 0):
             raise ConfigError(f"lease_s must be a finite number of seconds > 0, got {lease_s!r}")
@@ -123,12 +132,16 @@ class Themis(BaseScheduler):
             raise ConfigError(
                 f"cross_rack_slowdown must be a finite number >= 1, got {cross_rack_slowdown!r}"
             )
+        if lengths not in LENGTHS:
+            raise ConfigError(f"lengths must be one of {', '.join(LENGTHS)}, got {lengths!r}")
         super().__init__(
             lease_s=lease_s,
             auction=auction,
             placement=placement,
             cross_rack_slowdown=cross_rack_slowdown,
+            lengths=lengths,
         )
+        self.lengths = lengths
         self.lease_s = float(lease_s)
         self.auction = auction
         self.placement = placement
@@ -169,13 +182,32 @@ class Themis(BaseScheduler):
         else:
             it = np.where(running, np.asarray(view.iter_time_s)[jobs], self._compute[jobs])
             it = np.where(np.isfinite(it), it, self._compute[jobs])
-        shared = (view.now - self._arrival[jobs]) + (self._iters[jobs] - done) * it
         fair_share = view.num_gpus / max(jobs.size if bidders is None else bidders, 1)
+        if self.lengths == "attained":
+            return self._rho_attained(view, jobs, done, it, self._demand[jobs] / fair_share)
+        shared = (view.now - self._arrival[jobs]) + (self._iters[jobs] - done) * it
         ideal = (
             self._iters[jobs]
             * self._compute[jobs]
             * np.maximum(1.0, self._demand[jobs] / fair_share)
         )
+        return shared / ideal
+
+    def _rho_attained(
+        self,
+        view: ClusterView,
+        jobs: np.ndarray,
+        done: np.ndarray,
+        it: np.ndarray,
+        over_share: np.ndarray,
+    ) -> np.ndarray:
+        """rho of ``lengths="attained"`` (our non-clairvoyant variant): each job's remaining
+        iterations are estimated as its iterations done, and at least one lease of compute
+        (``lease_s / compute``), so its length as done + that estimate; ``it`` is the
+        estimated iteration time, ``over_share`` demand / fair share."""
+        remaining = np.maximum(done, self.lease_s / self._compute[jobs])
+        shared = (view.now - self._arrival[jobs]) + remaining * it
+        ideal = (done + remaining) * self._compute[jobs] * np.maximum(1.0, over_share)
         return shared / ideal
 
     def place(self, plan: Plan, job: int) -> np.ndarray | None:
@@ -351,8 +383,10 @@ class Themis(BaseScheduler):
         for k, j in enumerate(ids[:n_exp].tolist()):
             done[k] = view.iterations_done(j)
             it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
-        shared = (view.now - self._arrival[ids]) + (self._iters[ids] - done) * it
         fair_share = view.num_gpus / max(bidders, 1)
+        if self.lengths == "attained":
+            return self._rho_attained(view, ids, done, it, dem / fair_share)
+        shared = (view.now - self._arrival[ids]) + (self._iters[ids] - done) * it
         return shared / (self._ic[ids] * np.maximum(1.0, dem / fair_share))
 
     def _bid(

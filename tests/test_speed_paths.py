@@ -83,16 +83,17 @@ def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
 
 
 @pytest.mark.parametrize(
-    ("scenario", "policy"),
+    ("scenario", "policy", "params"),
     [
-        ("cassini-testbed-poisson", "themis"),
-        ("cassini-testbed-poisson", "cassini"),
-        pytest.param("dally-poisson-8rack", "themis", marks=pytest.mark.slow),
+        ("cassini-testbed-poisson", "themis", {}),
+        ("cassini-testbed-poisson", "themis", {"lengths": "attained"}),
+        ("cassini-testbed-poisson", "cassini", {}),
+        pytest.param("dally-poisson-8rack", "themis", {}, marks=pytest.mark.slow),
     ],
 )
-def test_themis_fast_paths_match_general_loop(scenario, policy):
-    fast = _run(scenario, policy, True)
-    slow = _run(scenario, policy, False)
+def test_themis_fast_paths_match_general_loop(scenario, policy, params):
+    fast = _run(scenario, policy, True, **params)
+    slow = _run(scenario, policy, False, **params)
     _assert_same(fast, slow)
     assert fast.summary["preemptions"] > 0  # auctions moved or preempted jobs
 
@@ -211,15 +212,20 @@ def _rack_scan_placement(plan, n: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "jobs", "cross"),
+    ("scenario", "jobs", "cross", "lengths"),
     [
-        ("cassini-testbed-poisson", 0, True),
-        pytest.param("dally-poisson-8rack", 300, True, marks=pytest.mark.slow),
-        pytest.param("itp-cluster08", 200, False, marks=needs_traces),  # one rack
-        pytest.param("crius-philly-1280gpu", 800, True, marks=[needs_traces, pytest.mark.slow]),
+        ("cassini-testbed-poisson", 0, True, "known"),
+        ("cassini-testbed-poisson", 0, True, "attained"),
+        pytest.param("dally-poisson-8rack", 300, True, "known", marks=pytest.mark.slow),
+        pytest.param("itp-cluster08", 200, False, "known", marks=needs_traces),  # one rack
+        pytest.param(
+            "crius-philly-1280gpu", 800, True, "known", marks=[needs_traces, pytest.mark.slow]
+        ),
     ],
 )
-def test_themis_auction_helpers_match_their_general_forms(scenario, jobs, cross, monkeypatch):
+def test_themis_auction_helpers_match_their_general_forms(
+    scenario, jobs, cross, lengths, monkeypatch
+):
     """At every auction of a run: the bidders' rho from ``_rho_bidders`` (no ``view.live``,
     iterations x compute taken once) equals ``rho`` bit for bit, and the penalty placement
     from per-rack GPU lists (``_place_penalty``) equals the scan of every GPU's rack, with the
@@ -248,7 +254,7 @@ def test_themis_auction_helpers_match_their_general_forms(scenario, jobs, cross,
 
     monkeypatch.setattr(Themis, "_rho_bidders", check_rho)
     monkeypatch.setattr(Themis, "_place_penalty", check_place)
-    res = _run(scenario, "themis", True, jobs=jobs)
+    res = _run(scenario, "themis", True, jobs=jobs, lengths=lengths)
     assert res.summary["jobs_completed"] > 0
     assert calls["rho"] > 0 and calls["place"] > 0
     assert (calls["cross"] > 0) == cross  # cross-rack placements were checked where they occur

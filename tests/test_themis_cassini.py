@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import run_engine, small_scenario, starts
 
@@ -34,6 +35,45 @@ def test_themis_rejects_bad_lease():
         make_policy("themis", placement="best")
     with pytest.raises(ConfigError, match="cross_rack_slowdown must be a finite number >= 1"):
         make_policy("themis", cross_rack_slowdown=0.5)
+    with pytest.raises(ConfigError, match="lengths must be one of known, attained, got 'all'"):
+        make_policy("themis", lengths="all")
+
+
+class _RhoView:
+    """The three things ``Themis.rho`` reads from a view."""
+
+    def __init__(self, now: float, done: list[float], num_gpus: int) -> None:
+        self.now, self.num_gpus, self._done = now, num_gpus, np.array(done)
+
+    def live(self, jobs):
+        return self._done[jobs], None, None
+
+
+def _rho_policy(lengths: str, iterations: list[float]):
+    pol = make_policy("themis", lengths=lengths, lease_s=600.0)
+    pol._compute = np.array([1.0, 1.0])
+    pol._arrival = np.array([0.0, 0.0])
+    pol._demand = np.array([2, 8])
+    pol._penalty = np.array([1.0, 1.5])
+    pol._iters = np.array(iterations)
+    return pol
+
+
+def test_themis_lengths_attained_estimates_remaining_work_from_work_done():
+    """``lengths="attained"``: remaining iterations = max(iterations done, one lease of
+    compute), the job's length = done + that; hand-computed, and the same whatever the jobs'
+    true lengths (``lengths="known"``, the paper's rule, reads them)."""
+    view = _RhoView(now=2000.0, done=[0.0, 1000.0], num_gpus=8)  # 2 jobs: fair share 4 GPUs
+    jobs, running = np.array([0, 1]), np.array([False, True])
+    # Job 0 waits: remaining max(0, 600) = 600 iterations at compute 1 s; T_ideal = 600 s.
+    # Job 1 runs (cross-rack penalty 1.5): remaining 1000 at 1.5 s; length 2000; demand 8 over
+    # a fair share of 4: T_ideal = 2000 x 2.
+    want = [(2000 + 600) / 600, (2000 + 1000 * 1.5) / (2000 * 2)]
+    for iterations in ([5.0, 3000.0], [1e9, 1e9]):
+        got = _rho_policy("attained", iterations).rho(view, jobs, running)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    known = _rho_policy("known", [5000.0, 3000.0]).rho(view, jobs, running)
+    np.testing.assert_allclose(known, [(2000 + 5000) / 5000, (2000 + 2000 * 1.5) / (3000 * 2)])
 
 
 def test_themis_leases_are_per_job_and_a_lone_winner_renews_without_restart():
