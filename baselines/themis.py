@@ -41,7 +41,11 @@ thesis's description and documents what it fills in:
   with policies that never see durations (issue #17): a job's remaining iterations are
   estimated as the iterations it has done, and at least one lease of compute
   (``lease_s / compute``) so that a new job's estimate is not zero; its length is done + that
-  estimate. Everything else is unchanged.
+  estimate. ``lengths="history"`` (also ours) estimates from the jobs finished so far: the mean
+  length (iterations x compute) of the finished jobs longer than the job's work so far, minus
+  that work (the expected remaining work under the empirical distribution of finished
+  lengths); the "attained" estimate until a finished job is longer. Everything else is
+  unchanged.
 - **Not modelled**: Themis's worker-count tuning. The thesis says only that "the number of
   workers is automatically tuned based on Themis's finish-time-fairness metric" with bids
   "for different GPU allocations"; the valuation and the partial-allocation arbiter are in
@@ -80,6 +84,7 @@ is restarted at the instant it was preempted; 1.4 % restart later on the same GP
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Sequence
@@ -96,7 +101,7 @@ from .consolidation import make_room
 
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
-LENGTHS = ("known", "attained")
+LENGTHS = ("known", "attained", "history")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
 
@@ -166,6 +171,10 @@ class Themis(BaseScheduler):
         self._deferred: np.ndarray | None = None
         self.renewals = 0
         self.auction_times: list[float] = []  # instants at which leases expired
+        # lengths="history": the finished jobs' lengths (iterations x compute), sorted, and
+        # their suffix sums (built when a job finished since the last estimate).
+        self._finished: list[float] = []
+        self._hist: tuple[np.ndarray, np.ndarray] | None = None
 
     def rho(
         self,
@@ -183,8 +192,8 @@ class Themis(BaseScheduler):
             it = np.where(running, np.asarray(view.iter_time_s)[jobs], self._compute[jobs])
             it = np.where(np.isfinite(it), it, self._compute[jobs])
         fair_share = view.num_gpus / max(jobs.size if bidders is None else bidders, 1)
-        if self.lengths == "attained":
-            return self._rho_attained(view, jobs, done, it, self._demand[jobs] / fair_share)
+        if self.lengths != "known":
+            return self._rho_estimated(view, jobs, done, it, self._demand[jobs] / fair_share)
         shared = (view.now - self._arrival[jobs]) + (self._iters[jobs] - done) * it
         ideal = (
             self._iters[jobs]
@@ -193,7 +202,7 @@ class Themis(BaseScheduler):
         )
         return shared / ideal
 
-    def _rho_attained(
+    def _rho_estimated(
         self,
         view: ClusterView,
         jobs: np.ndarray,
@@ -201,14 +210,42 @@ class Themis(BaseScheduler):
         it: np.ndarray,
         over_share: np.ndarray,
     ) -> np.ndarray:
-        """rho of ``lengths="attained"`` (our non-clairvoyant variant): each job's remaining
-        iterations are estimated as its iterations done, and at least one lease of compute
-        (``lease_s / compute``), so its length as done + that estimate; ``it`` is the
-        estimated iteration time, ``over_share`` demand / fair share."""
-        remaining = np.maximum(done, self.lease_s / self._compute[jobs])
+        """rho with each job's remaining iterations estimated (``lengths`` "attained" or
+        "history", our non-clairvoyant variants), its length as done + that estimate; ``it``
+        is the estimated iteration time, ``over_share`` demand / fair share."""
+        remaining = self._remaining(jobs, done)
         shared = (view.now - self._arrival[jobs]) + remaining * it
         ideal = (done + remaining) * self._compute[jobs] * np.maximum(1.0, over_share)
         return shared / ideal
+
+    def _remaining(self, jobs: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Estimated remaining iterations of ``jobs`` with ``done`` iterations done.
+        "attained": the iterations done, and at least one lease of compute. "history": the
+        mean length of the finished jobs longer than the job's work so far (lengths as
+        iterations x compute), minus that work; the "attained" estimate where no finished job
+        is longer."""
+        compute = self._compute[jobs]
+        fallback = np.maximum(done, self.lease_s / compute)
+        if self.lengths == "attained" or not self._finished:
+            return fallback
+        if self._hist is None:
+            lengths = np.array(self._finished)
+            self._hist = (lengths, np.concatenate((np.cumsum(lengths[::-1])[::-1], [0.0])))
+        lengths, suffix = self._hist
+        work = done * compute
+        k = np.searchsorted(lengths, work, side="right")
+        longer = lengths.size - k
+        has = longer > 0
+        mean_longer = suffix[k] / np.maximum(longer, 1)
+        return np.where(has, (mean_longer - work) / compute, fallback)
+
+    def _record_finishes(self, view: ClusterView) -> None:
+        """lengths="history": add the jobs that finished since the last call to the sorted
+        finished lengths."""
+        for t in view.triggers:
+            if t.kind == "finish":
+                bisect.insort(self._finished, float(self._ic[t.job]))
+                self._hist = None
 
     def place(self, plan: Plan, job: int) -> np.ndarray | None:
         n = int(self._demand[job])
@@ -242,6 +279,8 @@ class Themis(BaseScheduler):
         self._penalty[job] = self.cross_rack_slowdown if cross else 1.0
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
+        if self.lengths == "history":
+            self._record_finishes(view)
         if self.auction == "renew":
             return self._schedule_epochs(view)
         return self._schedule_reauction(view)
@@ -384,8 +423,8 @@ class Themis(BaseScheduler):
             done[k] = view.iterations_done(j)
             it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
         fair_share = view.num_gpus / max(bidders, 1)
-        if self.lengths == "attained":
-            return self._rho_attained(view, ids, done, it, dem / fair_share)
+        if self.lengths != "known":
+            return self._rho_estimated(view, ids, done, it, dem / fair_share)
         shared = (view.now - self._arrival[ids]) + (self._iters[ids] - done) * it
         return shared / (self._ic[ids] * np.maximum(1.0, dem / fair_share))
 

@@ -5,9 +5,10 @@ On the shipped scheduler agent's held-out scenarios and seeds (read from its che
 
 - the agent (non-clairvoyant: durations hidden) and its warm-start teacher ``las-slots``;
 - Themis and Th+Cassini as the papers describe them (``lengths=known``: finish-time fairness
-  counts each job's remaining iterations) and our non-clairvoyant variant of each
-  (``lengths=attained``: remaining iterations estimated from iterations done,
-  ``baselines/themis.py``);
+  counts each job's remaining iterations) and our two non-clairvoyant variants of each
+  (``baselines/themis.py``): ``lengths=attained`` (remaining iterations estimated from
+  iterations done) and ``lengths=history`` (the expected remaining work under the lengths of
+  the jobs finished so far);
 - the clairvoyant references ``srw`` (never preempts) and ``srw-slots`` (the Scheduler env's
   clairvoyant teacher, ``known_durations=True``), and Dally.
 
@@ -48,14 +49,22 @@ def env_policy(name: str, env_kwargs: dict[str, Any]) -> Any:
 def policies(cfg: AgentConfig) -> dict[str, Any]:
     """Label -> policy name or scheduler factory."""
     kw = dict(cfg.env_kwargs)
-    attained = {"lengths": "attained"}
+
+    def themis(lengths: str) -> Any:
+        return lambda: make_policy("themis", lengths=lengths)
+
+    def cassini(lengths: str) -> Any:
+        return lambda: make_policy("cassini", base_params={"lengths": lengths})
+
     return {
         "scheduler-agent": f"agent:{CHECKPOINT}",
         "las-slots": lambda: env_policy("las-slots", kw),
         "themis": "themis",
-        "themis lengths=attained": lambda: make_policy("themis", **attained),
+        "themis lengths=attained": themis("attained"),
+        "themis lengths=history": themis("history"),
         "cassini": "cassini",
-        "cassini lengths=attained": lambda: make_policy("cassini", base_params=attained),
+        "cassini lengths=attained": cassini("attained"),
+        "cassini lengths=history": cassini("history"),
         "srw": "srw",
         "srw-slots": lambda: env_policy("srw-slots", {**kw, "known_durations": True}),
         "dally": "dally",

@@ -87,6 +87,7 @@ def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
     [
         ("cassini-testbed-poisson", "themis", {}),
         ("cassini-testbed-poisson", "themis", {"lengths": "attained"}),
+        ("cassini-testbed-poisson", "themis", {"lengths": "history"}),
         ("cassini-testbed-poisson", "cassini", {}),
         pytest.param("dally-poisson-8rack", "themis", {}, marks=pytest.mark.slow),
     ],
@@ -216,6 +217,7 @@ def _rack_scan_placement(plan, n: int) -> np.ndarray:
     [
         ("cassini-testbed-poisson", 0, True, "known"),
         ("cassini-testbed-poisson", 0, True, "attained"),
+        ("cassini-testbed-poisson", 0, True, "history"),
         pytest.param("dally-poisson-8rack", 300, True, "known", marks=pytest.mark.slow),
         pytest.param("itp-cluster08", 200, False, "known", marks=needs_traces),  # one rack
         pytest.param(

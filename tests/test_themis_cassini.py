@@ -35,7 +35,7 @@ def test_themis_rejects_bad_lease():
         make_policy("themis", placement="best")
     with pytest.raises(ConfigError, match="cross_rack_slowdown must be a finite number >= 1"):
         make_policy("themis", cross_rack_slowdown=0.5)
-    with pytest.raises(ConfigError, match="lengths must be one of known, attained, got 'all'"):
+    with pytest.raises(ConfigError, match="lengths must be one of known, attained, history"):
         make_policy("themis", lengths="all")
 
 
@@ -74,6 +74,30 @@ def test_themis_lengths_attained_estimates_remaining_work_from_work_done():
         np.testing.assert_allclose(got, want, rtol=1e-12)
     known = _rho_policy("known", [5000.0, 3000.0]).rho(view, jobs, running)
     np.testing.assert_allclose(known, [(2000 + 5000) / 5000, (2000 + 2000 * 1.5) / (3000 * 2)])
+
+
+def test_themis_lengths_history_estimates_remaining_work_from_finished_jobs():
+    """``lengths="history"``: remaining work = the mean length of the finished jobs longer
+    than the job's work so far, minus that work; the "attained" estimate when none is longer
+    or none finished; every finish of a run is recorded."""
+    pol = _rho_policy("history", [0.0, 0.0])
+    pol._finished, pol._hist = [], None
+    jobs, done = np.array([0, 1]), np.array([150.0, 50.0])
+    # No finished job yet: the "attained" estimate, max(done, lease / compute).
+    np.testing.assert_allclose(pol._remaining(jobs, done), [600.0, 600.0])
+    pol._finished = [100.0, 200.0, 400.0]  # lengths at compute 1 s: iterations
+    pol._hist = None
+    # Job 0 (150 done): finished jobs longer are 200 and 400, mean 300 -> 150 left.
+    # Job 1 (50 done): all three, mean 700 / 3 -> 700 / 3 - 50 left.
+    np.testing.assert_allclose(pol._remaining(jobs, done), [150.0, 700 / 3 - 50])
+    # Work beyond every finished length: the "attained" estimate again.
+    np.testing.assert_allclose(pol._remaining(jobs, np.array([500.0, 400.0])), [600.0, 600.0])
+    sc = small_scenario(racks=1, machines=1, gpus=4)
+    run = [Job(0, "resnet50", 4, 2_000, 1.0, 0.0), Job(1, "resnet50", 4, 300, 1.0, 10.0)]
+    policy = make_policy("themis", lengths="history")
+    _, res = run_engine(sc, run, policy)
+    assert res.summary["jobs_completed"] == 2
+    assert len(policy._finished) == 2 and policy._finished == sorted(policy._finished)
 
 
 def test_themis_leases_are_per_job_and_a_lone_winner_renews_without_restart():
