@@ -86,6 +86,8 @@ def test_shipped_suites_load():
     names = {e.name for e in agents.entrants}
     paper = {"dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini"}
     assert paper | {"srw", "ideal"} <= names  # every paper heuristic next to the agents
+    blind = [e for e in agents.entrants if e.name == "themis-lengths-history"]
+    assert blind and blind[0].policy == "themis" and blind[0].params == {"lengths": "history"}
     ckpts = [e.name.removeprefix("agent:") for e in agents.entrants if e.name.startswith("agent:")]
     assert len(ckpts) == 3 and all((REPO / c).is_file() for c in ckpts)
 
