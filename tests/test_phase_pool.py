@@ -30,15 +30,18 @@ def test_pooled_equals_batch(seed: int) -> None:
     caps = rng.uniform(0.3, 2.5, len(sizes))
     jobs, rows, phases, carry = [], [], [], []
     for size, cap in zip(sizes, caps.tolist(), strict=True):
-        for j in rng.choice(n_jobs, size, replace=False).tolist():
-            ph = kinds[int(rng.integers(len(kinds)))]
-            row = pool.intern(ph, cap)
-            assert pool.intern(ph, cap) == row
+        picked = [kinds[int(rng.integers(len(kinds)))] for _ in range(size)]  # repeats too
+        if rng.random() < 0.5:
+            got = pool.rows(picked, [cap] * size)  # a placement's links at once
+        else:
+            got = [pool.intern(ph, cap) for ph in picked]
+        assert pool.rows(picked, [cap] * size) == got
+        for ph, row in zip(picked, got, strict=True):
             assert pool.capped[row] == min(ph.peak, cap)
-            jobs.append(j)
-            rows.append(row)
             phases.append(ph)
             carry.append(float((ph.length * np.minimum(ph.rate, cap)).sum()))
+        jobs.extend(rng.choice(n_jobs, size, replace=False).tolist())
+        rows.extend(got)
     assert pool.carry[rows].tolist() == carry
     bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     arr = np.array(jobs)

@@ -255,6 +255,21 @@ def _pairwise(a: np.ndarray) -> float:
     return vals[0]
 
 
+def _carried(
+    pool: np.ndarray, start: np.ndarray, count: np.ndarray, caps: np.ndarray, out: np.ndarray
+) -> None:
+    """Per row ``r`` of a phase pool (``perf.phase_pool``), ``(length * minimum(rate,
+    cap)).sum()`` over its columns into ``out[r]`` (``ndarray.sum``: ``0.0 +`` the pairwise
+    sum; ``minimum`` keeps a NaN rate)."""
+    for r in range(start.size):
+        s, k, cap = start[r], count[r], caps[r]
+        buf = np.empty(k)
+        for i in range(k):
+            rate = pool[3, s + i]
+            buf[i] = pool[2, s + i] * (rate if (rate <= cap or rate != rate) else cap)
+        out[r] = 0.0 + _pairwise(buf)
+
+
 def _usage(count: np.ndarray, load: np.ndarray, capacity: np.ndarray) -> tuple[float, float, int]:
     """(mean, max, number) of ``min(max(load, 0) / capacity, 1)`` over the links with a
     non-zero ``count``, as the engine's numpy expression computes them (``ndarray.sum`` is
@@ -287,6 +302,7 @@ def _usage(count: np.ndarray, load: np.ndarray, capacity: np.ndarray) -> tuple[f
 if HAVE_NUMBA:
     _pairwise = njit(cache=True, error_model="numpy")(_pairwise)
     usage = njit(cache=True, error_model="numpy")(_usage)
+    carried = njit(cache=True, error_model="numpy")(_carried)
     _load = njit(cache=True, error_model="numpy")(_load)
     _conserve = njit(cache=True, error_model="numpy")(_conserve)
     _fits = njit(cache=True, error_model="numpy")(_fits)
@@ -296,4 +312,5 @@ if HAVE_NUMBA:
 else:  # pragma: no cover
     factors = None
     pooled_factors = None
+    carried = None
     usage = None

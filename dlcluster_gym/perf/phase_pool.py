@@ -12,6 +12,8 @@ rate. The engine keeps, per link, the row of each job on it, and one call of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from dlcluster_gym.perf.contention import (
@@ -21,7 +23,7 @@ from dlcluster_gym.perf.contention import (
     _row_table,
 )
 from dlcluster_gym.perf.geometry import DEFAULT_MAX_SECTORS, DEFAULT_PRECISION_S
-from dlcluster_gym.perf.links_kernel import pooled_factors
+from dlcluster_gym.perf.links_kernel import carried, pooled_factors
 
 Factors = tuple[np.ndarray, np.ndarray]
 """(factor per entry, status per link) as :func:`perf.contention.batch_stretch` returns."""
@@ -52,30 +54,62 @@ class PhasePool:
         return len(self._objects) >= self.max_rows
 
     def intern(self, ph: LinkPhases, cap: float) -> int:
-        """The row of ``ph`` on a link of capacity ``cap`` (bytes/s), added if new; its carried
-        rate is ``(length * minimum(rate, cap)).sum()``, its capped peak ``min(peak, cap)``."""
-        key = (id(ph), cap)
-        row = self._index.get(key)
-        if row is None:
-            row = self._index[key] = self._add(ph, cap)
-        return row
+        """The row of ``ph`` on a link of capacity ``cap`` (bytes/s), added if new."""
+        return self.rows([ph], [cap])[0]
 
-    def _add(self, ph: LinkPhases, cap: float) -> int:
-        row = len(self._objects)
-        k = ph.packed.shape[1]
-        if row == self.start.size:
+    def rows(self, phases: Sequence[LinkPhases], caps: Sequence[float]) -> list[int]:
+        """The rows of ``phases[i]`` on links of capacity ``caps[i]``, the new ones added
+        together: their carried rate is ``(length * minimum(rate, cap)).sum()``, their capped
+        peak ``min(peak, cap)``."""
+        keys = [(id(ph), c) for ph, c in zip(phases, caps, strict=True)]
+        got = [self._index.get(k) for k in keys]
+        if None in got:
+            self._add(phases, caps, keys, got)
+        return got  # type: ignore[return-value]  # every row is set now
+
+    def _add(
+        self,
+        phases: Sequence[LinkPhases],
+        caps: Sequence[float],
+        keys: list[tuple[int, float]],
+        got: list[int | None],
+    ) -> None:
+        """Append the rows ``got`` lacks (once per key) and fill them in ``got``."""
+        first = row = len(self._objects)
+        new: list[LinkPhases] = []
+        new_caps: list[float] = []
+        for i, key in enumerate(keys):
+            if got[i] is None:
+                known = self._index.get(key)
+                if known is None:
+                    known = self._index[key] = row
+                    row += 1
+                    new.append(phases[i])
+                    new_caps.append(caps[i])
+                got[i] = known
+        while row > self.start.size:
             self._grow_rows()
-        while self._cols + k > self.pool.shape[1]:
+        counts = [ph.packed.shape[1] for ph in new]
+        cols = self._cols + sum(counts)
+        while cols > self.pool.shape[1]:
             self.pool = np.concatenate((self.pool, np.zeros_like(self.pool)), axis=1)
-        self.pool[:, self._cols : self._cols + k] = ph.packed
-        self.start[row] = self._cols
-        self.count[row] = k
-        self.peak[row] = ph.peak
-        self.carry[row] = float((ph.length * np.minimum(ph.rate, cap)).sum())
-        self.capped[row] = min(ph.peak, cap)
-        self._cols += k
-        self._objects.append(ph)
-        return row
+        self.pool[:, self._cols : cols] = np.concatenate([ph.packed for ph in new], axis=1)
+        self.count[first:row] = counts
+        self.start[first:row] = self._cols + np.cumsum(self.count[first:row]) - counts
+        self.peak[first:row] = [ph.peak for ph in new]
+        self.capped[first:row] = [min(ph.peak, c) for ph, c in zip(new, new_caps, strict=True)]
+        self._carry(first, row, new, new_caps)
+        self._cols = cols
+        self._objects.extend(new)
+
+    def _carry(self, first: int, end: int, new: list[LinkPhases], caps: list[float]) -> None:
+        """The carried rates of rows ``first:end`` (compiled where numba is, the same sums)."""
+        if carried is not None:
+            out = self.carry[first:end]
+            carried(self.pool, self.start[first:end], self.count[first:end], np.array(caps), out)
+            return
+        for r, (ph, c) in enumerate(zip(new, caps, strict=True), start=first):  # pragma: no cover
+            self.carry[r] = float((ph.length * np.minimum(ph.rate, c)).sum())
 
     def _grow_rows(self) -> None:
         n = self.start.size

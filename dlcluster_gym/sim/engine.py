@@ -472,9 +472,7 @@ class Engine:
         links = self.links
         assert links is not None
         ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
-        intern = self._pool.intern
-        caps = links.capacity_Bps[ids].tolist()
-        rows = [intern(ph, c) for ph, c in zip(phases.values(), caps, strict=True)]
+        rows = self._pool.rows(list(phases.values()), links.capacity_Bps[ids].tolist())
         return ids, np.array(rows, dtype=np.int64)
 
     def _repool(self) -> None:
