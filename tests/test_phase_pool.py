@@ -51,3 +51,30 @@ def test_pooled_equals_batch(seed: int) -> None:
     got = pool.factors(bounds, arr, np.array(rows), caps, compute, comm, up, shift)
     assert want is not None and got is not None
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def _contended_run(max_rows: int | None):
+    from dlcluster_gym.api import rngs
+    from dlcluster_gym.cluster.topology import Cluster
+    from dlcluster_gym.scheduler import make_policy
+    from dlcluster_gym.sim.engine import Engine
+    from dlcluster_gym.workload.build import build_workload
+    from tests.test_contention import contended
+
+    cfg = contended()
+    cluster = Cluster(cfg.cluster)
+    wl, pol = rngs(cfg.seed)
+    eng = Engine(cfg, cluster, build_workload(cfg, cluster, wl), make_policy("random"), pol)
+    if max_rows is not None:  # a pool that fills again and again: the engine starts it over
+        eng._pool = PhasePool(max_rows=max_rows)
+    return eng.run(), eng
+
+
+def test_a_full_pool_starts_over_with_the_same_results():
+    a, _ = _contended_run(None)
+    b, eng = _contended_run(3)
+    assert eng._pool.max_rows >= 3 and a.summary["avg_contention_slowdown"] > 1.0
+    for k in a.jobs:
+        np.testing.assert_array_equal(a.jobs[k], b.jobs[k])
+    for k in a.timeseries:
+        np.testing.assert_array_equal(a.timeseries[k], b.timeseries[k])
