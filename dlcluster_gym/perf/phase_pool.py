@@ -37,6 +37,7 @@ class PhasePool:
     intern the phases still in use (a long run with ever new placement shapes)."""
 
     def __init__(self, max_rows: int = 1 << 16) -> None:
+        _warm()
         self.max_rows = max_rows
         self._index: dict[tuple[int, float], int] = {}
         self._objects: list[LinkPhases] = []  # keeps each interned object (and its id) alive
@@ -142,3 +143,20 @@ class PhasePool:
             self.count, self.peak, self.carry, self.pool, table.rows, table.slot, table.used,
             DEFAULT_MAX_SECTORS, DEFAULT_PRECISION_S, MIN_SECTORS_PER_ITERATION, _RTOL,
         )  # fmt: skip
+
+
+_warmed = False
+
+
+def _warm() -> None:
+    """Load the pool's kernels (numba's cache) when the first pool is made, not on the first
+    contended link: two jobs over-subscribing one link."""
+    global _warmed
+    if _warmed or pooled_factors is None:
+        return
+    _warmed = True
+    pool = PhasePool(4)  # _warmed is set: this one does not warm again
+    row = pool.intern(LinkPhases(*(np.ones(1) for _ in range(5))), 1.0)
+    two = np.ones(2)
+    jobs = np.array([0, 1])
+    pool.factors(np.array([0, 2]), jobs, np.array([row, row]), np.ones(1), two, two, two, two * 0)
