@@ -90,3 +90,23 @@ def test_signature_relabels_isomorphic_placements_only():
     d = first_a10 + np.array([0, 1, 2, 3])
     e = np.flatnonzero(group == 1)[:4]  # A40 machines: 100 Gb/s NICs, 2 GPUs
     assert placement_signature(cluster, d)[0] != placement_signature(cluster, e)[0]
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_compiled_signature_equals_python(name, monkeypatch):
+    """``placement_signature``'s compiled arrays (``perf.traffic_kernel.signature``) give the
+    key, link ids and crossed links of its numpy path."""
+    from dlcluster_gym.perf import contention
+
+    if contention._signature_arrays is None:
+        pytest.skip("numba is not installed")
+    cluster = Cluster(load_cluster(name))
+    got = [
+        placement_signature(cluster, g) for g in _placements(cluster, np.random.default_rng(4), 150)
+    ]
+    monkeypatch.setattr(contention, "_signature_arrays", None)
+    rng = np.random.default_rng(4)
+    for (key, ids, crossed), g in zip(got, _placements(cluster, rng, 150), strict=True):
+        want_key, want_ids, want_crossed = placement_signature(cluster, g)
+        assert key == want_key and crossed == want_crossed
+        assert ids.dtype == want_ids.dtype and ids.tolist() == want_ids.tolist()

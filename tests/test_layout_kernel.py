@@ -48,3 +48,19 @@ def test_engine_layout_uses_the_same_numbers():
     want = contention._quantised_layout(it, 2048)
     assert repr(got[0]) == repr(want[0]) and got[1] == want[1]
     assert got[2].tolist() == want[2].tolist()
+
+
+def test_float32_rows_choose_the_float64_perimeter():
+    """Error rows in float32 (caps up to 2048) pick the perimeter and sectors of float64
+    rows: errors that differ do so by far more than float32's rounding."""
+    rng = np.random.default_rng(3)
+    t32 = RowTable(2048)
+    t64 = RowTable(2048)
+    t64.rows = np.empty(t64.rows.shape)
+    assert t32.rows.dtype == np.float32
+    for _ in range(3000):
+        it = rng.uniform(0.01, rng.choice([0.5, 3.0, 10.0]), int(rng.integers(2, 30)))
+        args = (it, 2048, contention.DEFAULT_PRECISION_S, contention.MIN_SECTORS_PER_ITERATION)
+        q32, p32, s32 = layout(*args, t32.rows, t32.slot, t32.used)
+        q64, p64, s64 = layout(*args, t64.rows, t64.slot, t64.used)
+        assert (q32, p32, s32.tolist()) == (q64, p64, s64.tolist())

@@ -87,6 +87,7 @@ from dlcluster_gym.perf.stretch_kernel import MAX_JOBS as _KERNEL_MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
 from dlcluster_gym.perf.stretch_kernel import warm as warm_kernel
 from dlcluster_gym.perf.traffic_kernel import group_by_link as _group_by_link
+from dlcluster_gym.perf.traffic_kernel import signature as _signature_arrays
 from dlcluster_gym.workload.models import ModelProfile
 
 __all__ = [
@@ -203,6 +204,7 @@ class SharedLinks:
         if sharing_can_bind(cluster):
             warm_kernel()  # numba's caches load here, not on the first contended link
             warm_traffic(cluster)
+            placement_signature(cluster, np.arange(min(2, cluster.num_gpus)))  # its kernel
             warm_layout()
             _warm_batch(self.capacity_Bps)
 
@@ -384,6 +386,8 @@ def placement_signature(
     ``crossed links``: :meth:`SharedLinks.links` of the placement, as a list.
     """
     gpus = np.asarray(gpus, dtype=np.int64)
+    if _signature_arrays is not None:
+        return _compiled_signature(cluster, gpus)
     nics, _, _, counts = unique_small(cluster.gpu_nic[gpus])
     machine = cluster.nic_machine[nics]
     uplink = cluster.nic_uplink[nics]
@@ -410,6 +414,32 @@ def placement_signature(
         crossed = nics.tolist()
     else:
         crossed = link_ids.tolist()
+    return key, link_ids, crossed
+
+
+def _compiled_signature(cluster: Cluster, gpus: np.ndarray) -> tuple[tuple, np.ndarray, list[int]]:
+    """:func:`placement_signature` with its arrays from ``perf.traffic_kernel.signature``
+    (one compiled call; the same values and dtypes, so the same key)."""
+    assert _signature_arrays is not None
+    c = cluster
+    nics, counts, rank, m_rank, r_rank, local, num_nics, caps, link_ids, n_m, n_r = (
+        _signature_arrays(
+            gpus, c.gpu_nic, c.nic_machine, c.nic_uplink, c.machine_rack, c.nic_local,
+            c.machine_num_nics, c.link_capacity_Bps, c.spine_link,
+        )
+    )  # fmt: skip
+    key = (
+        int(c.machine_group[c.gpu_machine[gpus[0]]]) if gpus.size else -1,
+        nics.size,
+        rank.tobytes(),
+        counts.tobytes(),
+        m_rank.tobytes(),
+        r_rank.tobytes(),
+        local.tobytes(),
+        num_nics.tobytes(),
+        caps.tobytes(),
+    )
+    crossed = [] if n_m <= 1 else nics.tolist() if n_r <= 1 else link_ids.tolist()
     return key, link_ids, crossed
 
 

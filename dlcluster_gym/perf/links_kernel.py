@@ -16,7 +16,8 @@ factors are bit-identical (``tests/test_links_kernel.py``):
   bisection the same loop.
 
 The caller computes ``up`` (clamped) and ``shift % iteration`` with numpy and keeps the
-Python path for the links this kernel leaves (a status of 0).
+Python path for the links this kernel leaves (a status of 0). :func:`pooled_factors` takes
+job ids and phase rows instead (``perf.phase_pool``) and gathers the same inputs itself.
 """
 
 from __future__ import annotations
@@ -159,6 +160,72 @@ def _factors(
     return out, done
 
 
+def _pooled_factors(
+    bounds: np.ndarray,
+    jobs: np.ndarray,
+    rows: np.ndarray,
+    caps: np.ndarray,
+    compute_all: np.ndarray,
+    comm_all: np.ndarray,
+    up_all: np.ndarray,
+    shift_all: np.ndarray,
+    row_start: np.ndarray,
+    row_count: np.ndarray,
+    row_peak: np.ndarray,
+    row_carry: np.ndarray,
+    pool: np.ndarray,
+    table_rows: np.ndarray,
+    table_slot: np.ndarray,
+    table_used: np.ndarray,
+    max_sectors: int,
+    precision_s: float,
+    min_sectors: int,
+    rtol: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_factors` on inputs gathered here: entry ``i`` is job ``jobs[i]`` (an index
+    into the per-job arrays) with the phases of pool row ``rows[i]`` (columns
+    ``row_start:row_start + row_count`` of ``pool``, peak and carried rate). The per-entry
+    arrays get the values ``contention.batch_stretch`` computes with numpy: ``compute +
+    comm``, ``minimum(maximum(up, 0), it)`` (NaN propagating), ``shift % it``."""
+    m = jobs.size
+    it = np.empty(m)
+    up = np.empty(m)
+    shift_mod = np.empty(m)
+    compute = np.empty(m)
+    comm = np.empty(m)
+    up_raw = np.empty(m)
+    carry = np.empty(m)
+    peaks = np.empty(m)
+    counts = np.empty(m, dtype=np.int64)
+    ends = np.zeros(m + 1, dtype=np.int64)
+    for i in range(m):
+        j, r = jobs[i], rows[i]
+        c, d, u = compute_all[j], comm_all[j], up_all[j]
+        t = c + d
+        it[i] = t
+        compute[i] = c
+        comm[i] = d
+        up_raw[i] = u
+        u = u if (u >= 0.0 or u != u) else 0.0  # np.maximum(u, 0.0)
+        up[i] = u if (u <= t or u != u) else t  # np.minimum(u, t)
+        shift_mod[i] = shift_all[j] % t
+        carry[i] = row_carry[r]
+        peaks[i] = row_peak[r]
+        counts[i] = row_count[r]
+        ends[i + 1] = ends[i] + counts[i]
+    packed = np.empty((5, ends[m]))
+    for i in range(m):
+        s, pos = row_start[rows[i]], ends[i]
+        for k in range(counts[i]):
+            for q in range(5):
+                packed[q, pos + k] = pool[q, s + k]
+    return _factors(
+        bounds, ends[bounds], caps, it, up, shift_mod, compute, comm, up_raw, carry, peaks,
+        counts, packed, table_rows, table_slot, table_used, max_sectors, precision_s,
+        min_sectors, rtol,
+    )  # fmt: skip
+
+
 def _pairwise(a: np.ndarray) -> float:
     """numpy's ``pairwise_sum`` of ``a``: blocks of at most 128 (``_row_sum``), longer
     stretches split in halves at a multiple of 8 and the halves' sums added
@@ -186,6 +253,21 @@ def _pairwise(a: np.ndarray) -> float:
             lo_s[top + 2], n_s[top + 2], stage_s[top + 2] = lo, n2, 0
             top += 3
     return vals[0]
+
+
+def _carried(
+    pool: np.ndarray, start: np.ndarray, count: np.ndarray, caps: np.ndarray, out: np.ndarray
+) -> None:
+    """Per row ``r`` of a phase pool (``perf.phase_pool``), ``(length * minimum(rate,
+    cap)).sum()`` over its columns into ``out[r]`` (``ndarray.sum``: ``0.0 +`` the pairwise
+    sum; ``minimum`` keeps a NaN rate)."""
+    for r in range(start.size):
+        s, k, cap = start[r], count[r], caps[r]
+        buf = np.empty(k)
+        for i in range(k):
+            rate = pool[3, s + i]
+            buf[i] = pool[2, s + i] * (rate if (rate <= cap or rate != rate) else cap)
+        out[r] = 0.0 + _pairwise(buf)
 
 
 def _usage(count: np.ndarray, load: np.ndarray, capacity: np.ndarray) -> tuple[float, float, int]:
@@ -220,10 +302,15 @@ def _usage(count: np.ndarray, load: np.ndarray, capacity: np.ndarray) -> tuple[f
 if HAVE_NUMBA:
     _pairwise = njit(cache=True, error_model="numpy")(_pairwise)
     usage = njit(cache=True, error_model="numpy")(_usage)
+    carried = njit(cache=True, error_model="numpy")(_carried)
     _load = njit(cache=True, error_model="numpy")(_load)
     _conserve = njit(cache=True, error_model="numpy")(_conserve)
     _fits = njit(cache=True, error_model="numpy")(_fits)
     factors = njit(cache=True, error_model="numpy")(_factors)
+    _factors = factors
+    pooled_factors = njit(cache=True, error_model="numpy")(_pooled_factors)
 else:  # pragma: no cover
     factors = None
+    pooled_factors = None
+    carried = None
     usage = None

@@ -66,6 +66,16 @@ def _row_sum(a: np.ndarray, n: int) -> float:
     return 0.0 + res
 
 
+def _wrap(x: float, perimeter: float) -> float:
+    """``np.fmod(x, perimeter)`` without the library call where it is ``x`` or ``x -
+    perimeter`` (``perimeter <= x < 2 * perimeter``: exact by Sterbenz's lemma, as fmod)."""
+    if 0.0 <= x < perimeter:
+        return x
+    if perimeter <= x < 2.0 * perimeter:
+        return x - perimeter
+    return np.fmod(x, perimeter)
+
+
 def _instances(
     st: np.ndarray,
     du: np.ndarray,
@@ -89,7 +99,7 @@ def _instances(
     for k in range(k_rows):
         j = job_k[k]
         for nth in range(reps_j[j]):
-            s = np.fmod(st[k] + length_j[j] * float(nth), perimeter)
+            s = _wrap(st[k] + length_j[j] * float(nth), perimeter)
             starts[pos] = s
             pos += 1
             if s + du[k] > perimeter:
@@ -419,6 +429,7 @@ def _stretch(
 
 if HAVE_NUMBA:
     _row_sum = njit(cache=True, error_model="numpy")(_row_sum)
+    _wrap = njit(cache=True, error_model="numpy")(_wrap)
     _instances = njit(cache=True, error_model="numpy")(_instances)
     _points = njit(cache=True, error_model="numpy")(_points)
     _stable_argsort = njit(cache=True, error_model="numpy")(_stable_argsort)

@@ -370,6 +370,45 @@ def _group_by_link(
     return packed, cuts[: g + 2].copy(), ids[: g + 1].copy(), peaks[: g + 1].copy()
 
 
+def _signature(
+    gpus: np.ndarray,
+    gpu_nic: np.ndarray,
+    nic_machine: np.ndarray,
+    nic_uplink: np.ndarray,
+    machine_rack: np.ndarray,
+    nic_local: np.ndarray,
+    machine_num_nics: np.ndarray,
+    link_capacity: np.ndarray,
+    spine: int,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+    np.ndarray, np.ndarray, int, int,
+]:  # fmt: skip
+    """The arrays of ``contention.placement_signature``, in one call: the placement's NICs
+    (sorted, distinct) and its GPUs on each, the rank of each of its links (NICs, their
+    uplinks, the spine) among their sorted distinct ids, the rank of each NIC's machine and
+    rack, each NIC's index in its machine and its machine's NIC count, the capacities of the
+    distinct links, those links, and the numbers of machines and racks
+    (``network.unique_small`` is a sort: the same values, int64 as ``intp`` here)."""
+    nics, counts = _runs(np.sort(gpu_nic[gpus]))
+    machine = nic_machine[nics]
+    rack = machine_rack[machine]
+    k = nics.size
+    ids = np.empty(2 * k + (1 if spine >= 0 else 0), dtype=np.int64)
+    ids[:k] = nics
+    ids[k : 2 * k] = nic_uplink[nics]
+    if spine >= 0:
+        ids[2 * k] = spine
+    link_ids = _runs(np.sort(ids))[0]
+    m_ids = _runs(np.sort(machine))[0]
+    r_ids = _runs(np.sort(rack))[0]
+    return (
+        nics, counts, _rank(ids, link_ids), _rank(machine, m_ids), _rank(rack, r_ids),
+        nic_local[nics], machine_num_nics[machine], link_capacity[link_ids], link_ids,
+        m_ids.size, r_ids.size,
+    )  # fmt: skip
+
+
 if HAVE_NUMBA:
     group_by_link = njit(cache=True, error_model="numpy")(_group_by_link)
     _steps = njit(cache=True)(_steps)
@@ -384,9 +423,11 @@ if HAVE_NUMBA:
     _wide = njit(cache=True)(_wide)
     _emit = njit(cache=True, error_model="numpy")(_emit)
     traffic = njit(cache=True, error_model="numpy")(_traffic)
+    signature = njit(cache=True)(_signature)
 else:  # pragma: no cover
     traffic = None
     group_by_link = None
+    signature = None
 
 _warmed: set[tuple[bool, ...]] = set()
 

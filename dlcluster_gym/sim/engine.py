@@ -56,7 +56,6 @@ from dlcluster_gym.errors import (
 from dlcluster_gym.perf.contention import (
     LinkPhases,
     SharedLinks,
-    batch_stretch,
     conserve_capacity,
     link_stretch,
     sharing_can_bind,
@@ -65,6 +64,7 @@ from dlcluster_gym.perf.links_kernel import usage as link_usage
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
 from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
+from dlcluster_gym.perf.phase_pool import PhasePool
 from dlcluster_gym.sim.actions import (
     Migrate,
     Preempt,
@@ -370,7 +370,7 @@ class Engine:
         self._job_carry: dict[int, np.ndarray] = {}  # carried bytes per Up second on each
         self._job_carry_on: dict[int, dict[int, float]] = {}  # the same, by link id
         self._job_load: dict[int, np.ndarray] = {}  # its current share of _link_load
-        self._phase_memo: dict[int, tuple[LinkPhases, float, float, float]] = {}
+        self._pool = PhasePool()  # each (phases, capacity) on a link: a row for the kernel
         self._overlap = np.array(
             [
                 0.0  # a plan's communication is exposed as it is (perf.parallelism_links)
@@ -380,7 +380,7 @@ class Engine:
             ]
         )
         n_links = links.num_links
-        self._link_jobs: list[dict[int, None]] = [{} for _ in range(n_links)]
+        self._link_jobs: list[dict[int, int]] = [{} for _ in range(n_links)]  # job -> pool row
         self._link_stretch: dict[int, dict[int, float]] = {}  # only over-subscribed links
         self._job_stretch: dict[int, dict[int, float]] = {}  # the same, per job: link -> factor
         self._link_count = np.zeros(n_links, dtype=np.int64)
@@ -449,41 +449,41 @@ class Engine:
         if not phases:
             self._job_links[job] = _NO_LINKS
             return _NO_LINKS
-        ids, carry, peak, carry_on = self._link_rows(phases)
+        if self._pool.full:
+            self._repool()
+        ids, rows = self._pool_rows(phases)
+        carry = self._pool.carry[rows]
+        peak = self._pool.capped[rows]
         self._job_links[job] = ids
         self._job_phases[job] = phases
         self._job_carry[job] = carry
-        self._job_carry_on[job] = carry_on
+        self._job_carry_on[job] = dict(zip(phases, carry.tolist(), strict=True))
         self._job_peak[job] = peak
         self._link_peak[ids] += peak
         self._link_count[ids] += 1
-        for link in ids.tolist():
-            self._link_jobs[link][job] = None
+        for link, row in zip(ids.tolist(), rows.tolist(), strict=True):
+            self._link_jobs[link][job] = row
         return ids
 
-    def _link_rows(
-        self, phases: dict[int, LinkPhases]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, float]]:
-        """(link ids, carried bytes per Up second, peak demand capped at capacity, the carried
-        rate by link id) of a placement's phases; the per-link values are remembered per
-        phases object (``SharedLinks.phases`` and ``AdaptiveTraffic.phases`` share their
-        ``LinkPhases`` between placements of the same shape)."""
+    def _pool_rows(self, phases: dict[int, LinkPhases]) -> tuple[np.ndarray, np.ndarray]:
+        """(link ids, pool rows) of a placement's phases (``perf.phase_pool``: carried rate
+        and capped peak per row; ``SharedLinks.phases`` and ``AdaptiveTraffic.phases`` share
+        their ``LinkPhases`` between placements of the same shape, so rows recur)."""
         links = self.links
         assert links is not None
         ids = np.fromiter(phases, dtype=np.int64, count=len(phases))
-        per_link = self._phase_memo
-        if len(per_link) >= 65536:
-            per_link.clear()
-        rows = []
-        for ph, c in zip(phases.values(), links.capacity_Bps[ids].tolist(), strict=True):
-            got = per_link.get(id(ph))
-            if got is None or got[0] is not ph or got[1] != c:
-                carried = float((ph.length * np.minimum(ph.rate, c)).sum())
-                got = per_link[id(ph)] = (ph, c, carried, min(ph.peak, c))
-            rows.append(got)
-        carry = np.array([r[2] for r in rows])
-        peak = np.array([r[3] for r in rows])
-        return ids, carry, peak, dict(zip(phases, carry.tolist(), strict=True))
+        rows = self._pool.rows(list(phases.values()), links.capacity_Bps[ids].tolist())
+        return ids, np.array(rows, dtype=np.int64)
+
+    def _repool(self) -> None:
+        """A new phase pool holding only the running jobs' rows (the old one is full)."""
+        self._pool = PhasePool(self._pool.max_rows)
+        for job, phases in self._job_phases.items():
+            ids, rows = self._pool_rows(phases)
+            for link, row in zip(ids.tolist(), rows.tolist(), strict=True):
+                self._link_jobs[link][job] = row
+        if self._pool.full:  # the running jobs alone fill it: room for as many again
+            self._pool.max_rows *= 2
 
     def _net_leave(self, job: int) -> np.ndarray:
         """Take a job off its links (it finished, was preempted or moves); returns them."""
@@ -516,8 +516,9 @@ class Engine:
         assert links is not None
         self._links_changed = True
         cap = links.capacity_Bps
+        fits = (self._link_peak[dirty] <= cap[dirty] * (1.0 + 1e-9)).tolist()
         steps: list[tuple[int, list[int] | None, list[int] | None]] = []
-        for link in dirty.tolist():
+        for link, fit in zip(dirty.tolist(), fits, strict=True):
             members = self._link_jobs[link]
             had = self._link_stretch.pop(link, None)
             released = None
@@ -527,7 +528,7 @@ class Engine:
                     if per_job is not None:
                         per_job.pop(link, None)
                 released = [j for j in had if j in members]
-            if len(members) < 2 or self._link_peak[link] <= cap[link] * (1.0 + 1e-9):
+            if len(members) < 2 or fit:
                 steps.append((link, released, None))
             else:
                 steps.append((link, released, list(members)))
@@ -556,25 +557,31 @@ class Engine:
 
     def _link_factors(self, todo: list[tuple[int, list[int]]]) -> dict[int, list[float]]:
         """Per over-subscribed link of ``todo`` (link, its jobs) where some job is stretched,
-        the jobs' factors (``perf.contention.batch_stretch``, one compiled call; or
-        ``link_stretch`` and ``conserve_capacity`` link by link)."""
+        the jobs' factors (``perf.contention.batch_stretch`` on the jobs' pool rows,
+        ``perf.phase_pool``, one compiled call; or ``link_stretch`` and
+        ``conserve_capacity`` link by link)."""
         out: dict[int, list[float]] = {}
         links = self.links
         if not todo or links is None:
             return out
-        pairs = [(lk, j) for lk, jobs in todo for j in jobs]
-        arr = np.fromiter((j for _, j in pairs), dtype=np.int64, count=len(pairs))
-        bounds = np.zeros(len(todo) + 1, dtype=np.int64)
-        np.cumsum([len(jobs) for _, jobs in todo], out=bounds[1:])
-        got = batch_stretch(
+        jobs_at: list[int] = []
+        rows_at: list[int] = []
+        ends = [0]
+        for lk, _ in todo:  # the jobs are the link's members, in their order
+            members = self._link_jobs[lk]
+            jobs_at.extend(members)
+            rows_at.extend(members.values())
+            ends.append(len(jobs_at))
+        bounds = np.array(ends, dtype=np.int64)
+        got = self._pool.factors(
             bounds,
+            np.array(jobs_at, dtype=np.int64),
+            np.array(rows_at, dtype=np.int64),
             links.capacity_Bps[[lk for lk, _ in todo]],
-            self.compute_per_iter[arr],
-            self.comm_base[arr],
-            self._up_s[arr],
-            self.time_shift[arr],
-            np.array([self._job_carry_on[j][lk] for lk, j in pairs]),
-            [self._job_phases[j][lk] for lk, j in pairs],
+            self.compute_per_iter,
+            self.comm_base,
+            self._up_s,
+            self.time_shift,
         )
         if got is None:
             status = [0] * len(todo)
