@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from dlcluster_gym.perf import kernel_cache
+
 try:  # numba is a core dependency; the Python path remains for platforms without it
     from numba import njit
 except ImportError:  # pragma: no cover - exercised only where numba is absent
@@ -179,6 +181,7 @@ if HAVE_NUMBA:
     _divisors = njit(cache=True)(_divisors)
     _nearest_divisor = njit(cache=True)(_nearest_divisor)
     layout = njit(cache=True, error_model="numpy")(_layout)
+    kernel_cache.ensure_fresh(layout)  # before any compiled function here runs
 else:  # pragma: no cover
     layout = None
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dlcluster_gym.perf import kernel_cache
 from dlcluster_gym.perf.layout_kernel import layout as _layout
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import _row_sum as _row_sum
@@ -309,6 +310,7 @@ if HAVE_NUMBA:
     factors = njit(cache=True, error_model="numpy")(_factors)
     _factors = factors
     pooled_factors = njit(cache=True, error_model="numpy")(_pooled_factors)
+    kernel_cache.ensure_fresh(pooled_factors)  # before any compiled function here runs
 else:  # pragma: no cover
     factors = None
     pooled_factors = None

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dlcluster_gym.perf import kernel_cache
+
 try:  # numba is a core dependency; the numpy path remains for platforms without it
     from numba import njit
 except ImportError:  # pragma: no cover - exercised only where numba is absent
@@ -438,6 +440,7 @@ if HAVE_NUMBA:
     _sort_flows = njit(cache=True, error_model="numpy")(_sort_flows)
     _sweep = njit(cache=True, error_model="numpy")(_sweep)
     stretch = njit(cache=True, error_model="numpy")(_stretch)
+    kernel_cache.ensure_fresh(stretch)  # before any compiled function here runs
 else:  # pragma: no cover
     stretch = None
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dlcluster_gym.perf import kernel_cache
+
 try:  # numba is a core dependency; the numpy path remains for platforms without it
     from numba import njit
 except ImportError:  # pragma: no cover - exercised only where numba is absent
@@ -423,6 +425,7 @@ if HAVE_NUMBA:
     _wide = njit(cache=True)(_wide)
     _emit = njit(cache=True, error_model="numpy")(_emit)
     traffic = njit(cache=True, error_model="numpy")(_traffic)
+    kernel_cache.ensure_fresh(traffic)  # before any compiled function here runs
     signature = njit(cache=True)(_signature)
 else:  # pragma: no cover
     traffic = None

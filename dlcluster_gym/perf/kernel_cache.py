@@ -1,0 +1,72 @@
+"""Numba's on-disk cache of the compiled kernels, kept in step with their sources.
+
+Numba keys a cached function by its own file's timestamp and size only. A compiled function
+in ``links_kernel.py`` inlines functions of ``stretch_kernel.py`` and ``layout_kernel.py``;
+when only those files change, it keeps their old machine code. The result is silently stale,
+or numba's runtime crashes. This holds after a ``git pull`` on an editable install and after
+a package upgrade: numba's cache files are not part of the installed package, so an upgrade
+does not remove them.
+
+So the kernels' cache is keyed as a whole. A hash of every kernel source is kept in a file
+beside the cached files. When the hash differs, the kernels' cached files are deleted before
+anything is loaded from them, and numba compiles afresh and writes them again.
+:func:`ensure_fresh` does this once per process and cache folder; each kernel module calls it
+when it defines its compiled functions, before any of them runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+KERNELS = ("layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel")
+"""The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
+cache (any of them may inline another's functions)."""
+MARKER = "dlcluster_kernels.sha256"
+_HERE = Path(__file__).resolve().parent
+_checked: set[Path] = set()
+
+
+def sources_hash(folder: Path = _HERE) -> str:
+    """SHA-256 over the kernel modules' sources in ``folder``."""
+    h = hashlib.sha256()
+    for name in KERNELS:
+        h.update(name.encode())
+        h.update((folder / f"{name}.py").read_bytes())
+    return h.hexdigest()
+
+
+def refresh(cache_dir: Path, digest: str) -> bool:
+    """Delete the kernels' cached files in ``cache_dir`` unless its marker holds ``digest``,
+    then write the marker; True when files were deleted. A folder that cannot be written is
+    left alone (numba then cannot write its cache there either)."""
+    marker = cache_dir / MARKER
+    try:
+        if marker.read_text() == digest:
+            return False
+    except OSError:
+        pass  # no marker yet: a cache written before this check, or none
+    removed = False
+    try:
+        for name in KERNELS:
+            for path in (*cache_dir.glob(f"{name}.*.nbi"), *cache_dir.glob(f"{name}.*.nbc")):
+                path.unlink(missing_ok=True)
+                removed = True
+        if cache_dir.is_dir():
+            marker.write_text(digest)
+    except OSError:
+        return removed
+    return removed
+
+
+def ensure_fresh(dispatcher: Any) -> None:
+    """Refresh the cache folder of the compiled function ``dispatcher`` (a numba dispatcher
+    with ``cache=True``) once per process."""
+    cache = getattr(dispatcher, "_cache", None)
+    path = getattr(cache, "_cache_path", None)
+    cache_dir = Path(path) if path else _HERE / "__pycache__"
+    if cache_dir in _checked:
+        return
+    _checked.add(cache_dir)
+    refresh(cache_dir, sources_hash())
