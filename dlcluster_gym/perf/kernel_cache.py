@@ -10,15 +10,23 @@ does not remove them.
 So the kernels' cache is keyed as a whole. A hash of every kernel source is kept in a file
 beside the cached files. When the hash differs, the kernels' cached files are deleted before
 anything is loaded from them, and numba compiles afresh and writes them again.
-:func:`ensure_fresh` does this once per process and cache folder; each kernel module calls it
-when it defines its compiled functions, before any of them runs.
+:func:`ensure_fresh` does this once per process and cache folder. The kernel modules compile
+through :func:`compiled`, which calls it before any compiled function runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+try:  # numba is a core dependency; the Python paths remain for platforms without it
+    from numba import njit
+except ImportError:  # pragma: no cover - exercised only where numba is absent
+    njit = None
+
+HAVE_NUMBA = njit is not None
 
 KERNELS = ("layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel")
 """The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
@@ -70,3 +78,14 @@ def ensure_fresh(dispatcher: Any) -> None:
         return
     _checked.add(cache_dir)
     refresh(cache_dir, sources_hash())
+
+
+def compiled(fn: Callable[..., Any], *, numpy_errors: bool = True) -> Any:
+    """``fn`` compiled by numba with its on-disk cache (``error_model="numpy"`` unless
+    ``numpy_errors`` is False), the cache folder checked against the kernel sources first
+    (:func:`ensure_fresh`). Only where :data:`HAVE_NUMBA`."""
+    assert njit is not None
+    jit = njit(cache=True, error_model="numpy") if numpy_errors else njit(cache=True)
+    out = jit(fn)
+    ensure_fresh(out)
+    return out

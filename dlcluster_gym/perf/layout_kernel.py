@@ -32,13 +32,9 @@ import math
 import numpy as np
 
 from dlcluster_gym.perf import kernel_cache
+from dlcluster_gym.perf.kernel_cache import compiled
 
-try:  # numba is a core dependency; the Python path remains for platforms without it
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    njit = None
-
-HAVE_NUMBA = njit is not None
+HAVE_NUMBA = kernel_cache.HAVE_NUMBA
 
 
 F32_MAX_CAP = 2048
@@ -176,12 +172,11 @@ def _layout(
 
 
 if HAVE_NUMBA:
-    _fill_row = njit(cache=True, error_model="numpy")(_fill_row)
-    _quantise = njit(cache=True, error_model="numpy")(_quantise)
-    _divisors = njit(cache=True)(_divisors)
-    _nearest_divisor = njit(cache=True)(_nearest_divisor)
-    layout = njit(cache=True, error_model="numpy")(_layout)
-    kernel_cache.ensure_fresh(layout)  # before any compiled function here runs
+    _fill_row = compiled(_fill_row)
+    _quantise = compiled(_quantise)
+    _divisors = compiled(_divisors, numpy_errors=False)
+    _nearest_divisor = compiled(_nearest_divisor, numpy_errors=False)
+    layout = compiled(_layout)
 else:  # pragma: no cover
     layout = None
 

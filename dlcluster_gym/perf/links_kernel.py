@@ -25,17 +25,13 @@ from __future__ import annotations
 import numpy as np
 
 from dlcluster_gym.perf import kernel_cache
+from dlcluster_gym.perf.kernel_cache import compiled
 from dlcluster_gym.perf.layout_kernel import layout as _layout
 from dlcluster_gym.perf.stretch_kernel import MAX_JOBS
 from dlcluster_gym.perf.stretch_kernel import _row_sum as _row_sum
 from dlcluster_gym.perf.stretch_kernel import stretch as _stretch
 
-try:  # numba is a core dependency; the Python path remains for platforms without it
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    njit = None
-
-HAVE_NUMBA = njit is not None and _stretch is not None and _layout is not None
+HAVE_NUMBA = kernel_cache.HAVE_NUMBA and _stretch is not None and _layout is not None
 
 
 def _load(
@@ -301,16 +297,15 @@ def _usage(count: np.ndarray, load: np.ndarray, capacity: np.ndarray) -> tuple[f
 
 
 if HAVE_NUMBA:
-    _pairwise = njit(cache=True, error_model="numpy")(_pairwise)
-    usage = njit(cache=True, error_model="numpy")(_usage)
-    carried = njit(cache=True, error_model="numpy")(_carried)
-    _load = njit(cache=True, error_model="numpy")(_load)
-    _conserve = njit(cache=True, error_model="numpy")(_conserve)
-    _fits = njit(cache=True, error_model="numpy")(_fits)
-    factors = njit(cache=True, error_model="numpy")(_factors)
+    _pairwise = compiled(_pairwise)
+    usage = compiled(_usage)
+    carried = compiled(_carried)
+    _load = compiled(_load)
+    _conserve = compiled(_conserve)
+    _fits = compiled(_fits)
+    factors = compiled(_factors)
     _factors = factors
-    pooled_factors = njit(cache=True, error_model="numpy")(_pooled_factors)
-    kernel_cache.ensure_fresh(pooled_factors)  # before any compiled function here runs
+    pooled_factors = compiled(_pooled_factors)
 else:  # pragma: no cover
     factors = None
     pooled_factors = None

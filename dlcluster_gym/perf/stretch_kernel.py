@@ -26,13 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from dlcluster_gym.perf import kernel_cache
+from dlcluster_gym.perf.kernel_cache import compiled
 
-try:  # numba is a core dependency; the numpy path remains for platforms without it
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    njit = None
-
-HAVE_NUMBA = njit is not None
+HAVE_NUMBA = kernel_cache.HAVE_NUMBA
 _PW_BLOCKSIZE = 128  # numpy's pairwise-summation block
 
 
@@ -430,17 +426,16 @@ def _stretch(
 
 
 if HAVE_NUMBA:
-    _row_sum = njit(cache=True, error_model="numpy")(_row_sum)
-    _wrap = njit(cache=True, error_model="numpy")(_wrap)
-    _instances = njit(cache=True, error_model="numpy")(_instances)
-    _points = njit(cache=True, error_model="numpy")(_points)
-    _stable_argsort = njit(cache=True, error_model="numpy")(_stable_argsort)
-    _by_point = njit(cache=True, error_model="numpy")(_by_point)
-    _level = njit(cache=True, error_model="numpy")(_level)
-    _sort_flows = njit(cache=True, error_model="numpy")(_sort_flows)
-    _sweep = njit(cache=True, error_model="numpy")(_sweep)
-    stretch = njit(cache=True, error_model="numpy")(_stretch)
-    kernel_cache.ensure_fresh(stretch)  # before any compiled function here runs
+    _row_sum = compiled(_row_sum)
+    _wrap = compiled(_wrap)
+    _instances = compiled(_instances)
+    _points = compiled(_points)
+    _stable_argsort = compiled(_stable_argsort)
+    _by_point = compiled(_by_point)
+    _level = compiled(_level)
+    _sort_flows = compiled(_sort_flows)
+    _sweep = compiled(_sweep)
+    stretch = compiled(_stretch)
 else:  # pragma: no cover
     stretch = None
 

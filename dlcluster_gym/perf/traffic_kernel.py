@@ -24,13 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from dlcluster_gym.perf import kernel_cache
+from dlcluster_gym.perf.kernel_cache import compiled
 
-try:  # numba is a core dependency; the numpy path remains for platforms without it
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    njit = None
-
-HAVE_NUMBA = njit is not None
+HAVE_NUMBA = kernel_cache.HAVE_NUMBA
 _TOL = 1e-12  # maxmin_rates' tolerance
 
 
@@ -412,21 +408,20 @@ def _signature(
 
 
 if HAVE_NUMBA:
-    group_by_link = njit(cache=True, error_model="numpy")(_group_by_link)
-    _steps = njit(cache=True)(_steps)
-    _runs = njit(cache=True)(_runs)
-    _rank = njit(cache=True)(_rank)
-    _maxmin = njit(cache=True, error_model="numpy")(_maxmin)
-    _nan_max = njit(cache=True)(_nan_max)
-    _per_byte = njit(cache=True, error_model="numpy")(_per_byte)
-    _link_sums = njit(cache=True)(_link_sums)
-    _own_links = njit(cache=True)(_own_links)
-    _spread = njit(cache=True, error_model="numpy")(_spread)
-    _wide = njit(cache=True)(_wide)
-    _emit = njit(cache=True, error_model="numpy")(_emit)
-    traffic = njit(cache=True, error_model="numpy")(_traffic)
-    kernel_cache.ensure_fresh(traffic)  # before any compiled function here runs
-    signature = njit(cache=True)(_signature)
+    group_by_link = compiled(_group_by_link)
+    _steps = compiled(_steps, numpy_errors=False)
+    _runs = compiled(_runs, numpy_errors=False)
+    _rank = compiled(_rank, numpy_errors=False)
+    _maxmin = compiled(_maxmin)
+    _nan_max = compiled(_nan_max, numpy_errors=False)
+    _per_byte = compiled(_per_byte)
+    _link_sums = compiled(_link_sums, numpy_errors=False)
+    _own_links = compiled(_own_links, numpy_errors=False)
+    _spread = compiled(_spread)
+    _wide = compiled(_wide, numpy_errors=False)
+    _emit = compiled(_emit)
+    traffic = compiled(_traffic)
+    signature = compiled(_signature, numpy_errors=False)
 else:  # pragma: no cover
     traffic = None
     group_by_link = None
