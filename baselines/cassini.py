@@ -111,7 +111,7 @@ from dlcluster_gym.perf.geometry import (
     link_compatibility,
 )
 from dlcluster_gym.perf.parallelism import is_adaptive_model
-from dlcluster_gym.scheduler import BaseScheduler, make_policy
+from dlcluster_gym.scheduler import BaseScheduler, is_clairvoyant, make_policy
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, SetTimeShift, Start
 from dlcluster_gym.sim.view import ClusterView
@@ -148,6 +148,20 @@ def _cap_overlaps(profile: CommProfile, capacity: float) -> CommProfile:
     return CommProfile.multi_phase(profile.iteration_time, out, profile.name)
 
 
+class _ByModel(dict):
+    """A value per model, computed from the first arrived job of that model asked about."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self._fn = fn
+
+    def of(self, job: Any) -> Any:
+        got = self.get(job.model)
+        if got is None:
+            got = self[job.model] = self._fn(job.job_id)
+        return got
+
+
 class Cassini(BaseScheduler):
     """Cassini's placement-candidate selection and time shifts on top of a base policy."""
 
@@ -181,6 +195,7 @@ class Cassini(BaseScheduler):
             candidates=candidates,
         )
         self.base = make_policy(base, **(base_params or {}))
+        self.clairvoyant = is_clairvoyant(self.base)  # Cassini itself reads no lengths
         self.max_candidates = max_candidates
         self.candidates = candidates
 
@@ -188,11 +203,12 @@ class Cassini(BaseScheduler):
         super().reset(view, rng)
         self.base.reset(view, rng)
         self.links = SharedLinks(view.cluster)
-        self._models = {j.model: view.model_profile(j.job_id) for j in view.jobs}
-        self._adaptive = {j.model: is_adaptive_model(j.model) for j in view.jobs}
+        # Per model of the jobs that arrived: its profile, whether it is adaptive.
+        self._models = _ByModel(lambda job: view.model_profile(job))
+        self._adaptive = _ByModel(lambda job: is_adaptive_model(view.jobs[job].model))
         self._plan_cache: dict[tuple[str, bytes], tuple[Mapping[int, CommProfile], list[int]]]
         self._plan_cache = {}  # adaptive jobs' profiles per (model, GPU ids)
-        self._shift = np.zeros(len(view.jobs))  # shifts this policy assigned
+        self._shift = np.zeros(view.num_job_ids)  # shifts this policy assigned
         # Per job: (its GPUs as bytes, link profiles, links) of its current placement, and the
         # per-link solutions keyed by the members' placements; both are pure functions of
         # their keys, so reusing them across calls changes no decision.
@@ -221,18 +237,18 @@ class Cassini(BaseScheduler):
         Crius cluster exact GPU ids rarely repeat); without, by the exact GPU ids (the direct
         form, for the tests). Callers must not mutate the result."""
         spec = view.jobs[job]
-        if self._adaptive[spec.model]:
+        if self._adaptive.of(spec):
             return self._plan_profiles(view, job, gpus)
         compute = spec.compute_s * spec.num_gpus / gpus.size
         if self.fast_paths:
-            return self.links.profiles(self._models[spec.model], compute, gpus)
+            return self.links.profiles(self._models.of(spec), compute, gpus)
         key = (spec.model, compute, gpus.tobytes())
         hit = self._profile_cache.get(key)
         if hit is None:
             if len(self._profile_cache) > _PROFILE_CACHE_MAX:
                 self._profile_cache.clear()
             hit = (
-                job_link_profiles(self.links, self._models[spec.model], compute, gpus),
+                job_link_profiles(self.links, self._models.of(spec), compute, gpus),
                 self.links.links(gpus).tolist(),
             )
             self._profile_cache[key] = hit
@@ -266,7 +282,7 @@ class Cassini(BaseScheduler):
         compute, comm, phases = got
         if comm <= 0.0 or not phases:
             return {}, []
-        profile = self._models[view.jobs[job].model]
+        profile = self._models.of(view.jobs[job])
         if profile.comm.overlap:  # the engine exposes all of a plan's communication
             profile = replace(profile, comm=replace(profile.comm, overlap=0.0))
         caps = self.links.capacity_Bps[np.fromiter(phases, dtype=np.int64)].tolist()
@@ -278,7 +294,7 @@ class Cassini(BaseScheduler):
 
     def _crossed(self, view: ClusterView, job: int, gpus: np.ndarray) -> list[int]:
         """The shared links ``job`` crosses on ``gpus`` (its profiles' links)."""
-        if self._adaptive[view.jobs[job].model]:
+        if self._adaptive.of(view.jobs[job]):
             return self._plan_profiles(view, job, gpus)[1]
         return self.links.links(gpus).tolist()
 

@@ -1,8 +1,10 @@
 """Consolidation helpers shared by the network-aware baselines (Dally, Gandiva, FCFS variants).
 
 - ``best_possible_tier``: the tightest tier a job of some size can ever have on a cluster.
-- ``best_tiers``: that tier for every job of a run, as an array (computed once per run).
-- ``worth_moving``: whether moving a running job to other GPUs pays back its overhead.
+- ``best_tiers``: that tier for every job of a run, as a per-job table (filled as jobs arrive).
+- ``worth_moving``: whether moving a running job to other GPUs pays back its overhead, with
+  the job's remaining iterations estimated (``sim.estimators``) or, for the clairvoyant
+  variant ``remaining="known"``, read from the oracle.
 - ``make_room``: the fewest preemptions (in a priority order) that let a job be placed.
 """
 
@@ -13,7 +15,21 @@ from collections.abc import Callable
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.sim.boundary import PerJob
+from dlcluster_gym.sim.estimators import METHODS, remaining_iterations
 from dlcluster_gym.sim.view import ClusterView, Plan
+
+# How a move decision learns a running job's remaining iterations: an estimate from observable
+# facts (sim.estimators; "history" by default) or "known" (the oracle: a clairvoyant variant).
+REMAINING: tuple[str, ...] = (*METHODS, "known")
+
+
+def check_remaining(value: str) -> str:
+    """A valid ``remaining`` parameter (one of :data:`REMAINING`)."""
+    if value not in REMAINING:
+        raise ConfigError(f"remaining must be one of {', '.join(REMAINING)}, got {value!r}")
+    return value
 
 
 def best_possible_tier(cluster: Cluster, num_gpus: int) -> Tier:
@@ -25,25 +41,34 @@ def best_possible_tier(cluster: Cluster, num_gpus: int) -> Tier:
     return Tier.NETWORK
 
 
-def best_tiers(view: ClusterView) -> np.ndarray:
-    """``best_possible_tier`` of every job of the run (int8, indexed by job id)."""
-    return np.array(
-        [best_possible_tier(view.cluster, j.num_gpus) for j in view.jobs], dtype=np.int8
-    )
+def best_tiers(view: ClusterView) -> PerJob:
+    """``best_possible_tier`` of each job (int8, indexed by job id, filled as jobs arrive)."""
+    cluster = view.cluster
+    return view.per_job(lambda j: best_possible_tier(cluster, j.num_gpus), np.int8, -1)
 
 
-def worth_moving(view: ClusterView, job: int, gpus: np.ndarray) -> bool:
+def worth_moving(view: ClusterView, job: int, gpus: np.ndarray, remaining: str = "history") -> bool:
     """True when moving running ``job`` to ``gpus`` saves more time than it costs.
 
     Saving = remaining iterations x (current iteration time - iteration time on ``gpus``);
     cost = checkpoint + restore (the engine's overhead for a preemption followed by a start,
     or a migration). Both schedulers that move jobs for consolidation use this guard so a job
-    about to finish is not moved for nothing.
+    about to finish is not moved for nothing. ``remaining``: how the remaining iterations are
+    learnt (:data:`REMAINING`; "known" needs a clairvoyant view).
     """
     spec = view.jobs[job]
-    remaining = spec.iterations - view.iterations_done(job)
+    done = view.iterations_done(job)
+    if remaining == "known":
+        left = float(view.oracle.total_iterations[job]) - done
+    else:
+        left = float(
+            remaining_iterations(
+                view.history, np.array([spec.compute_s]), np.array([done]),
+                method=remaining, models=[spec.model],
+            )[0]
+        )  # fmt: skip
     new_iter = spec.compute_s * (1.0 + view.comm_overhead_for(job, gpus))
-    saving = remaining * (float(view.iter_time_s[job]) - new_iter)
+    saving = left * (float(view.iter_time_s[job]) - new_iter)
     ov = view.scenario.overheads
     return saving > ov.checkpoint_s + ov.restore_s
 

@@ -62,9 +62,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.perf.parallelism import cell_estimate, stage_choices
+from dlcluster_gym.perf.parallelism import cell_estimate, cluster_hardware, stage_choices
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.view import ClusterView
 
 from .heterogeneous import (
@@ -127,9 +128,12 @@ class Crius(BaseScheduler):
         self.decision_s: list[float] = []  # wall time of each decision that did work
 
     # ------------------------------------------------------------------ setup
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        require_adaptive_jobs(view, jobs, "crius")
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        self.hw = require_adaptive_jobs(view, "crius")
+        self.hw = cluster_hardware(view.cluster)
         self.caps = view.cluster.type_num_gpus.astype(np.int64)
         self.cells: dict[int, dict[Alloc, float]] = {}
         self.cell_stages: dict[int, dict[Alloc, int]] = {}

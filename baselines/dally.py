@@ -62,6 +62,15 @@ Choices the paper leaves open (all are parameters):
     restore); it never waits, so every waiting job has Nw_sens = 1 and the order is FIFO.
     Relocations are not recorded in the auto-tuner's lists (nobody waited for them).
   - ``"none"``: no preemption. ``True``/``False`` are accepted as ``"requeue"``/``"none"``.
+- **What a job has left** (``remaining``): the move test above needs a running job's
+  remaining iterations. The paper's Nw_sens reads the total expected iterations
+  I_total-expected, which "can be readily obtained from ... benchmarks" or extrapolated
+  (4.3.1), but it cancels out of Nw_sens (W_compl / T_norm = I_compl x t_comp / T_run), so
+  the priority needs no length. For the move test the default ``"history"`` estimates it
+  from the lengths of the jobs finished so far (``sim.estimators``): the expected remaining
+  work of a job that has done this much. ``"attained"`` and ``"model-history"`` are the other
+  estimators; ``"known"`` reads the true remaining iterations (a clairvoyant variant, ranked
+  apart).
 - Within a tier, placements are best fit: the machine (rack) with the fewest free GPUs that
   holds the job; network placements pack onto as few racks and machines as possible.
 """
@@ -84,7 +93,7 @@ from dlcluster_gym.sim.offers import RACK as RACK_SLOT
 from dlcluster_gym.sim.offers import WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView
 
-from .consolidation import best_tiers, wake_at_earliest, worth_moving
+from .consolidation import best_possible_tier, check_remaining, wake_at_earliest, worth_moving
 
 HOUR = 3600.0
 MANUAL_MACHINE_TIMER_S = 12 * HOUR  # 4.3.2
@@ -204,6 +213,7 @@ class Dally(BaseScheduler):
         default_machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
         default_rack_timer_s: float = MANUAL_RACK_TIMER_S,
         preemption: str | bool = "requeue",
+        remaining: str = "history",
     ) -> None:
         _check_time("history_limit_s", history_limit_s, allow_none=True)
         _check_time("default_machine_timer_s", default_machine_timer_s)
@@ -217,7 +227,10 @@ class Dally(BaseScheduler):
             default_machine_timer_s=default_machine_timer_s,
             default_rack_timer_s=default_rack_timer_s,
             preemption=preemption,
+            remaining=check_remaining(remaining),
         )
+        self.remaining = remaining
+        self.clairvoyant = remaining == "known"
         self.history_limit_s = history_limit_s
         self.history_mode = history_mode
         self.default_machine_timer_s = float(default_machine_timer_s)
@@ -236,19 +249,38 @@ class Dally(BaseScheduler):
         self.history = WaitHistory(limit, self.history_mode)
         self._max_machine = cluster.max_gpus_per_machine
         self._max_rack = cluster.max_gpus_per_rack
-        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-        self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
-        self._best = best_tiers(view)
-        self._demand_l = self._demand.tolist()  # Python scalars for the short-queue path
-        self._best_l = self._best.tolist()
-        self._compute_l = self._compute.tolist()
-        self._tier = np.full(len(view.jobs), -1, dtype=np.int8)  # tier of current placement
+        # Per-job facts, filled as jobs arrive (``_sync``): live arrays of the view, and
+        # Python lists of the same values for the short-queue path.
+        n = view.num_job_ids
+        self._demand = view.demand
+        self._compute = view.compute_s
+        self._best = np.full(n, -1, dtype=np.int8)
+        self._demand_l = [0] * n
+        self._best_l = [-1] * n
+        self._compute_l = [math.nan] * n
+        self._seen = 0  # arrivals synced
+        self._tier = np.full(n, -1, dtype=np.int8)  # tier of current placement
         # Jobs started wider than their tightest tier and maybe still running: a superset of
         # the "suffering" jobs, so a decision scans the running jobs only when it is not empty.
         self._suffering: set[int] = set()
         self._next_wake = math.inf
         self.relocations = 0
         self.requeues = 0
+
+    def _sync(self, view: ClusterView) -> None:
+        """Take in the jobs that arrived since the last call (their demand, compute per
+        iteration and tightest possible tier)."""
+        new = view.arrivals(self._seen)
+        if not new:
+            return
+        self._seen += len(new)
+        cluster = view.cluster
+        for j in new:
+            info = view.jobs[j]
+            b = int(best_possible_tier(cluster, info.num_gpus))
+            self._best[j] = self._best_l[j] = b
+            self._demand_l[j] = info.num_gpus
+            self._compute_l[j] = info.compute_s
 
     # ---------------------------------------------------------------- timers
     def timers(self, demand: int, now: float) -> tuple[float, float]:
@@ -326,6 +358,7 @@ class Dally(BaseScheduler):
         function of the free-GPU counts, the job's demand, starvation and timers, so it is
         computed for the whole queue at once and only the first job that accepts is offered
         the GPUs; the jobs before it would decline, and a decline changes nothing."""
+        self._sync(view)
         fast = self.fast_paths
         if fast and view.num_waiting == 0 and not self._suffering:
             return ()  # nobody to offer GPUs to or to move (same answer as below, sooner)
@@ -405,7 +438,7 @@ class Dally(BaseScheduler):
             if is_run[k]:
                 open_[k] = False
                 gpus = plan.find(n, tier=Tier(int(best[k])))
-                if gpus is None or not worth_moving(view, job, gpus):
+                if gpus is None or not worth_moving(view, job, gpus, self.remaining):
                     continue
                 plan.preempt(job)
                 plan.start(job, gpus)
@@ -568,7 +601,7 @@ class Dally(BaseScheduler):
                 continue
             key = (n, b)
             gpus = found[key] if key in found else found.setdefault(key, plan.find(n, Tier(b)))
-            if gpus is not None and worth_moving(view, job, gpus):
+            if gpus is not None and worth_moving(view, job, gpus, self.remaining):
                 victims.append(job)
         for job in victims:
             plan.preempt(job)
@@ -605,6 +638,7 @@ class DallyManual(Dally):
         machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
         rack_timer_s: float = MANUAL_RACK_TIMER_S,
         preemption: str | bool = "requeue",
+        remaining: str = "history",
     ) -> None:
         _check_time("machine_timer_s", machine_timer_s)
         _check_time("rack_timer_s", rack_timer_s)
@@ -612,11 +646,13 @@ class DallyManual(Dally):
             default_machine_timer_s=machine_timer_s,
             default_rack_timer_s=rack_timer_s,
             preemption=preemption,
+            remaining=remaining,
         )
         self.params = {
             "machine_timer_s": machine_timer_s,
             "rack_timer_s": rack_timer_s,
             "preemption": self.preemption,
+            "remaining": remaining,
         }
 
     def record(self, level: int, demand: int, now: float, starvation_s: float) -> None:

@@ -28,9 +28,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dlcluster_gym.perf.parallelism import data_parallel_plan
+from dlcluster_gym.perf.parallelism import cluster_hardware, data_parallel_plan
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.view import ClusterView
 
 from .heterogeneous import Alloc, finalize, requested_type, require_adaptive_jobs
@@ -41,11 +42,14 @@ class ElasticFlowLS(BaseScheduler):
 
     name = "elasticflow-ls"
 
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        require_adaptive_jobs(view, jobs, "elasticflow-ls")
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        self.hw = require_adaptive_jobs(view, "elasticflow-ls")
+        self.hw = cluster_hardware(view.cluster)
         self.caps = view.cluster.type_num_gpus.astype(np.int64)
-        self.pool = np.array([requested_type(view, j) for j in range(len(view.jobs))])
+        self.pool = view.per_job(lambda j: requested_type(view, j.job_id), np.int64)
         self._curve: dict[int, tuple[list[int], list[float]]] = {}
 
     def curve(self, view: ClusterView, job: int) -> tuple[list[int], list[float]]:

@@ -14,14 +14,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.ps import DTConfig
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, StartPS
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
 
-from .ps_common import Resources, check_node_fits, check_positive, fit, require_ps
+from .ps_common import (
+    Resources,
+    check_budgets,
+    check_node_fits,
+    check_positive,
+    fit,
+    require_ps,
+)
 
 
 def best_fixed(ps: PSView, job: int, node_vcpus: float) -> tuple[int, int, float]:
@@ -54,17 +61,18 @@ class FABF(BaseScheduler):
         self.node_vcpus = check_positive("node_vcpus", node_vcpus)
         self.choice: dict[int, tuple[int, int, float]] = {}
 
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        """Admission: PS jobs, nodes that fit a server, budgets that hold (1 PS, 1 worker)."""
+        ps = require_ps(view, self.name)
+        check_node_fits(ps, view, jobs, self.node_vcpus, self.name)
+        check_budgets(
+            ps, jobs, 2 * self.node_vcpus,
+            f"the (1 PS, 1 worker) configuration of 2 x {self.node_vcpus:g}-vCPU nodes",
+        )  # fmt: skip
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        ps = require_ps(view, self.name)
-        check_node_fits(ps, view, self.node_vcpus, self.name)
         self.choice = {}
-        for job in range(len(view.jobs)):
-            if ps.is_ps(job) and ps.budget(job) < 2 * self.node_vcpus:
-                raise ConfigError(
-                    f"job {view.jobs[job].name or job}: vCPU budget {ps.budget(job):g} holds no "
-                    f"(1 PS, 1 worker) configuration of {self.node_vcpus:g}-vCPU nodes"
-                )
 
     def config_for(self, ps: PSView, job: int, res: Resources) -> DTConfig | None:
         if job not in self.choice:

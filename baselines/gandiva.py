@@ -10,6 +10,11 @@ migration to better-consolidated GPUs when they free up.
   first, then the rack tier; older jobs first) moves to the most consolidated placement among
   the free GPUs, if that is strictly tighter and the saving over its remaining iterations
   exceeds the checkpoint + restore overhead (``baselines.consolidation.worth_moving``).
+  Gandiva does not know how long a job will run; its introspection measures iteration
+  times. The remaining iterations of that test are therefore estimated (``remaining``,
+  default ``"history"``: the expected remaining work given the work done, under the lengths
+  of the jobs finished so far, ``sim.estimators``); ``remaining="known"`` reads the true
+  remaining iterations (a clairvoyant variant).
   Waiting jobs are started first and migrations use the GPUs still free afterwards: Gandiva
   puts early feedback for new jobs first, and uses its introspective mechanisms on the
   resources left over (so in a congested cluster few jobs get migrated).
@@ -31,7 +36,7 @@ from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.offers import FIRST_FIT, WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView, Plan
 
-from .consolidation import best_tiers, worth_moving
+from .consolidation import best_tiers, check_remaining, worth_moving
 
 
 class Gandiva(BaseScheduler):
@@ -39,15 +44,17 @@ class Gandiva(BaseScheduler):
 
     name = "gandiva"
 
-    def __init__(self, *, migration: bool = True) -> None:
-        super().__init__(migration=migration)
+    def __init__(self, *, migration: bool = True, remaining: str = "history") -> None:
+        super().__init__(migration=migration, remaining=check_remaining(remaining))
         self.migration = bool(migration)
+        self.remaining = remaining
+        self.clairvoyant = remaining == "known"
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
+        self._demand = view.demand
         self._best = best_tiers(view)
-        self._tier = np.full(len(view.jobs), -1, dtype=np.int8)
+        self._tier = np.full(view.num_job_ids, -1, dtype=np.int8)
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         return drive(self.offers(view), self.choose)
@@ -87,6 +94,6 @@ class Gandiva(BaseScheduler):
         for job in wide[np.lexsort((wide, start, -self._tier[wide]))].tolist():
             tighter = Tier(int(self._tier[job]) - 1)
             gpus = plan.find(int(self._demand[job]), max_tier=tighter)
-            if gpus is not None and worth_moving(view, job, gpus):
+            if gpus is not None and worth_moving(view, job, gpus, self.remaining):
                 plan.migrate(job, gpus)
                 self._tier[job] = view.cluster.placement_tier(gpus)

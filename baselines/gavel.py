@@ -27,9 +27,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import linprog
 
-from dlcluster_gym.perf.parallelism import data_parallel_plan
+from dlcluster_gym.perf.parallelism import cluster_hardware, data_parallel_plan
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, WakeUp
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.view import ClusterView
 
 from .heterogeneous import (
@@ -68,28 +69,40 @@ class Gavel(BaseScheduler):
 
     name = "gavel"
 
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        require_adaptive_jobs(view, jobs, "gavel")
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        hw = require_adaptive_jobs(view, "gavel")
+        hw = cluster_hardware(view.cluster)
         self.caps = view.cluster.type_num_gpus.astype(np.int64)
-        n, K = len(view.jobs), len(hw)
-        self.thr = np.zeros((n, K))
-        self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-        for j, spec in enumerate(view.jobs):
-            for k in range(K):
+        n, K = view.num_job_ids, len(hw)
+        self.hw = hw
+        self.thr = np.zeros((n, K))  # normalised throughput per type, filled at arrival
+        self.demand = view.demand
+        self._seen = 0
+        self.time_on = np.zeros((n, K))
+        self._last = 0.0
+        self._rounds = view.scenario.round_period_s is not None
+
+    def _sync(self, view: ClusterView) -> None:
+        """Profile the jobs that arrived since the last call on every GPU type."""
+        new = view.arrivals(self._seen)
+        self._seen += len(new)
+        for j in new:
+            spec = view.jobs[j]
+            for k in range(len(self.hw)):
                 if spec.num_gpus <= self.caps[k]:
-                    p = data_parallel_plan(spec.model, hw[k], spec.num_gpus)
+                    p = data_parallel_plan(spec.model, self.hw[k], spec.num_gpus)
                     if p is not None:
                         self.thr[j, k] = 1.0 / p.iter_time_s
             if self.thr[j].max() > 0:
                 self.thr[j] /= self.thr[j].max()
             else:
                 self.thr[j, requested_type(view, j)] = 1.0
-        self.time_on = np.zeros((n, K))
-        self._last = 0.0
-        self._rounds = view.scenario.round_period_s is not None
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
+        self._sync(view)
         if self._rounds and not any(t.kind == "round" for t in view.triggers):
             if view.num_waiting and not view.running():  # idle until the next round
                 period = float(view.scenario.round_period_s)

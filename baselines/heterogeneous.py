@@ -9,24 +9,24 @@ from collections.abc import Mapping
 import numpy as np
 
 from dlcluster_gym.errors import NotApplicableError
-from dlcluster_gym.perf.parallelism import Hardware, cluster_hardware, is_adaptive_model
+from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.view import ClusterView
 
 Alloc = tuple[int, int]  # (GPU count, GPU type index into cluster.gpu_types)
 
 
-def require_adaptive_jobs(view: ClusterView, policy: str) -> tuple[Hardware, ...]:
-    """The cluster's per-type hardware; NotApplicableError unless every job is an
+def require_adaptive_jobs(view: ClusterView, jobs: JobTable, policy: str) -> None:
+    """Admission (``check_workload``): NotApplicableError unless every submitted job is an
     adaptive-parallelism job (a Crius Table 2 model)."""
-    other = sorted({j.model for j in view.jobs if not is_adaptive_model(j.model)})
+    other = sorted({j.model for j in jobs if not is_adaptive_model(j.model)})
     if other:
         raise NotApplicableError(
             f"{policy} schedules adaptive-parallelism jobs of the Crius Table 2 models "
             f"(bert-*, moe-*, wresnet-*); scenario {view.scenario.name} has jobs of "
             f"{', '.join(other[:5])}{', ...' if len(other) > 5 else ''}"
         )
-    return cluster_hardware(view.cluster)
 
 
 def requested_type(view: ClusterView, job: int) -> int:

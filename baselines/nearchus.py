@@ -48,12 +48,14 @@ from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.ps import DTConfig, Samples
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Reconfigure, StartPS, WakeUp
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.ps import MIN_CONFIG_NODES
 
 from .ps_common import (
     Resources,
+    check_budgets,
     check_node_fits,
     check_positive,
     check_unit,
@@ -123,20 +125,22 @@ class Nearchus(BaseScheduler):
         self.decisions: list[tuple[float, int, str, str]] = []  # (t, job, kind, config)
 
     # ------------------------------------------------------------------ setup
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        """Admission: PS jobs, nodes that fit a server, budgets that hold the minimal
+        DT-config."""
+        ps = require_ps(view, self.name)
+        check_node_fits(ps, view, jobs, self.min_node, self.name)
+        floor = MIN_CONFIG_NODES * self.min_node
+        check_budgets(
+            ps, jobs, floor - _EPS,
+            f"the minimal (1 PS, 2 workers) DT-config of {floor:g} vCPUs "
+            f"({MIN_CONFIG_NODES} x min_node_vcpus={self.min_node:g})",
+        )  # fmt: skip
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        ps = require_ps(view, self.name)
         self.state = {}
         self.decisions = []
-        check_node_fits(ps, view, self.min_node, self.name)
-        floor = MIN_CONFIG_NODES * self.min_node
-        for job in range(len(view.jobs)):
-            if ps.is_ps(job) and ps.budget(job) < floor - _EPS:
-                raise ConfigError(
-                    f"job {view.jobs[job].name or job}: vCPU budget {ps.budget(job):g} is smaller "
-                    f"than the minimal (1 PS, 2 workers) DT-config of {floor:g} vCPUs "
-                    f"({MIN_CONFIG_NODES} x min_node_vcpus={self.min_node:g})"
-                )
 
     # ------------------------------------------------------------------ main
     def schedule(self, view: ClusterView) -> Sequence[Action]:

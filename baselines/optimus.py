@@ -32,11 +32,13 @@ import numpy as np
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Reconfigure, WakeUp
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import (
     Resources,
+    check_budgets,
     check_node_fits,
     check_positive,
     fit,
@@ -127,17 +129,19 @@ class Optimus(BaseScheduler):
         self.next_add: dict[int, float] = {}
         self.profiled: dict[int, list[tuple[int, int]]] = {}  # job -> configurations profiled
 
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        """Admission: PS jobs, nodes that fit a server, budgets that hold the initial
+        configuration."""
+        ps = require_ps(view, self.name)
+        check_node_fits(ps, view, jobs, self.node_vcpus, self.name)
+        check_budgets(
+            ps, jobs, 3 * self.node_vcpus,
+            f"the initial (1 PS, 2 workers) configuration of 3 x {self.node_vcpus:g}",
+        )  # fmt: skip
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        ps = require_ps(view, self.name)
-        check_node_fits(ps, view, self.node_vcpus, self.name)
         self.models, self.next_add, self.profiled = {}, {}, {}
-        for job in range(len(view.jobs)):
-            if ps.is_ps(job) and ps.budget(job) < 3 * self.node_vcpus:
-                raise ConfigError(
-                    f"job {view.jobs[job].name or job}: vCPU budget {ps.budget(job):g} is smaller "
-                    f"than the initial (1 PS, 2 workers) configuration of 3 x {self.node_vcpus:g}"
-                )
 
     def profile(self, ps: PSView, job: int) -> SpeedModel:
         """Measure the profiling configurations and fit the model."""

@@ -14,6 +14,7 @@ import numpy as np
 from dlcluster_gym.errors import ConfigError, NotApplicableError
 from dlcluster_gym.perf.ps import DTConfig, spread_place
 from dlcluster_gym.sim.actions import StartPS
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.ps import PSModel
@@ -32,6 +33,19 @@ def require_ps(view: ClusterView, policy: str) -> PSView:
     return ps
 
 
+def check_budgets(
+    ps: PSView, jobs: JobTable, floor: float, what: str
+) -> None:
+    """ConfigError naming the first submitted PS job whose vCPU budget is below ``floor``
+    (``what`` describes the configuration that needs it)."""
+    for job in range(len(jobs)):
+        if ps.is_ps(job) and ps.budget(job) < floor:
+            raise ConfigError(
+                f"job {jobs[job].name or job}: vCPU budget {ps.budget(job):g} is smaller than "
+                f"{what}"
+            )
+
+
 def check_unit(name: str, value: float) -> float:
     """A threshold in (0, 1]."""
     if not (isinstance(value, int | float) and 0.0 < float(value) <= 1.0):
@@ -45,14 +59,17 @@ def check_positive(name: str, value: float) -> float:
     return float(value)
 
 
-def check_node_fits(ps: PSView, view: ClusterView, node_vcpus: float, policy: str) -> None:
-    """ConfigError if no server can host a node of ``node_vcpus`` (and each model's memory)."""
+def check_node_fits(
+    ps: PSView, view: ClusterView, jobs: JobTable, node_vcpus: float, policy: str
+) -> None:
+    """ConfigError if no server can host a node of ``node_vcpus`` (and each submitted job's
+    model's memory; ``jobs`` as handed to ``check_workload``)."""
     if float(ps.server_vcpus.max()) < node_vcpus - _EPS:
         raise ConfigError(
             f"policy {policy!r}: no server of cluster {view.cluster.name} can host a "
             f"{node_vcpus:g}-vCPU node (largest server: {float(ps.server_vcpus.max()):g} vCPUs)"
         )
-    for job in range(len(view.jobs)):
+    for job in range(len(jobs)):
         if ps.is_ps(job):
             m = ps.model(job)
             need = max(m.ps_mem_gb, m.wk_mem_gb)

@@ -1,9 +1,10 @@
 """``srw``: a clairvoyant reference, shortest remaining work first with strict consolidation.
 
-Not a paper's scheduler: the headroom reference of issue #17. It reads every job's TRUE
-remaining work (remaining iterations x compute per iteration x GPUs, from the workload), which
-no real scheduler knows, so it shows how much room is left above the non-clairvoyant
-heuristics; the ``ideal`` bound (sim/bounds.py) shows the room left with no queueing at all.
+Not a paper's scheduler: a headroom reference. It declares ``clairvoyant = True`` and reads
+every job's TRUE remaining work from the oracle (remaining iterations x compute per iteration x
+GPUs), which no real scheduler knows, so it shows how much room is left above the
+non-clairvoyant heuristics; the ``ideal`` bound (sim/bounds.py) shows the room left with no
+queueing at all.
 
 At every instant, waiting jobs are taken in increasing remaining GPU-seconds (ties: the
 longest waiting, then job id), and each starts only on the most consolidated tier it could
@@ -31,12 +32,14 @@ class ShortestRemainingWork(BaseScheduler):
     """Clairvoyant shortest-remaining-work first, strict consolidation, backfilling."""
 
     name = "srw"
+    clairvoyant = True
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-        self._work = np.array([j.iterations * j.compute_s for j in view.jobs], dtype=np.float64)
-        self._iters = np.array([j.iterations for j in view.jobs], dtype=np.float64)
+        jobs = view.oracle.jobs
+        self._demand = np.array([j.num_gpus for j in jobs], dtype=np.int64)
+        self._work = np.array([j.iterations * j.compute_s for j in jobs], dtype=np.float64)
+        self._iters = np.array([j.iterations for j in jobs], dtype=np.float64)
         self._tier = [best_possible_tier(view.cluster, int(d)) for d in range(
             int(self._demand.max(initial=1)) + 1)]  # fmt: skip
 

@@ -37,15 +37,14 @@ thesis's description and documents what it fills in:
   placement (one machine, else one rack, else the fewest racks) and the measured speed.
 - **Job lengths** (``lengths="known"``, default): rho reads each job's remaining iterations and
   its total, as the thesis's finish-time fairness needs (Themis's apps report their estimates;
-  the engine's are exact). ``lengths="attained"`` is our non-clairvoyant variant, for comparing
-  with policies that never see durations (issue #17): a job's remaining iterations are
-  estimated as the iterations it has done, and at least one lease of compute
-  (``lease_s / compute``) so that a new job's estimate is not zero; its length is done + that
-  estimate. ``lengths="history"`` (also ours) estimates from the jobs finished so far: the mean
-  length (iterations x compute) of the finished jobs longer than the job's work so far, minus
-  that work (the expected remaining work under the empirical distribution of finished
-  lengths); the "attained" estimate until a finished job is longer. Everything else is
-  unchanged.
+  the engine's are exact). That is the oracle, so the default declares ``clairvoyant`` and is
+  ranked apart from deployable policies. Two non-clairvoyant variants of ours estimate the
+  remaining iterations with the shared estimators (``sim.estimators``):
+  ``lengths="attained"``: the iterations done, and at least one lease of compute
+  (``lease_s / compute``) so that a new job's estimate is not zero; ``lengths="history"``:
+  the expected remaining work under the empirical distribution of the finished jobs'
+  lengths (the "attained" estimate until a finished job is longer). A job's length is then
+  done + that estimate. Everything else is unchanged.
 - **Not modelled**: Themis's worker-count tuning. The thesis says only that "the number of
   workers is automatically tuned based on Themis's finish-time-fairness metric" with bids
   "for different GPU allocations"; the valuation and the partial-allocation arbiter are in
@@ -84,7 +83,6 @@ is restarted at the instant it was preempted; 1.4 % restart later on the same GP
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from collections.abc import Sequence
@@ -95,6 +93,7 @@ from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Preempt, Start, WakeUp
+from dlcluster_gym.sim.estimators import remaining_iterations
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 from .consolidation import make_room
@@ -139,6 +138,9 @@ class Themis(BaseScheduler):
             )
         if lengths not in LENGTHS:
             raise ConfigError(f"lengths must be one of {', '.join(LENGTHS)}, got {lengths!r}")
+        # "known": the apps report their lengths (the thesis's information model); in a
+        # simulator that is the oracle, so this variant is clairvoyant.
+        self.clairvoyant = lengths == "known"
         super().__init__(
             lease_s=lease_s,
             auction=auction,
@@ -154,12 +156,15 @@ class Themis(BaseScheduler):
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        n = len(view.jobs)
-        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-        self._iters = np.array([j.iterations for j in view.jobs], dtype=np.float64)
-        self._compute = np.array([j.compute_s for j in view.jobs], dtype=np.float64)
-        self._arrival = np.array([j.arrival_s for j in view.jobs], dtype=np.float64)
-        self._ic = self._iters * self._compute  # the first product of T_ideal, per job
+        n = view.num_job_ids
+        self._demand = view.demand
+        self._compute = view.compute_s
+        self._arrival = view.arrival_s
+        if self.lengths == "known":  # the apps' reported lengths: the oracle
+            jobs = view.oracle.jobs
+            self._iters = np.array([j.iterations for j in jobs], dtype=np.float64)
+            # the first product of T_ideal, per job
+            self._ic = self._iters * np.array([j.compute_s for j in jobs], dtype=np.float64)
         rack = view.cluster.gpu_rack
         self._rack_gpus = [np.flatnonzero(rack == r) for r in range(view.free_per_rack.size)]
         self._next_epoch = self.lease_s
@@ -171,10 +176,6 @@ class Themis(BaseScheduler):
         self._deferred: np.ndarray | None = None
         self.renewals = 0
         self.auction_times: list[float] = []  # instants at which leases expired
-        # lengths="history": the finished jobs' lengths (iterations x compute), sorted, and
-        # their suffix sums (built when a job finished since the last estimate).
-        self._finished: list[float] = []
-        self._hist: tuple[np.ndarray, np.ndarray] | None = None
 
     def rho(
         self,
@@ -213,39 +214,12 @@ class Themis(BaseScheduler):
         """rho with each job's remaining iterations estimated (``lengths`` "attained" or
         "history", our non-clairvoyant variants), its length as done + that estimate; ``it``
         is the estimated iteration time, ``over_share`` demand / fair share."""
-        remaining = self._remaining(jobs, done)
+        remaining = remaining_iterations(
+            view.history, self._compute[jobs], done, method=self.lengths, floor_s=self.lease_s
+        )
         shared = (view.now - self._arrival[jobs]) + remaining * it
         ideal = (done + remaining) * self._compute[jobs] * np.maximum(1.0, over_share)
         return shared / ideal
-
-    def _remaining(self, jobs: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """Estimated remaining iterations of ``jobs`` with ``done`` iterations done.
-        "attained": the iterations done, and at least one lease of compute. "history": the
-        mean length of the finished jobs longer than the job's work so far (lengths as
-        iterations x compute), minus that work; the "attained" estimate where no finished job
-        is longer."""
-        compute = self._compute[jobs]
-        fallback = np.maximum(done, self.lease_s / compute)
-        if self.lengths == "attained" or not self._finished:
-            return fallback
-        if self._hist is None:
-            lengths = np.array(self._finished)
-            self._hist = (lengths, np.concatenate((np.cumsum(lengths[::-1])[::-1], [0.0])))
-        lengths, suffix = self._hist
-        work = done * compute
-        k = np.searchsorted(lengths, work, side="right")
-        longer = lengths.size - k
-        has = longer > 0
-        mean_longer = suffix[k] / np.maximum(longer, 1)
-        return np.where(has, (mean_longer - work) / compute, fallback)
-
-    def _record_finishes(self, view: ClusterView) -> None:
-        """lengths="history": add the jobs that finished since the last call to the sorted
-        finished lengths."""
-        for t in view.triggers:
-            if t.kind == "finish":
-                bisect.insort(self._finished, float(self._ic[t.job]))
-                self._hist = None
 
     def place(self, plan: Plan, job: int) -> np.ndarray | None:
         n = int(self._demand[job])
@@ -279,8 +253,6 @@ class Themis(BaseScheduler):
         self._penalty[job] = self.cross_rack_slowdown if cross else 1.0
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
-        if self.lengths == "history":
-            self._record_finishes(view)
         if self.auction == "renew":
             return self._schedule_epochs(view)
         return self._schedule_reauction(view)

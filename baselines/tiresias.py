@@ -16,16 +16,17 @@ Cluster Manager for Distributed Deep Learning"; the paper is not in ../shared/pa
   above every job's ideal service: 13x and 29x its median, 245 GPU-s (max 2,403), so there
   they only demote jobs that run much longer than planned. On Dally's multi-day jobs (median
   ~150,000 GPU-s) every job crosses both within its first hour, the queues stop separating
-  short from long jobs, and promotion cycles jobs (136 preemptions per job on
-  dally-batch-8rack). Default ``thresholds="scaled"`` (our rule): the fixed values times the
-  median ideal service (GPUs x iterations x compute time per iteration) of the run's
-  workload over that of the 60-job trace (``REFERENCE_MEDIAN_GPU_S``), which keeps them at
-  13x and 29x the median job, where the authors put them, and gives exactly (3250, 7200) on
-  their trace. ``thresholds="quantiles"``: the i/K quantiles (i = 1..K-1, K =
-  ``num_queues``, default 3) of the jobs' ideal service instead, so each queue is the last
-  one of an equal share of the jobs (coinciding values merged). Both are workload
-  statistics (as an operator would set them from the history of the same workload); no
-  job's own size is used to place it.
+  short from long jobs, and promotion cycles jobs. Tiresias is built to need no job
+  lengths, so the default learns the thresholds online from finished jobs only:
+  ``thresholds="online"`` (default, our rule) keeps the fixed values until the first job
+  finishes, then scales them by the median ideal GPU-service (GPUs x iterations x compute
+  time per iteration) of the jobs finished so far over that of the 60-job trace
+  (``REFERENCE_MEDIAN_GPU_S``), as an operator would set them from the history of the same
+  workload; they follow the history as more jobs finish. Two clairvoyant variants read the
+  lengths of the whole workload, future arrivals included, and declare ``clairvoyant``:
+  ``"scaled"`` (the same scaling by the median over every job of the run) and
+  ``"quantiles"`` (the i/K quantiles, i = 1..K-1, K = ``num_queues``, of every job's ideal
+  service, coinciding values merged). No job's own size is used to place it.
 - **Preemption**: a waiting job that cannot be placed may preempt running jobs of strictly
   lower-priority queues, lowest queue first and, within a queue, the most recently started
   first, taking only as many as its placement needs and only when that frees a placement it
@@ -72,7 +73,8 @@ DEFAULT_THRESHOLDS = (3250.0, 7200.0)  # the authors' simulator (GPU-seconds)
 # model profiles), the workload the fixed thresholds were set for
 # (tests/test_tiresias_gandiva.py recomputes it).
 REFERENCE_MEDIAN_GPU_S = 243.0
-THRESHOLD_RULES = ("scaled", "quantiles", "fixed")
+THRESHOLD_RULES = ("online", "fixed", "scaled", "quantiles")
+CLAIRVOYANT_RULES = ("scaled", "quantiles")  # read every job's length, future arrivals included
 
 
 def scaled_thresholds(service: np.ndarray) -> np.ndarray:
@@ -100,7 +102,7 @@ class Tiresias(BaseScheduler):
     def __init__(
         self,
         *,
-        thresholds: str | Sequence[float] = "scaled",
+        thresholds: str | Sequence[float] = "online",
         num_queues: int = 3,
         promote_knob: float = 2.0,
         preemption: bool = True,
@@ -111,7 +113,7 @@ class Tiresias(BaseScheduler):
                     f"thresholds must be one of {', '.join(THRESHOLD_RULES)} or a list of "
                     f"GPU-second values, got {thresholds!r}"
                 )
-            th = list(DEFAULT_THRESHOLDS) if thresholds == "fixed" else []
+            th = list(DEFAULT_THRESHOLDS) if thresholds in ("fixed", "online") else []
         else:
             th = list(thresholds) if isinstance(thresholds, list | tuple) else None
             if th is None or not all(isinstance(t, int | float) and math.isfinite(t) for t in th):
@@ -126,11 +128,13 @@ class Tiresias(BaseScheduler):
             math.isfinite(promote_knob) and promote_knob >= 0
         ):
             raise ConfigError(f"promote_knob must be a finite number >= 0, got {promote_knob!r}")
-        rule = thresholds if thresholds in ("scaled", "quantiles") else th
+        named = isinstance(thresholds, str) and thresholds != "fixed"
+        rule = thresholds if named else th
         super().__init__(
             thresholds=rule, num_queues=num_queues, promote_knob=promote_knob, preemption=preemption
         )
-        self.threshold_rule = thresholds if thresholds in ("scaled", "quantiles") else "fixed"
+        self.threshold_rule = thresholds if named else "fixed"
+        self.clairvoyant = self.threshold_rule in CLAIRVOYANT_RULES
         self.num_queues = num_queues
         self.thresholds = np.asarray(th, dtype=np.float64)
         self.promote_knob = float(promote_knob)
@@ -138,20 +142,22 @@ class Tiresias(BaseScheduler):
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        n = len(view.jobs)
-        self._demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
-        if self.threshold_rule != "fixed":
+        n = view.num_job_ids
+        self._demand = view.demand
+        if self.threshold_rule in CLAIRVOYANT_RULES:
             ideal = np.array(
-                [j.num_gpus * j.iterations * j.compute_s for j in view.jobs], dtype=np.float64
+                [j.num_gpus * j.iterations * j.compute_s for j in view.oracle.jobs],
+                dtype=np.float64,
             )
             if self.threshold_rule == "scaled":
                 self.thresholds = scaled_thresholds(ideal)
             else:
                 self.thresholds = workload_thresholds(ideal, self.num_queues)
-        self._arrival = np.array([j.arrival_s for j in view.jobs], dtype=np.float64)
-        self._high_skew = np.array(
-            [get_model(j.model).skew == "high" for j in view.jobs], dtype=bool
-        )
+        elif self.threshold_rule == "online":
+            self.thresholds = np.asarray(DEFAULT_THRESHOLDS)
+        self._finished_seen = 0  # "online": finished jobs the thresholds were learnt from
+        self._arrival = view.arrival_s
+        self._high_skew = view.per_job(lambda j: get_model(j.model).skew == "high", bool)
         # Attained service and run time at the last promotion (2D-LAS counts from there).
         self._service_base = np.zeros(n)
         self._run_base = np.zeros(n)
@@ -175,6 +181,18 @@ class Tiresias(BaseScheduler):
         """Queue index (0 = highest priority) for attained service values."""
         return np.searchsorted(self.thresholds, service, side="right")
 
+    def learn_thresholds(self, view: ClusterView) -> None:
+        """``thresholds="online"``: rescale by the finished jobs' median ideal GPU-service
+        when a job finished since the last call (the fixed values before the first)."""
+        if self.threshold_rule != "online" or view.history.count == self._finished_seen:
+            return
+        self._finished_seen = view.history.count
+        median = view.history.median_gpu_service_s()
+        if median is not None:
+            self.thresholds = (
+                np.asarray(DEFAULT_THRESHOLDS) * median / REFERENCE_MEDIAN_GPU_S
+            )
+
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         return drive(self.offers(view), self.choose)
 
@@ -188,6 +206,7 @@ class Tiresias(BaseScheduler):
     def offers(self, view: ClusterView) -> OfferGen:
         """2D-LAS order (with promotion); each job is offered the free GPUs, and, when it
         declines or nothing fits, the GPUs freed by preempting the fewest lower-queue jobs."""
+        self.learn_thresholds(view)
         now = view.now
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
         running = np.asarray(view.running(), dtype=np.int64)

@@ -43,3 +43,9 @@ class NotApplicableError(DLClusterError, ValueError):
 class PolicyError(DLClusterError, RuntimeError):
     """A policy's ``schedule`` raised or returned something that is not a list of actions
     (names the policy, the simulated time and what triggered the decision)."""
+
+
+class OracleError(DLClusterError, PermissionError):
+    """A policy or env read ground truth a real scheduler does not have (a job's total or
+    remaining iterations, a job that has not arrived yet) without declaring itself
+    clairvoyant (``clairvoyant = True`` on the policy, ``known_durations=True`` on an env)."""

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, ValidationErr
 
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.boundary import is_clairvoyant
 from dlcluster_gym.sim.view import ClusterView
 
 
@@ -40,9 +41,15 @@ class Scheduler(Protocol):
 
 
 class BaseScheduler:
-    """Convenience base: stores constructor parameters in ``params``; ``reset`` keeps the rng."""
+    """Convenience base: stores constructor parameters in ``params``; ``reset`` keeps the rng.
+
+    ``clairvoyant`` (default False) declares whether the policy reads ground truth a real
+    scheduler does not have (job lengths, future arrivals) through ``view.oracle``; a
+    clairvoyant policy is ranked apart from deployable ones. Set it on the class, or on the
+    instance where a parameter decides (e.g. Themis's ``lengths="known"``)."""
 
     name = "base"
+    clairvoyant: bool = False
 
     def __init__(self, **params: Any) -> None:
         self.params: dict[str, Any] = dict(params)
@@ -246,6 +253,22 @@ def instantiate(
         with contextlib.suppress(AttributeError):
             policy.name = name
     return policy
+
+
+KINDS: tuple[str, ...] = ("deployable", "clairvoyant", "bound")
+"""What an entrant may know: ``deployable`` (only what a real scheduler observes),
+``clairvoyant`` (declares ``clairvoyant = True``: reads job lengths or future arrivals),
+``bound`` (an analytical bound computed without the engine, e.g. ``ideal``)."""
+
+
+def policy_kind(name: str, params: dict[str, Any] | None = None) -> str:
+    """The :data:`KINDS` entry of policy ``name`` with ``params`` (a registered name, an
+    import path or ``agent:PATH``): bounds from the registry, clairvoyance from the policy's
+    own declaration (which may depend on its parameters, e.g. Themis's ``lengths``)."""
+    _, spec = resolve_policy(name)
+    if spec.bound:
+        return "bound"
+    return "clairvoyant" if is_clairvoyant(make_policy(name, **(params or {}))) else "deployable"
 
 
 def parse_policy_args(items: Sequence[str]) -> dict[str, Any]:

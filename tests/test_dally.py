@@ -67,7 +67,9 @@ def test_relocation_preempts_suffering_job_and_keeps_its_progress():
         Job(1, "resnet50", 3, LONG, 1.0, 0.0),  # long, on machine 1
         Job(2, "resnet18", 2, 20_000, 1.0, 1.0),  # only a rack placement at t=1
     ]
-    _, res = run_engine(sc, jobs, make_policy("dally-manual", machine_timer_s=0.0))
+    # the clairvoyant move test (true remaining iterations): the mechanism itself
+    policy = make_policy("dally-manual", machine_timer_s=0.0, remaining="known")
+    _, res = run_engine(sc, jobs, policy)
     events = [(e["event"], e.get("job")) for e in res.events]
     assert ("preempt", 2) in events
     st = starts(res)
@@ -97,7 +99,8 @@ def test_no_relocation_when_the_saving_does_not_pay_the_overhead():
     left = 100 - (t_free - 1.0) / (1 + frac(cl, "resnet18", [3, 7]))
     saving = left * (frac(cl, "resnet18", [3, 7]) - frac(cl, "resnet18", [0, 1]))
     assert 0 < saving < 30.0  # checkpoint + restore = 30 s by default
-    _, res = run_engine(sc, jobs, make_policy("dally-manual", machine_timer_s=0.0))
+    policy = make_policy("dally-manual", machine_timer_s=0.0, remaining="known")
+    _, res = run_engine(sc, jobs, policy)
     assert res.jobs["preemptions"][2] == 0
     assert res.jobs["tiers"][2] == "rack"
 
@@ -185,7 +188,10 @@ def test_dally_manual_timers_do_not_learn():
     policy = make_policy("dally-manual", machine_timer_s=5.0, rack_timer_s=7.0)
     run_engine(sc, fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)]), policy)
     assert policy.timers(3, now=1e6) == (5.0, 7.0)
-    assert policy.params == {"machine_timer_s": 5.0, "rack_timer_s": 7.0, "preemption": "requeue"}
+    assert policy.params == {
+        "machine_timer_s": 5.0, "rack_timer_s": 7.0, "preemption": "requeue",
+        "remaining": "history",
+    }  # fmt: skip
 
 
 def test_a_job_that_can_never_be_placed_is_reported_not_retried():
@@ -209,8 +215,9 @@ def two_victims(preemption: str) -> tuple[list[Job], object]:
     jobs += [Job(6, "resnet18", 2, LONG, 1.0, 1.0), Job(7, "resnet50", 2, LONG, 1.0, 1.0)]
     jobs += [Job(8, "resnet50", 2, LONG, 1.0, t_free - 10.0)]
     policy = make_policy(
-        "dally-manual", machine_timer_s=50.0, rack_timer_s=1000.0, preemption=preemption
-    )
+        "dally-manual", machine_timer_s=50.0, rack_timer_s=1000.0, preemption=preemption,
+        remaining="known",  # the move test with true lengths: these tests check the mechanism
+    )  # fmt: skip
     return run_engine(sc, jobs, policy)[1], t_free
 
 

@@ -214,9 +214,12 @@ def test_view_is_read_only():
 
 
 def test_progress_fraction_in_view():
+    """A job's progress needs its length: readable by a clairvoyant policy only."""
     seen = []
 
     class Watch(Scripted):
+        clairvoyant = True
+
         def schedule(self, view):
             if view.is_running(0):
                 seen.append(round(view.progress(0), 6))
@@ -229,6 +232,23 @@ def test_progress_fraction_in_view():
     )
     assert seen == [0.25]
     assert np.isclose(seen[0], 0.25)
+
+
+def test_progress_of_a_running_job_is_an_oracle_error_when_undeclared():
+    from dlcluster_gym.errors import OracleError
+
+    class Peek(Scripted):
+        def schedule(self, view):
+            if view.is_running(0):
+                view.progress(0)
+            return super().schedule(view)
+
+    with pytest.raises(OracleError, match="clairvoyant = True"):
+        run_engine(
+            small_scenario(),
+            [Job(0, "vgg11", 1, 100, 1.0, 0.0)],
+            Peek({0.0: [Start(0, (0,)), WakeUp(25.0)]}),
+        )
 
 
 def test_view_holding_matches_gpus_of():

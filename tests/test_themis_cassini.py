@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from conftest import run_engine, small_scenario, starts
@@ -9,6 +11,7 @@ from conftest import run_engine, small_scenario, starts
 from dlcluster_gym import BaseScheduler, Start
 from dlcluster_gym.errors import ConfigError, DLClusterError
 from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.sim.estimators import History
 from dlcluster_gym.workload.job import Job
 
 
@@ -44,6 +47,7 @@ class _RhoView:
 
     def __init__(self, now: float, done: list[float], num_gpus: int) -> None:
         self.now, self.num_gpus, self._done = now, num_gpus, np.array(done)
+        self.history = History(SimpleNamespace(finished_order=[], jobs=[]))  # none finished
 
     def live(self, jobs):
         return self._done[jobs], None, None
@@ -78,26 +82,16 @@ def test_themis_lengths_attained_estimates_remaining_work_from_work_done():
 
 def test_themis_lengths_history_estimates_remaining_work_from_finished_jobs():
     """``lengths="history"``: remaining work = the mean length of the finished jobs longer
-    than the job's work so far, minus that work; the "attained" estimate when none is longer
-    or none finished; every finish of a run is recorded."""
-    pol = _rho_policy("history", [0.0, 0.0])
-    pol._finished, pol._hist = [], None
-    jobs, done = np.array([0, 1]), np.array([150.0, 50.0])
-    # No finished job yet: the "attained" estimate, max(done, lease / compute).
-    np.testing.assert_allclose(pol._remaining(jobs, done), [600.0, 600.0])
-    pol._finished = [100.0, 200.0, 400.0]  # lengths at compute 1 s: iterations
-    pol._hist = None
-    # Job 0 (150 done): finished jobs longer are 200 and 400, mean 300 -> 150 left.
-    # Job 1 (50 done): all three, mean 700 / 3 -> 700 / 3 - 50 left.
-    np.testing.assert_allclose(pol._remaining(jobs, done), [150.0, 700 / 3 - 50])
-    # Work beyond every finished length: the "attained" estimate again.
-    np.testing.assert_allclose(pol._remaining(jobs, np.array([500.0, 400.0])), [600.0, 600.0])
+    than the job's work so far, minus that work (``sim.estimators``, hand-computed in
+    tests/test_information_boundary.py); a run sees every finish in ``view.history``."""
     sc = small_scenario(racks=1, machines=1, gpus=4)
     run = [Job(0, "resnet50", 4, 2_000, 1.0, 0.0), Job(1, "resnet50", 4, 300, 1.0, 10.0)]
     policy = make_policy("themis", lengths="history")
-    _, res = run_engine(sc, run, policy)
+    assert not policy.clairvoyant
+    engine, res = run_engine(sc, run, policy)
     assert res.summary["jobs_completed"] == 2
-    assert len(policy._finished) == 2 and policy._finished == sorted(policy._finished)
+    assert engine.history.count == 2
+    np.testing.assert_allclose(engine.history.work_s()[0], [300.0, 2000.0])
 
 
 def test_themis_leases_are_per_job_and_a_lone_winner_renews_without_restart():

@@ -141,7 +141,8 @@ def test_gandiva_first_fit_then_migrates_to_a_freed_machine():
     sc = overhead_scenario()
     cl = Cluster(sc.cluster)
     jobs = [Job(0, "resnet50", 3, 100, 1.0, 0.0), Job(1, "resnet18", 3, 20_000, 1.0, 0.0)]
-    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    # true remaining iterations in the move test (the mechanism; estimates: test_estimators)
+    _, res = run_engine(sc, jobs, make_policy("gandiva", remaining="known"))
     first = [e for e in res.events if e["event"] == "start"]
     assert [e["gpus"] for e in first] == [[0, 1, 2], [3, 4, 5]]  # network-agnostic first fit
     t_free = 100 * (1 + frac(cl, "resnet50", [0, 1, 2]))

@@ -75,6 +75,8 @@ from dlcluster_gym.sim.actions import (
     StartPS,
     WakeUp,
 )
+from dlcluster_gym.sim.boundary import check_workload, is_clairvoyant
+from dlcluster_gym.sim.estimators import History
 from dlcluster_gym.sim.placement import add_free_counts, free_count
 from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
@@ -144,7 +146,14 @@ class Engine:
         self.first_start = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.last_start = np.full(n, np.nan)
-        self.wait_since = np.array([j.arrival_s for j in self.jobs], dtype=np.float64)
+        self.wait_since = np.full(n, np.nan)  # set at arrival (no future arrival leaks)
+        # What a scheduler learns of a job when it arrives (``ClusterView.demand`` etc.).
+        self.seen_demand = np.zeros(n, dtype=np.int64)
+        self.seen_compute = np.full(n, np.nan)
+        self.seen_arrival = np.full(n, np.nan)
+        self.arrived: list[int] = []  # job ids in arrival order
+        self.finished_order: list[int] = []  # job ids in finish order
+        self.history = History(self)
         self.run_s = np.zeros(n)  # time holding GPUs (overheads included)
         self.overhead_s = np.zeros(n)
         self.comm_s = np.zeros(n)
@@ -898,6 +907,7 @@ class Engine:
         del self.running[job]
         self.status[job] = DONE
         self.finish[job] = self.now
+        self.finished_order.append(job)
         if self.links is not None:
             self._net_flush(self._net_leave(job))
         if self.ps is not None:
@@ -1010,7 +1020,8 @@ class Engine:
                 "supports_ps_jobs = True: nearchus, optimus, fa-bf)"
             )
         reset = getattr(self.policy, "reset", None)
-        view = ClusterView(self)
+        view = ClusterView(self, clairvoyant=is_clairvoyant(self.policy))
+        check_workload(self.policy, view)
         if reset is not None:
             reset(view, self.rng)
         heap = self._heap
@@ -1040,6 +1051,11 @@ class Engine:
                 elif kind == ARRIVAL:
                     self.status[job] = WAITING
                     self.waiting[job] = None
+                    spec = self.jobs[job]
+                    self.wait_since[job] = self.seen_arrival[job] = spec.arrival_s
+                    self.seen_demand[job] = spec.num_gpus
+                    self.seen_compute[job] = spec.compute_s
+                    self.arrived.append(job)
                     self._log("arrival", job)
                 elif kind == WAKEUP:
                     self._wakeups.discard(t)

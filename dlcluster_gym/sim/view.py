@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.errors import OracleError
 from dlcluster_gym.perf.contention import LinkPhases
 from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, Start, WakeUp
+from dlcluster_gym.sim.boundary import FIX, JobInfo, JobTable, Oracle, PerJob, is_clairvoyant
+from dlcluster_gym.sim.estimators import History
 from dlcluster_gym.sim.psjobs import PSView
 from dlcluster_gym.sim.state import EngineState
-from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import ModelProfile
 
 
@@ -27,18 +30,34 @@ class Trigger:
 
 
 class ClusterView:
-    """What a policy may look at. Arrays are read-only views that track the engine's state."""
+    """What a policy may look at. Arrays are read-only views that track the engine's state.
 
-    def __init__(self, engine: EngineState) -> None:
+    Everything here is what a real cluster scheduler observes (see ``sim.boundary``): the
+    cluster, the arrived jobs' descriptions (``jobs``), their attained iterations and
+    service, running and waiting times, preemptions, the finished jobs' history
+    (``history``). Per-job arrays are indexed by job id; entries of jobs that have not
+    arrived hold 0 (NaN for times and profiles). Ground truth (job lengths, future arrivals)
+    is behind ``oracle``, open only in a view made for a policy that declares
+    ``clairvoyant = True``."""
+
+    def __init__(self, engine: EngineState, *, clairvoyant: bool = False) -> None:
         self._e = engine
+        self.clairvoyant = bool(clairvoyant)
         self.cluster: Cluster = engine.cluster
-        self.jobs: tuple[Job, ...] = tuple(engine.jobs)
+        self.jobs = JobTable(
+            engine, clairvoyant=self.clairvoyant, policy=str(getattr(engine, "policy_name", ""))
+        )
         self.num_gpus = engine.cluster.num_gpus
         self.scenario = engine.scenario
         self.free_mask = _ro(engine.free_mask)
         self.free_per_machine = _ro(engine.free_per_machine)
         self.free_per_rack = _ro(engine.free_per_rack)
         self.gpu_owner = _ro(engine.gpu_owner)
+        # Submitted facts, filled when a job arrives.
+        self.demand = _ro(engine.seen_demand)  # GPUs each job asks for
+        self.compute_s = _ro(engine.seen_compute)  # compute per iteration (profiled)
+        self.arrival_s = _ro(engine.seen_arrival)  # submission time
+        # Attained facts.
         self.done_iters = _ro(engine.done_iters)
         self.run_time_s = _ro(engine.run_s)
         self.attained_service = _ro(engine.attained)
@@ -46,9 +65,52 @@ class ClusterView:
         self.preemptions = _ro(engine.preemptions)
         self.iter_time_s = _ro(engine.iter_time)
         self.last_start_s = _ro(engine.last_start)
+        self.history: History = engine.history  # finished jobs and their lengths
         # Parameter-server jobs on CPUs (sim.psjobs.PSView); None on GPU-only scenarios.
         self.ps: PSView | None = PSView(engine.ps) if engine.ps is not None else None
         self._plan_traffic: AdaptiveTraffic | None = None  # when the engine holds none
+        self._siblings: dict[bool, ClusterView] = {self.clairvoyant: self}
+
+    def for_policy(self, policy: object) -> ClusterView:
+        """The view of the same engine that ``policy`` may read: the oracle open when it
+        declares ``clairvoyant = True``, closed otherwise (for wrappers that drive another
+        policy, e.g. a heuristic acting in an env)."""
+        want = is_clairvoyant(policy)
+        got = self._siblings.get(want)
+        if got is None:
+            got = self._siblings[want] = ClusterView(self._e, clairvoyant=want)
+            got._siblings = self._siblings
+        return got
+
+    @property
+    def oracle(self) -> Oracle:
+        """Ground truth (job lengths, remaining iterations, future arrivals): only for a
+        policy that declares ``clairvoyant = True``; an :class:`OracleError` otherwise."""
+        if not self.clairvoyant:
+            raise OracleError(
+                f"policy {self.jobs.policy!r} opened the oracle (ground truth: job lengths, "
+                f"future arrivals); {FIX}"
+            )
+        return Oracle(self._e)
+
+    @property
+    def num_job_ids(self) -> int:
+        """Size of the job-id space (to size per-job arrays; not a decision input)."""
+        return len(self.jobs)
+
+    def arrivals(self, since: int = 0) -> list[int]:
+        """Job ids that have arrived so far, in arrival order, from the ``since``-th on (a
+        policy that keeps per-job tables passes how many it has taken in already)."""
+        return self._e.arrived[since:]
+
+    @property
+    def num_arrived(self) -> int:
+        return len(self._e.arrived)
+
+    def per_job(self, fn: Callable[[JobInfo], Any], dtype: Any, fill: Any = 0) -> PerJob:
+        """A per-job table of ``fn(view.jobs[j])``, computed when a job is first read after it
+        arrived (see :class:`sim.boundary.PerJob`)."""
+        return PerJob(self.jobs, fn, dtype, fill)
 
     # ---------------------------------------------------------------- time and triggers
     @property
@@ -105,8 +167,11 @@ class ClusterView:
         return job in self._e.running
 
     def progress(self, job: int) -> float:
-        """Fraction of the job's iterations completed."""
-        return float(self._e.done_iters_now(job) / self.jobs[job].iterations)
+        """Fraction of the job's iterations completed: needs its length, so only for a
+        finished job or through a clairvoyant view (``oracle.progress``)."""
+        if self.jobs[job].finished:
+            return 1.0
+        return self.oracle.progress(job)
 
     def iterations_done(self, job: int) -> float:
         """Iterations a job has done as of now (``live`` for one job, without arrays)."""
