@@ -33,9 +33,7 @@ def require_ps(view: ClusterView, policy: str) -> PSView:
     return ps
 
 
-def check_budgets(
-    ps: PSView, jobs: JobTable, floor: float, what: str
-) -> None:
+def check_budgets(ps: PSView, jobs: JobTable, floor: float, what: str) -> None:
     """ConfigError naming the first submitted PS job whose vCPU budget is below ``floor``
     (``what`` describes the configuration that needs it)."""
     for job in range(len(jobs)):

@@ -28,8 +28,8 @@ def _cassini(jobs=JOBS, **scenario):
     """(engine, its view, a reset ``cassini``) on 2 racks x 2 machines x 2 A40."""
     sc = _scenario(**scenario)
     eng = Engine(sc, Cluster(sc.cluster), jobs, _StartAll({}), np.random.default_rng(0))
-    view = ClusterView(eng)
     policy = make_policy("cassini")
+    view = ClusterView(eng).for_policy(policy)  # its Themis base reads lengths: clairvoyant
     policy.reset(view, np.random.default_rng(0))
     return eng, view, policy
 
