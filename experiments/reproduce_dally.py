@@ -788,7 +788,10 @@ def write_report(
         "goes back to the wait queue and is offered resources again in increasing Nw_sens); "
         "`Dally (relocate)` and `Dally-manual (relocate)` are our relocation variant "
         "(`preemption=relocate`: the suffering job is moved at once to its tightest tier). "
-        "Tiresias uses its workload-scaled queue thresholds (`thresholds=scaled`).",
+        "Every policy here is deployable (none reads a job's length or a future arrival): "
+        "Tiresias learns its queue thresholds from the finished jobs (`thresholds=online`), "
+        "and Dally's and Gandiva's move tests estimate a running job's remaining iterations "
+        "from the finished jobs' lengths (`remaining=history`).",
         "",
         "## Section 5 claims: paper vs ours",
         "",
