@@ -845,8 +845,7 @@ def write_report(
             "## Delay timers where they bind (dally-timers-* scenarios)",
             "",
             "Poisson arrivals at offered loads where waiting for a consolidated placement "
-            "pays (on the batch presets Dally-manual with 12 h/24 h timers is identical to "
-            "0 h/0 h: every timer has expired long before the GPUs free up). Timers: the "
+            "pays. Timers: the "
             "auto-tuner (Algorithm 2), the paper's manual 12 h / 24 h (4.3.2), zero (take the "
             f"first offer that fits), infinite ({INFINITE_TIMER_S:.0e} s: wait for the "
             "tightest tier). Paper's preemption (requeue) in all four.",
