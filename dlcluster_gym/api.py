@@ -11,7 +11,13 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
 from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.scheduler import check_policy_params, instantiate, make_policy, resolve_policy
+from dlcluster_gym.scheduler import (
+    check_policy_params,
+    instantiate,
+    is_clairvoyant,
+    make_policy,
+    resolve_policy,
+)
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.sim.results import Results
 
@@ -52,6 +58,7 @@ def simulate(
     ``policy`` is a registered name, an import path ``pkg.module:Class``, a policy class
     (built with ``policy_params``) or a policy object (``policy_params`` must then be empty).
     ``seed`` overrides the scenario's seed. Same inputs -> identical results (except wall_s).
+    The results record the policy's kind (``Results.kind``: deployable, clairvoyant or bound).
     """
     t0 = time.perf_counter()
     cfg, cluster, jobs, pol_rng = prepare(scenario, seed, traces_dir)
@@ -60,6 +67,7 @@ def simulate(
         obj = make_policy(policy, **(policy_params or {}))
         if spec.bound:
             res = obj.bound(cfg, cluster, jobs)
+            res.kind = "bound"
             res.summary["wall_s"] = time.perf_counter() - t0
             return res
     elif isinstance(policy, type):
@@ -83,5 +91,6 @@ def simulate(
         cfg, cluster, jobs, obj, pol_rng, record_events=record_events, progress=progress
     )
     res = engine.run()
+    res.kind = "clairvoyant" if is_clairvoyant(obj) else "deployable"
     res.summary["wall_s"] = time.perf_counter() - t0
     return res

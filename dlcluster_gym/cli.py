@@ -278,7 +278,8 @@ def simulate(
     from rich.console import Console
     from rich.table import Table
 
-    title = f"{res.policy}{' (BOUND, not a schedule)' if res.is_bound else ''} on {res.scenario}"
+    label = {"bound": " (BOUND, not a schedule)", "clairvoyant": " (CLAIRVOYANT: not deployable)"}
+    title = f"{res.policy}{label.get(res.kind, '')} on {res.scenario}"
     if unfinished:
         title += f" - {unfinished} JOB(S) UNFINISHED"
     table = Table(title=f"{title}, seed {res.seed}")
@@ -298,12 +299,19 @@ def simulate(
     "what", type=click.Choice(["policies", "scenarios", "models", "clusters", "suites"])
 )
 def list_cmd(what: str) -> None:
-    """List policies, scenarios, models, clusters or suites, one per line with a description."""
+    """List policies, scenarios, models, clusters or suites, one per line with a description.
+
+    Policies also show their kind with default parameters: deployable (uses what a real
+    scheduler observes), clairvoyant (reads job lengths or future arrivals) or bound."""
     rows: list[tuple[str, str]]
     if what == "policies":
-        from dlcluster_gym.scheduler import policies
+        from dlcluster_gym.leaderboard.suite import entrant_kind
+        from dlcluster_gym.scheduler import KINDS, policies
 
-        rows = [(n, s.description) for n, s in policies().items()]
+        kind_width = max(len(k) for k in KINDS)
+        rows = [
+            (n, f"{entrant_kind(n):<{kind_width}}  {s.description}") for n, s in policies().items()
+        ]
     elif what == "models":
         from dlcluster_gym.workload.models import MODEL_ZOO
 
@@ -760,7 +768,8 @@ def _seed_list(text: str) -> list[int]:
     default="dally,dally-manual,tiresias,gandiva,themis,cassini,srw,ideal",
     show_default=True,
     help="Comma-separated policies to compare with: the paper heuristics, then the clairvoyant "
-    "`srw` reference and the `ideal` bound ('' for none).",
+    "`srw` reference and the `ideal` bound ('' for none). Tables mark clairvoyant policies and "
+    "bounds; the best heuristic is the best deployable one (dlcluster list policies).",
 )
 @click.option(
     "--out",
@@ -786,7 +795,8 @@ def evaluate(
     fmt: str,
     traces_dir: Path | None,
 ) -> None:
-    """Evaluate an agent checkpoint next to heuristics (average JCT per scenario)."""
+    """Evaluate an agent checkpoint next to heuristics (average JCT per scenario), and against
+    the best deployable heuristic (the best clairvoyant one shown beside it)."""
     from dlcluster_gym.envs.agent_loader import read_agent_meta
     from dlcluster_gym.scheduler import make_policy
 
@@ -795,6 +805,8 @@ def evaluate(
     from dlcluster_gym.agents.config import AgentConfig, ScenarioSpec
     from dlcluster_gym.agents.envs import available, scenario_mapping
     from dlcluster_gym.agents.evaluate import (
+        best_rows,
+        best_table,
         makespan_table,
         markdown_table,
         p99_table,
@@ -838,10 +850,11 @@ def evaluate(
     )
     ref = "dally" if "dally" in policies else agent_label
     table = summary_table(rows, ref)
+    best = best_rows(rows, [agent_label], ref)
     if out is not None:
-        out.write_text(json.dumps({"rows": rows, "summary": table}, indent=1))
+        out.write_text(json.dumps({"rows": rows, "summary": table, "best": best}, indent=1))
     if fmt == "json":
-        click.echo(json.dumps({"rows": rows, "summary": table}))
+        click.echo(json.dumps({"rows": rows, "summary": table, "best": best}))
         return
     click.echo(f"average JCT (h) and ratio to {ref}, seeds {seed_list}:")
     click.echo(markdown_table(table, ref))
@@ -849,6 +862,11 @@ def evaluate(
     click.echo(p99_table(table, ref))
     click.echo(f"\nmakespan (h) and ratio to {ref}:")
     click.echo(makespan_table(table, ref))
+    click.echo(
+        f"\n{agent_label} against the best deployable heuristic, the best clairvoyant one "
+        "beside it (average JCT, mean of per-seed ratios):"
+    )
+    click.echo(best_table(rows, [agent_label], ref))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""Baseline returns and average JCTs per env and scenario (issue #17): random, each heuristic
-and the shipped agents acting in the Gymnasium envs (env rollouts, not native runs).
+"""Baseline returns and average JCTs per env and scenario: random, each heuristic and the
+shipped agents acting in the Gymnasium envs (env rollouts, not native runs).
 
 Each policy runs in its env with the env arguments it declares (Scheduler-v0's heuristics:
 their slot orders, windows and preemption; Placement heuristics: their own base policy), on
 held-out seeds. The return is the sum of rewards with the default weights (``jct``: minus the
 total JCT in hours, plus any penalties), so returns of one env and scenario are comparable.
+Each row records the policy's kind: clairvoyant when it declares so or its env hands it job
+lengths (``known_durations``), else deployable.
 
 Usage: python experiments/env_baselines.py [--seeds 101 102] [--out experiments/results/agents]
 """
@@ -22,7 +24,7 @@ import numpy as np
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.envs import latest
 from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
-from dlcluster_gym.scheduler import _import
+from dlcluster_gym.scheduler import _import, is_clairvoyant
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("dally-poisson-4rack", "dally-batch-2rack")
@@ -60,9 +62,20 @@ def env_kwargs(kind: str, policy: str) -> dict:
     return kw
 
 
+def policy_kind(policy: str, pol: object, kwargs: dict) -> str:
+    """Clairvoyant when the policy declares it, its env hands it job lengths
+    (``known_durations``) or, for an agent, its checkpoint says so; else deployable."""
+    from dlcluster_gym.leaderboard.suite import entrant_kind
+
+    knows = is_clairvoyant(pol) or bool(kwargs.get("known_durations"))
+    if policy.startswith("agent:"):
+        knows = knows or entrant_kind(policy) == "clairvoyant"
+    return "clairvoyant" if knows else "deployable"
+
+
 def run(kind: str, scenario: str, policy: str, seed: int) -> dict:
-    env = gym.make(f"DLCluster/{kind}-v{latest(kind)}", scenario=scenario,
-                   **env_kwargs(kind, policy))  # fmt: skip
+    kwargs = env_kwargs(kind, policy)
+    env = gym.make(f"DLCluster/{kind}-v{latest(kind)}", scenario=scenario, **kwargs)
     pol = make_env_policy(policy, env, **({"seed": seed} if policy == "random" else {}))
     t0 = time.perf_counter()
     info, total, steps = rollout(env, pol, seed=seed)
@@ -70,14 +83,20 @@ def run(kind: str, scenario: str, policy: str, seed: int) -> dict:
     # the version its kwargs make (an agent trained before a versioned change runs in the
     # newest id with that version's kwargs, e.g. the placement agent's done_jobs_of)
     return {"env": env.unwrapped.env_name, "scenario": scenario, "policy": policy,
-            "seed": seed, "return": total, "steps": steps, "avg_jct_h": res["avg_jct_s"] / 3600,
+            "kind": policy_kind(policy, pol, kwargs), "seed": seed, "return": total,
+            "steps": steps, "avg_jct_h": res["avg_jct_s"] / 3600,
             "unfinished": res.get("jobs_unfinished", 0),
             "wall_s": time.perf_counter() - t0}  # fmt: skip
 
 
 def table(rows: list[dict]) -> str:
+    """Markdown: per env, scenario and policy (marked when clairvoyant), the mean return,
+    average JCT and steps over the seeds."""
+    from dlcluster_gym.leaderboard.tables import legend, marked
+
     lines = ["| env | scenario | policy | return (mean) | avg JCT (h, mean) | steps |",
              "|---|---|---|---:|---:|---:|"]  # fmt: skip
+    kinds = {r["policy"]: r.get("kind", "deployable") for r in rows}
     keys = list(dict.fromkeys((r["env"], r["scenario"], r["policy"]) for r in rows))
     for env, sc, p in keys:
         sub = [r for r in rows if (r["env"], r["scenario"], r["policy"]) == (env, sc, p)]
@@ -86,8 +105,10 @@ def table(rows: list[dict]) -> str:
         steps = np.mean([r["steps"] for r in sub])
         unf = sum(r["unfinished"] for r in sub)
         tail = f", {unf} unfinished" if unf else ""
-        lines.append(f"| {env} | {sc} | {p} | {ret:,.0f} | {jct:.2f}{tail} | {steps:,.0f} |")
-    return "\n".join(lines)
+        name = marked(p, kinds[p])
+        lines.append(f"| {env} | {sc} | {name} | {ret:,.0f} | {jct:.2f}{tail} | {steps:,.0f} |")
+    note = legend(kinds.values(), ranking=False)
+    return "\n".join(lines) + (f"\n\n{note}" if note else "")
 
 
 def main() -> None:

@@ -6,6 +6,8 @@ of the scenarios and seeds of ``--config``'s ``validation`` block: each checkpoi
 decision of the run, with the config's env kwargs) and Dally, Tiresias, Themis. The score is
 the validation score of training: the mean over (scenario, seed) of the average JCT over
 Dally's. P99 ratios are the mean P99 over seeds over Dally's (as the held-out targets table).
+Each policy's kind (deployable, or clairvoyant: Themis reads job lengths) is shown, and each
+agent is compared with the best deployable heuristic, the best clairvoyant one beside it.
 Never the held-out seeds or scenarios. Writes ``--out``.md/.json.
 
 Usage: python experiments/scheduler_validation.py [--config FILE] [--agent LABEL=PATH ...]
@@ -22,7 +24,7 @@ from typing import Any
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.agents.config import AgentConfig, load_agent_config
-from dlcluster_gym.agents.evaluate import relative_score, run_set
+from dlcluster_gym.agents.evaluate import best_table, kinds_of, relative_score, run_set
 from dlcluster_gym.envs.native import QueuePolicyScheduler
 from dlcluster_gym.envs.policies import make_env_policy
 
@@ -57,12 +59,13 @@ def _p99_ratio(rows: list[Row], policy: str, reference: str) -> float:
 
 
 def table(rows: list[Row], reference: str) -> str:
-    """Markdown: per policy, the avg-JCT and P99 ratios to ``reference`` per scenario, and
-    the mean avg ratio (the validation score)."""
+    """Markdown: per policy, its kind, the avg-JCT and P99 ratios to ``reference`` per
+    scenario, and the mean avg ratio (the validation score)."""
     pols = list(dict.fromkeys(r["policy"] for r in rows))
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
-    head = "| policy | " + " | ".join(f"{s} avg / P99" for s in scenarios) + " | score |"
-    lines = [head, "|---|" + "---:|" * (len(scenarios) + 1)]
+    kinds = kinds_of(rows)
+    head = "| policy | kind | " + " | ".join(f"{s} avg / P99" for s in scenarios) + " | score |"
+    lines = [head, "|---|---|" + "---:|" * (len(scenarios) + 1)]
     for p in pols:
         cells = []
         for s in scenarios:
@@ -71,7 +74,7 @@ def table(rows: list[Row], reference: str) -> str:
                 f"{relative_score(sub, p, reference):.3f} / {_p99_ratio(sub, p, reference):.3f}"
             )
         score = relative_score(rows, p, reference)
-        lines.append(f"| {p} | " + " | ".join(cells) + f" | {score:.4f} |")
+        lines.append(f"| {p} | {kinds[p]} | " + " | ".join(cells) + f" | {score:.4f} |")
     return "\n".join(lines)
 
 
@@ -88,6 +91,12 @@ def main() -> None:
     rows = run_set(policies(cfg, agents), v.scenarios, v.seeds, progress=print)
     wall = time.perf_counter() - t0
     md = table(rows, v.reference)
+    if agents:
+        best = best_table(rows, list(agents), v.reference)
+        md += (
+            "\n\nEach agent against the best deployable heuristic, the best clairvoyant one "
+            f"beside it (average JCT, mean of per-seed ratios):\n\n{best}"
+        )
     out = ROOT / args.out
     out.with_suffix(".json").write_text(
         json.dumps({"config": args.config, "agents": agents, "seeds": list(v.seeds),

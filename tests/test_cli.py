@@ -35,6 +35,8 @@ REQUIRED = {
     "policy",
     "seed",
     "version",
+    "bound",
+    "kind",
 }
 USER_POLICY = "fixtures.my_policy:SmallestFirst"
 
@@ -78,7 +80,7 @@ def test_different_seeds_differ():
 
 def test_ideal_is_labelled_a_bound():
     d = sim_json("--scenario", "dally-batch-2rack", "--policy", "ideal")
-    assert d["bound"] is True and d["avg_queue_s"] == 0.0
+    assert d["bound"] is True and d["kind"] == "bound" and d["avg_queue_s"] == 0.0
     fcfs = sim_json("--scenario", "dally-batch-2rack", "--policy", "fcfs")
     assert d["avg_jct_s"] < fcfs["avg_jct_s"]
     r = run("simulate", "--scenario", "dally-batch-2rack", "--policy", "ideal", "--quiet")
@@ -222,3 +224,59 @@ def test_scenario_with_a_cluster_file_and_a_big_run_estimate(tmp_path: Path, cap
     s.write_text("cluster: c.yaml\nworkload: {kind: synthetic, num_jobs: 1400000}\n")
     _estimate(str(s), None)
     assert "note: a big run: 1,400,000 jobs on 8 GPUs" in capsys.readouterr().err
+
+
+TINY = (
+    "cluster: {racks: 1, machines_per_rack: 2, gpus_per_machine: 4}\n"
+    "workload: {kind: synthetic, num_jobs: 6}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("policy", "args", "kind"),
+    [
+        ("fcfs", (), "deployable"),
+        ("srw", (), "clairvoyant"),
+        ("themis", (), "clairvoyant"),
+        ("themis", ("--policy-arg", "lengths=history"), "deployable"),
+        ("ideal", (), "bound"),
+    ],
+)
+def test_simulate_reports_the_policy_kind(tmp_path: Path, policy: str, args: tuple, kind: str):
+    from dlcluster_gym import Results
+
+    scen = tmp_path / "s.yaml"
+    scen.write_text(TINY)
+    out = tmp_path / "run"
+    d = sim_json("--scenario", str(scen), "--policy", policy, *args, "--out", str(out))
+    assert d["kind"] == kind and d["bound"] is (kind == "bound")
+    assert Results.load(out).kind == kind
+    assert (
+        simulate(str(scen), policy, policy_params=dict(a.split("=") for a in args[1:])).kind == kind
+    )
+    if kind == "clairvoyant":
+        r = run("simulate", "--scenario", str(scen), "--policy", policy, "--quiet", *args)
+        assert "(CLAIRVOYANT: not deployable)" in r.stdout
+
+
+def test_report_of_a_run_saved_before_kinds_were_recorded(tmp_path: Path):
+    scen = tmp_path / "s.yaml"
+    scen.write_text(TINY)
+    out = tmp_path / "run"
+    sim_json("--scenario", str(scen), "--policy", "srw", "--out", str(out))
+    data = json.loads((out / "results.json").read_text())
+    del data["metrics"]["kind"]
+    (out / "results.json").write_text(json.dumps(data))
+    r = run("report", str(out))
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    assert md.startswith("# srw (clairvoyant) on s") and "| kind | clairvoyant |" in md
+    assert "(clairvoyant): reads ground truth" in md
+
+
+def test_list_policies_shows_each_kind():
+    r = run("list", "policies")
+    kinds = {ln.split()[0]: ln.split()[1] for ln in r.output.splitlines()}
+    assert kinds["fcfs"] == kinds["dally"] == kinds["tiresias"] == "deployable"
+    assert kinds["srw"] == kinds["themis"] == "clairvoyant" and kinds["ideal"] == "bound"
+    assert set(kinds.values()) <= {"deployable", "clairvoyant", "bound"}

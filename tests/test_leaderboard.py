@@ -622,3 +622,252 @@ def test_list_scenarios_has_itp_clusters_with_descriptions():
         name = f"itp-cluster{i:02d}"
         assert name in lines and "ITP" in lines[name]
     assert all(len(ln.split(None, 1)) == 2 for ln in lines.values())
+
+
+# --------------------------------------------------------------------------- kinds
+
+KINDS_ENTRANTS = [
+    "fcfs",
+    "dally",
+    "themis",  # reads each job's remaining iterations: clairvoyant
+    {"policy": "themis", "params": {"lengths": "history"}, "label": "themis-history"},
+    "srw",
+    "ideal",
+]
+EXPECTED_KINDS = {
+    "fcfs": "deployable",
+    "dally": "deployable",
+    "themis": "clairvoyant",
+    "themis-history": "deployable",
+    "srw": "clairvoyant",
+    "ideal": "bound",
+}
+
+
+@pytest.fixture(scope="module")
+def kinds_run(tmp_path_factory):
+    """A tiny suite mixing deployable entrants, clairvoyant ones and a bound, one seed."""
+    tmp = tmp_path_factory.mktemp("kinds")
+    sc = scenario_file(tmp, num_jobs=12)
+    suite = lb.load_suite(
+        suite_file(tmp, name="kinds", seeds=[1], entrants=KINDS_ENTRANTS, scenarios=[sc])
+    )
+    out = tmp / "run"
+    rows = lb.run_suite(suite, out, workers=2, progress=False)
+    paths = lb.render_leaderboard(out)
+    return suite, out, rows, paths
+
+
+def test_rows_record_the_entrant_kind(kinds_run):
+    _, _, rows, paths = kinds_run
+    assert {r["entrant"]: r["kind"] for r in rows} == EXPECTED_KINDS
+    assert all(r["status"] == "ok" for r in rows)
+    published = pd.read_csv(paths["csv"])
+    assert dict(zip(published["entrant"], published["kind"], strict=True)) == EXPECTED_KINDS
+
+
+def test_only_deployable_entrants_are_ranked(kinds_run):
+    suite, _, rows, _ = kinds_run
+    names = [e.name for e in suite.entrants]
+    score = tables.scores(tables.frame(rows), names, suite.metrics, suite.reference)
+    ranked = {e for e, r in zip(score["entrant"], score["ranked"], strict=True) if r}
+    assert ranked == {"fcfs", "dally", "themis-history"}
+    (_, group), *more = tables.ranking_groups(score, suite.reference)
+    assert not more and sorted(group["entrant"]) == ["dally", "fcfs", "themis-history"]
+    assert list(group["score"]) == sorted(group["score"])  # best first
+    refs = tables.references(score)
+    assert list(refs["kind"]) == ["clairvoyant", "clairvoyant", "bound"]
+    assert set(refs["entrant"]) == {"themis", "srw", "ideal"}
+    assert tables.unscored(score).empty
+
+
+def test_report_marks_references_and_explains_the_marks(kinds_run):
+    _, out, _, paths = kinds_run
+    md = paths["md"].read_text()
+    ranking, references = md.split("**References (not ranked)")
+    references = references.split("\n## ")[0]
+    assert "| 1 | " in ranking and "| 3 | " in ranking and "| 4 | " not in ranking
+    for name in ("srw", "ideal", "| themis |", "(clairvoyant)", "(bound)"):
+        assert name not in ranking.split("**Ranking over")[1]
+    for line in ("| srw (clairvoyant) |", "| themis (clairvoyant) |", "| ideal (bound) |"):
+        assert line in references
+    assert not any(ln.startswith("| 1 |") for ln in references.splitlines())  # no rank
+    legend = "(clairvoyant): reads ground truth a real scheduler does not have"
+    assert legend in references and "(bound): an analytical bound" in references
+    scenario = md.split("\n## ")[1]  # the per-scenario table
+    order = [ln.split(" | ")[0].lstrip("| ") for ln in scenario.splitlines() if ln.startswith("| ")]
+    assert order[1:] == [  # deployable first, in suite order, then the references
+        "fcfs", "dally", "themis-history", "themis (clairvoyant)", "srw (clairvoyant)",
+        "ideal (bound)",
+    ]  # fmt: skip
+    assert legend in scenario
+    html = paths["html"].read_text()
+    assert "srw (clairvoyant)" in html and "ideal (bound)" in html and legend in html
+    assert (out / "plots" / "tiny.png").stat().st_size > 10_000
+
+
+def test_figure_draws_references_apart():
+    from dlcluster_gym.leaderboard.plots import Series, scenario_figure
+
+    def series(label: str, kind: str, avg: float) -> Series:
+        return Series(
+            label=label, kind=kind, jct_s=np.array([1.0, 2.0, 3.0]) * 3600,
+            avg_jct_s=(avg, 0.1), makespan_s=(avg * 3, 0.2), comm_overhead=(0.1, math.nan),
+            t_s=np.array([0.0, 3600.0]), utilization=np.array([0.5, 1.0]),
+            remaining=np.array([3.0, 0.0]),
+        )  # fmt: skip
+
+    png = scenario_figure("t", [series("fcfs", "deployable", 2.0), series("srw", "clairvoyant",
+                                1.0), series("ideal", "bound", 0.5)])  # fmt: skip
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert series("srw", "clairvoyant", 1.0).name == "srw (clairvoyant)"
+
+
+def test_verify_compares_the_recorded_kind(kinds_run, tmp_path):
+    _, out, _, _ = kinds_run
+    checks = lb.verify(out)
+    assert len(checks) == 6 + 3 and all(c.ok for c in checks), [c for c in checks if not c.ok]
+    copy = _copy_run(out, tmp_path / "copy")
+    path = copy / "cells" / "tiny.srw.s1.json"
+    row = json.loads(path.read_text())
+    row["kind"] = "deployable"  # a clairvoyant policy passed off as deployable
+    path.write_text(json.dumps(row))
+    (check,) = lb.verify(copy, "tiny.srw.s1")
+    assert not check.ok and "kind: recorded 'deployable', replayed 'clairvoyant'" in str(
+        check.differences
+    )
+
+
+def test_rows_without_a_kind_are_still_read(kinds_run, tmp_path):
+    """Cells written before kinds were recorded: the kind comes from policy and parameters
+    when read, the report renders, and resuming reuses them as they are."""
+    suite, out, rows, _ = kinds_run
+    copy = _copy_run(out, tmp_path / "old")
+    for p in (copy / "cells").glob("*.json"):
+        row = json.loads(p.read_text())
+        del row["kind"]
+        p.write_text(json.dumps(row))
+    back = read_rows(copy)
+    assert {r["entrant"]: r["kind"] for r in back} == EXPECTED_KINDS
+    assert list(back[0]).index("kind") == list(back[0]).index("params") + 1
+    md = lb.render_leaderboard(copy)["md"].read_text()
+    assert "| srw (clairvoyant) |" in md.split("**References (not ranked)")[1]
+    seen = []
+    again = lb.run_suite(suite, copy, resume=True, progress=False, on_cell=seen.append)
+    assert not seen and metrics_only(again) == metrics_only(rows)
+
+
+def test_a_suite_without_deployable_entrants_ranks_nothing(tmp_path):
+    sc = scenario_file(tmp_path, num_jobs=8)
+    suite = lb.load_suite(
+        suite_file(tmp_path, seeds=[1], entrants=["srw", "ideal"], scenarios=[sc],
+                   reference="srw")
+    )  # fmt: skip
+    out = tmp_path / "run"
+    lb.run_suite(suite, out, workers=1, progress=False)
+    md = lb.render_leaderboard(out)["md"].read_text()
+    assert "**Ranking over" not in md
+    assert "No entrant of this suite is deployable: nothing is ranked" in md
+    assert "The reference `srw` is clairvoyant" in md
+    refs = md.split("**References (not ranked)")[1]
+    assert "| srw (clairvoyant) | 1 |" in refs and "| ideal (bound) |" in refs
+
+
+def test_a_clairvoyant_reference_normalises_but_is_not_ranked():
+    rows = []
+    for sc, ref in (("a", 10.0), ("b", 20.0)):
+        for e, kind, factor in (
+            ("srw", "clairvoyant", 1.0), ("x", "deployable", 1.5), ("y", "deployable", 1.2),
+            ("ideal", "bound", 0.5),
+        ):  # fmt: skip
+            rows.append({"scenario": sc, "entrant": e, "kind": kind, "status": "ok",
+                         "m": ref * factor, "jobs_unfinished": 0})  # fmt: skip
+    table = tables.scores(pd.DataFrame(rows), ["srw", "x", "y", "ideal"], ("m",), "srw")
+    ((key, group),) = tables.ranking_groups(table, "srw")
+    assert key == ("a", "b") and list(group["entrant"]) == ["y", "x"]
+    assert list(group["score"]) == pytest.approx([1.2, 1.5])
+    refs = tables.references(table)
+    assert list(refs["entrant"]) == ["srw", "ideal"] and list(refs["score"]) == [1.0, 0.5]
+    headers, body = tables.score_rows(refs, ("m",), ranked=False)
+    assert headers[0] == "entrant" and body[0][0] == "srw (clairvoyant)"
+    assert tables.legend(["deployable"]) == ""
+    # the reference alone among deployable entrants: still a ranking (of one)
+    alone = [r for r in rows if r["entrant"] in ("x", "srw")]
+    table = tables.scores(pd.DataFrame(alone), ["x", "srw"], ("m",), "x")
+    assert [(k, list(g["entrant"])) for k, g in tables.ranking_groups(table, "x")] == [
+        (("a", "b"), ["x"])
+    ]
+    assert list(tables.references(table)["entrant"]) == ["srw"]
+
+
+# --------------------------------------------------------------------------- agent tables
+
+
+def _eval_rows() -> list[dict]:
+    """Synthetic evaluation rows: an agent, two deployable heuristics, a clairvoyant one and
+    a bound, two scenarios x two seeds."""
+    jct = {"agent": 9.0, "dally": 10.0, "tiresias": 8.0, "themis": 6.0, "ideal": 3.0}
+    kinds = {"agent": "deployable", "dally": "deployable", "tiresias": "deployable",
+             "themis": "clairvoyant", "ideal": "bound"}  # fmt: skip
+    return [
+        {
+            "scenario": sc,
+            "seed": seed,
+            "policy": p,
+            "kind": kinds[p],
+            "avg_jct_s": v * 3600 * (2 if sc == "b" else 1),
+            "p99_jct_s": v * 7200,
+            "makespan_s": v * 36000,
+            "jobs_unfinished": 0,
+        }
+        for sc in ("a", "b")
+        for seed in (1, 2)
+        for p, v in jct.items()
+    ]
+
+
+def test_agent_tables_compare_with_the_best_deployable_heuristic():
+    from dlcluster_gym.agents.evaluate import (
+        best_heuristics,
+        best_rows,
+        best_table,
+        markdown_table,
+        summary_table,
+    )
+
+    rows = _eval_rows()
+    best = best_heuristics(rows, ["agent"], "dally")
+    assert best == {"deployable": "tiresias", "clairvoyant": "themis"}
+    out = best_rows(rows, ["agent"], "dally")
+    assert [r["scenario"] for r in out] == ["a", "b", "ALL"]
+    assert out[0]["kind"] == "deployable" and out[0]["best_deployable"] == "tiresias"
+    assert out[0]["vs_best_deployable"] == pytest.approx(9 / 8)
+    assert out[0]["vs_best_clairvoyant"] == pytest.approx(9 / 6)
+    md = best_table(rows, ["agent"], "dally")
+    assert "| a | agent | deployable | 9.00 | tiresias | 1.125 | themis | 1.500 |" in md
+    table = summary_table(rows, "dally")
+    assert {r["policy"]: r["kind"] for r in table}["themis"] == "clairvoyant"
+    text = markdown_table(table, "dally")
+    head = text.splitlines()[0]
+    assert "| themis (clairvoyant) |" in head and "| ideal (bound) |" in head
+    assert "| tiresias |" in head and "(clairvoyant): reads ground truth" in text
+    # no deployable heuristic at all: the column says so instead of picking a clairvoyant one
+    only = [r for r in rows if r["policy"] in ("agent", "themis")]
+    assert best_heuristics(only, ["agent"], "agent")["deployable"] is None
+    assert "| (none) | - | themis |" in best_table(only, ["agent"], "agent")
+
+
+def test_experiment_targets_use_the_best_deployable_heuristic():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "train_agents", REPO / "experiments" / "train_agents.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [dict(r, policy={"agent": "a-agent"}.get(r["policy"], r["policy"]))
+            for r in _eval_rows()]  # fmt: skip
+    md = mod.targets_table(rows, "a-agent")
+    line = next(ln for ln in md.splitlines() if ln.startswith("| a |"))
+    assert "1.125 (tiresias)" in line and "1.500 (themis)" in line
+    assert "best heuristic, deployable" in md.splitlines()[0]

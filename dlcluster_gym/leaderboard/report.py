@@ -30,6 +30,7 @@ from dlcluster_gym.leaderboard.runner import (
     read_rows,
     save_suite,
 )
+from dlcluster_gym.leaderboard.suite import entrant_kind
 
 __all__ = [
     "SUITE_FILE",
@@ -55,12 +56,21 @@ def read_suite(out: Path) -> dict[str, Any]:
     return json.loads(p.read_text())
 
 
-def _series(label: str, ok: pd.DataFrame, arrays: list[dict[str, np.ndarray]]) -> Series:
+def _legend(md: list[str], body: list[str], kinds: Any) -> None:
+    """The legend line under a table whose entrants carry marks (none when none do)."""
+    line = tables.legend(kinds)
+    if line:
+        md.extend([line, ""])
+        body.append(f"<p><small>{html.escape(line)}</small></p>")
+
+
+def _series(label: str, ok: pd.DataFrame, arrays: list[dict[str, np.ndarray]], kind: str) -> Series:
     jct = [a["jct_s"] for a in arrays if "jct_s" in a]
     first = arrays[0] if arrays else {}
     num_gpus = float(ok["num_gpus"].iloc[0]) if len(ok) and "num_gpus" in ok else math.nan
     return Series(
         label=label,
+        kind=kind,
         jct_s=np.concatenate(jct) if jct else np.array([]),
         avg_jct_s=tables.mean_ci(ok["avg_jct_s"].to_numpy(dtype=float)),
         makespan_s=tables.mean_ci(ok["makespan_s"].to_numpy(dtype=float)),
@@ -145,10 +155,12 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
     df.to_parquet(buf, index=False)
 
     entrants = [e["label"] or _label(e) for e in suite["entrants"]]
+    kinds = tables.entrant_kinds(df, entrants)
+    reference = suite["reference"]
     metrics = tuple(suite["metrics"])
     missing = len(suite["cells"]) - len(rows)
-    score = tables.scores(df, entrants, metrics, suite["reference"])
-    groups = tables.ranking_groups(score, suite["reference"])
+    score = tables.scores(df, entrants, metrics, reference)
+    groups = tables.ranking_groups(score, reference)
     title = f"Leaderboard: {suite['name']}"
     version = ", ".join(sorted(set(df["version"].astype(str))))
     n_common = int(score["common"].iloc[0]) if len(score) else 0
@@ -158,7 +170,7 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         f"{len(rows)} of {len(suite['cells'])} cells finished"
         + (f" ({missing} missing: rerun with --resume)" if missing else "")
         + ".",
-        f"Score: geometric mean over scenarios of each metric's ratio to `{suite['reference']}` "
+        f"Score: geometric mean over scenarios of each metric's ratio to `{reference}` "
         f"(mean over seeds), then geometric mean over the metrics ({', '.join(metrics)}); "
         "lower is better, the reference scores 1. Each ranking compares entrants scored on the "
         "same set of scenarios (of the "
@@ -167,14 +179,26 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         "not scored (its JCTs would cover the finished jobs only). n/a: the policy does not "
         "apply to a scenario. Per-scenario cells: mean ± 95% CI half-width (Student t) over "
         "seeds.",
+        "Rankings compare deployable entrants only (policies that use what a real scheduler "
+        "observes). Clairvoyant entrants (they read job lengths or future arrivals) and bounds "
+        "are marked in every table and figure and listed under References with their scores, "
+        "unranked.",
     ]
-    ref_ok = set(
-        df[(df["entrant"] == suite["reference"]) & (df["status"] == STATUS_OK)]["scenario"]
-    )
+    if kinds.get(reference, tables.DEPLOYABLE) != tables.DEPLOYABLE:
+        intro.append(
+            f"The reference `{reference}` is {kinds[reference]}: scores are ratios to it, but "
+            "it is not ranked (see References)."
+        )
+    if tables.DEPLOYABLE not in kinds.values():
+        intro.append(
+            "No entrant of this suite is deployable: nothing is ranked, every entrant is a "
+            "reference."
+        )
+    ref_ok = set(df[(df["entrant"] == reference) & (df["status"] == STATUS_OK)]["scenario"])
     unscored = [sc for sc in suite["scenarios"] if sc in set(df["scenario"]) and sc not in ref_ok]
     if unscored:
         intro.append(
-            f"The reference `{suite['reference']}` did not run on {', '.join(unscored)}; "
+            f"The reference `{reference}` did not run on {', '.join(unscored)}; "
             "no entrant is scored there."
         )
     if suite.get("skipped"):
@@ -182,17 +206,22 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
     md = [f"# {title}", "", *(line + "\n" for line in intro if line)]
     body = [f"<h1>{html.escape(title)}</h1>"]
     body += [f"<p>{html.escape(line)}</p>" for line in intro if line]
+
+    def block(head: str, part: pd.DataFrame, ranked: bool) -> None:
+        h, r = tables.score_rows(part, metrics, ranked=ranked)
+        md.extend([f"**{head}**", "", tables.markdown(h, r), ""])
+        body.extend([f"<p><b>{html.escape(head)}</b></p>", _html_table(h, r)])
+        _legend(md, body, part["kind"])
+
     for key, group in groups:
-        head = f"Ranking over {len(key)} scenario(s): {', '.join(key)}"
-        sh, sr = tables.score_rows(group, metrics)
-        md += [f"**{head}**", "", tables.markdown(sh, sr), ""]
-        body += [f"<p><b>{html.escape(head)}</b></p>", _html_table(sh, sr)]
+        block(f"Ranking over {len(key)} scenario(s): {', '.join(key)}", group, True)
+    refs = tables.references(score)
+    if len(refs):
+        block("References (not ranked): clairvoyant entrants and bounds", refs, False)
     none = tables.unscored(score)
     if len(none):
         head = "Not scored on any scenario (n/a, failed, or jobs left unfinished everywhere)"
-        uh, ur = tables.score_rows(none, metrics, ranked=False)
-        md += [f"**{head}**", "", tables.markdown(uh, ur), ""]
-        body += [f"<p><b>{html.escape(head)}</b></p>", _html_table(uh, ur)]
+        block(head, none, False)
     plots: dict[str, bytes] = {}
     errors = df[df["status"] == "error"]
     for sc in suite["scenarios"]:
@@ -202,6 +231,7 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         th, tr = tables.scenario_rows(table)
         md += [f"## {sc}", "", tables.markdown(th, tr), ""]
         body += [f"<h2>{html.escape(sc)}</h2>", _html_table(th, tr)]
+        _legend(md, body, table["kind"])
         ok_sc = df[(df["scenario"] == sc) & (df["status"] == STATUS_OK)]
         if not len(ok_sc):
             continue
@@ -209,10 +239,11 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         md += [f"![{sc}](plots/{name})", ""]
         if draw:
             series = []
-            for e in entrants:
+            for e in tables.by_kind(entrants, kinds):
                 ok = ok_sc[ok_sc["entrant"] == e]
                 if len(ok):
-                    series.append(_series(e, ok, [read_arrays(out, i) for i in ok["id"]]))
+                    arrays = [read_arrays(out, i) for i in ok["id"]]
+                    series.append(_series(e, ok, arrays, kinds[e]))
             plots[name] = scenario_figure(sc, series)
             body.append(_img(plots[name], sc))
     if len(errors):
@@ -258,11 +289,13 @@ def report_run(run_dir: str | Path, out: str | Path | None = None) -> dict[str, 
     from dlcluster_gym.config import load_cluster
 
     num_gpus = load_cluster(res.scenario_config["cluster"]).num_gpus
+    kind = run_kind(res)
     jct = np.asarray(res.jobs["jct_s"], dtype=float)
     ts = res.timeseries
     s = res.summary
     series = Series(
         label=res.policy,
+        kind=kind,
         jct_s=jct[np.isfinite(jct)],
         avg_jct_s=(float(s.get("avg_jct_s", math.nan)), math.nan),
         makespan_s=(float(s.get("makespan_s", math.nan)), math.nan),
@@ -271,15 +304,33 @@ def report_run(run_dir: str | Path, out: str | Path | None = None) -> dict[str, 
         utilization=np.asarray(ts.get("busy_gpus", []), dtype=float) / (num_gpus or math.nan),
         remaining=np.asarray(ts.get("remaining", []), dtype=float),
     )
-    title = f"{res.policy} on {res.scenario}, seed {res.seed} (version {res.version})"
+    title = (
+        f"{tables.marked(res.policy, kind)} on {res.scenario}, seed {res.seed} "
+        f"(version {res.version})"
+    )
     png = scenario_figure(title, [series])
     paths = {"png": out / "report.png", "md": out / "report.md", "html": out / "report.html"}
     _atomic_bytes(paths["png"], png)
-    rows = [[k, tables.fmt(s[k])] for k in SUMMARY_KEYS if k in s]
+    rows = [["kind", kind]] + [[k, tables.fmt(s[k])] for k in SUMMARY_KEYS if k in s]
+    note = tables.legend([kind], ranking=False)
     _atomic_text(
         paths["md"],
-        f"# {title}\n\n{tables.markdown(['metric', 'value'], rows)}\n\n![plots](report.png)\n",
+        f"# {title}\n\n{tables.markdown(['metric', 'value'], rows)}\n\n"
+        + (f"{note}\n\n" if note else "")
+        + "![plots](report.png)\n",
     )
     body = [f"<h1>{html.escape(title)}</h1>", _html_table(["metric", "value"], rows)]
+    if note:
+        body.append(f"<p><small>{html.escape(note)}</small></p>")
     _atomic_text(paths["html"], _page(title, [*body, _img(png, title)]))
     return paths
+
+
+def run_kind(res: Any) -> str:
+    """The kind a ``Results`` records; for results saved before kinds were recorded, the kind
+    of its policy with its parameters (a bound when it says so)."""
+    if res.kind:
+        return str(res.kind)
+    if res.is_bound:
+        return "bound"
+    return entrant_kind(res.policy, res.policy_params)

@@ -7,6 +7,11 @@ cell finished). A run killed half way therefore loses only the cells in flight, 
 scenario config hash, policy, parameters, seed, package version, and the hash of the code and
 presets that computed it, an agent's checkpoint included: ``leaderboard.fingerprint``) is
 unchanged and it did not fail; other cells rerun, with a warning naming them and why.
+
+Every row records its entrant's ``kind`` (deployable, clairvoyant or bound:
+:func:`~dlcluster_gym.scheduler.policy_kind`). It follows from the policy, its parameters and
+the code, which the fingerprint covers, so it is not a fingerprint key of its own; a row
+written before kinds were recorded gets its kind from its policy and parameters when read.
 """
 
 from __future__ import annotations
@@ -34,7 +39,13 @@ import numpy as np
 
 from dlcluster_gym.errors import ConfigError, DLClusterError, NotApplicableError
 from dlcluster_gym.leaderboard.fingerprint import cell_code
-from dlcluster_gym.leaderboard.suite import AGENT_PREFIX, Cell, Suite, agent_support
+from dlcluster_gym.leaderboard.suite import (
+    AGENT_PREFIX,
+    Cell,
+    Suite,
+    agent_support,
+    entrant_kind,
+)
 from dlcluster_gym.sim.results import SUMMARY_KEYS, _jsonable
 
 CELLS_DIR = "cells"
@@ -90,6 +101,7 @@ def _base_row(cell: Cell, suite: str) -> dict[str, Any]:
         "entrant": cell.entrant,
         "policy": cell.policy,
         "params": cell.params_json(),
+        "kind": entrant_kind(cell.policy, cell.params_json()),
         "seed": cell.seed,
         "version": _version(),
         "code": cell_code(cell.policy),
@@ -179,15 +191,32 @@ def finished_ids(out: Path) -> set[str]:
 
 
 def read_rows(out: Path, ids: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows written under ``out`` (all, or those in ``ids``, in that order)."""
+    """The rows written under ``out`` (all, or those in ``ids``, in that order); a row without
+    a ``kind`` (written before kinds were recorded) gets its entrant's kind."""
     cells = out / CELLS_DIR
     if ids is None:
         ids = sorted(finished_ids(out))
-    return [
+    rows = [
         json.loads((cells / f"{i}.json").read_text())
         for i in ids
         if (cells / f"{i}.json").is_file()
     ]
+    return [with_kind(r) for r in rows]
+
+
+def with_kind(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its entrant's ``kind``: the recorded one, else computed from its policy and
+    parameters (placed after ``params``, where new rows have it)."""
+    if row.get("kind") or "policy" not in row:
+        return row
+    kind = entrant_kind(row["policy"], row.get("params") or {})
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        out[key] = value
+        if key == "params":
+            out["kind"] = kind
+    out.setdefault("kind", kind)
+    return out
 
 
 def read_arrays(out: Path, cell_id: str) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ Unknown policies and scenarios are errors that list the valid ones, unless marke
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dlcluster_gym.config import configs_dir, list_presets, safe_load, yaml_problem
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
-from dlcluster_gym.scheduler import make_policy, policies
+from dlcluster_gym.scheduler import make_policy, policies, policy_kind, resolve_policy
 
 AGENT_PREFIX = "agent:"
 DEFAULT_METRICS = ("avg_jct_s", "p95_jct_s", "makespan_s")
@@ -159,6 +160,34 @@ def _scenario_exists(name: str) -> bool:
     if name.endswith((".yaml", ".yml")):
         return Path(name).is_file()
     return (configs_dir() / "scenarios" / f"{name}.yaml").is_file()
+
+
+UNKNOWN_KIND = "unknown"  # a policy that no longer resolves: shown apart, never ranked
+
+
+def entrant_kind(policy: str, params: dict[str, Any] | str | None = None) -> str:
+    """The :data:`~dlcluster_gym.scheduler.KINDS` entry of an entrant (``params`` a mapping or
+    its JSON), computed once per process and entrant. Never raises: a policy that cannot be
+    built with ``params`` falls back on its class's declaration, and one that no longer
+    resolves at all is ``"unknown"`` (reported apart, as the references are)."""
+    if isinstance(params, dict):
+        params = json.dumps(params, sort_keys=True)
+    return _entrant_kind(policy, params or "{}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _entrant_kind(policy: str, params_json: str) -> str:
+    try:
+        return policy_kind(policy, json.loads(params_json))
+    except Exception:  # a report must not fail because a policy cannot be built any more
+        pass
+    try:
+        factory, spec = resolve_policy(policy)
+    except Exception:
+        return UNKNOWN_KIND
+    if spec.bound:
+        return "bound"
+    return "clairvoyant" if getattr(factory, "clairvoyant", False) is True else "deployable"
 
 
 def agent_support(policy: str) -> bool:

@@ -8,11 +8,17 @@ table, next to the reference), so no rank mixes scores over different scenarios.
 Lower is better for every default metric (times). The overall score is the
 geometric mean of the per-metric scores. Ratios that are not finite and positive (a reference
 mean of 0, say) are left out of the mean.
+
+Rankings compare deployable entrants only (policies that use what a real scheduler observes).
+Clairvoyant entrants (they read job lengths or future arrivals) and bounds are scored the same
+way but listed apart, unranked, as references (:func:`references`), and every table marks them
+(:func:`marked`, :func:`legend`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -20,6 +26,8 @@ import pandas as pd
 from scipy import stats
 
 from dlcluster_gym.leaderboard.runner import STATUS_OK
+from dlcluster_gym.leaderboard.suite import UNKNOWN_KIND
+from dlcluster_gym.scheduler import KINDS
 
 # Columns of the per-scenario tables: (metric, header, scale).
 SCENARIO_COLUMNS: tuple[tuple[str, str, float], ...] = (
@@ -31,6 +39,49 @@ SCENARIO_COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("gpu_utilization", "GPU util", 1.0),
     ("jobs_unfinished", "unfinished", 1.0),
 )
+
+
+DEPLOYABLE = "deployable"
+KIND_ORDER = (*KINDS, UNKNOWN_KIND)  # the order in which tables list entrants
+MARKS = {"clairvoyant": "(clairvoyant)", "bound": "(bound)", UNKNOWN_KIND: "(kind unknown)"}
+MEANINGS = {
+    "clairvoyant": "reads ground truth a real scheduler does not have (job lengths, future "
+    "arrivals)",
+    "bound": "an analytical bound computed without scheduling, not a schedule",
+    UNKNOWN_KIND: "the policy no longer resolves, so what it knew cannot be told",
+}
+
+
+def entrant_kinds(df: pd.DataFrame, entrants: Iterable[str]) -> dict[str, str]:
+    """Entrant -> kind, as its rows record it; ``deployable`` where the frame records none."""
+    recorded: dict[str, str] = {}
+    if "kind" in df and "entrant" in df:
+        for e, k in zip(df["entrant"], df["kind"], strict=True):
+            if isinstance(k, str) and k:
+                recorded.setdefault(e, k)
+    return {e: recorded.get(e, DEPLOYABLE) for e in entrants}
+
+
+def by_kind(entrants: Iterable[str], kinds: dict[str, str]) -> list[str]:
+    """``entrants`` with the deployable ones first, then the clairvoyant ones, then bounds
+    (each in the given order)."""
+    rank = {k: i for i, k in enumerate(KIND_ORDER)}
+    return sorted(entrants, key=lambda e: rank.get(kinds.get(e, DEPLOYABLE), len(rank)))
+
+
+def marked(entrant: str, kind: str) -> str:
+    """The entrant's name as tables show it: ``srw (clairvoyant)``, ``ideal (bound)``."""
+    return f"{entrant} {MARKS[kind]}" if kind in MARKS else entrant
+
+
+def legend(kinds: Iterable[str], ranking: bool = True) -> str:
+    """One line saying what the marks in a table mean (empty when it has none); ``ranking``
+    adds that marked entrants are not ranked."""
+    present = [k for k in KIND_ORDER if k in set(kinds) and k in MARKS]
+    if not present:
+        return ""
+    what = "; ".join(f"{MARKS[k]}: {MEANINGS[k]}" for k in present)
+    return what + (". Not ranked: rankings compare deployable entrants only." if ranking else ".")
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -60,14 +111,18 @@ def _cell_status(group: pd.DataFrame) -> str:
 
 
 def scenario_table(df: pd.DataFrame, scenario: str, entrants: list[str]) -> pd.DataFrame:
-    """Per entrant: status, seeds, and (mean, CI) of each :data:`SCENARIO_COLUMNS` metric."""
+    """Per entrant (deployable ones first): kind, status, seeds, and (mean, CI) of each
+    :data:`SCENARIO_COLUMNS` metric."""
     sub = df[df["scenario"] == scenario]
+    kinds = entrant_kinds(df, entrants)
     out = []
-    for e in entrants:
+    for e in by_kind(entrants, kinds):
         g = sub[sub["entrant"] == e]
         if g.empty:
             continue
-        rec: dict[str, Any] = {"entrant": e, "status": _cell_status(g), "seeds": len(g)}
+        rec: dict[str, Any] = {
+            "entrant": e, "kind": kinds[e], "status": _cell_status(g), "seeds": len(g),
+        }  # fmt: skip
         ok = g[g["status"] == STATUS_OK]
         for key, _, scale in SCENARIO_COLUMNS:
             vals = ok[key].to_numpy(dtype=np.float64) * scale if key in ok else np.array([])
@@ -88,21 +143,23 @@ def _scorable(df: pd.DataFrame) -> pd.DataFrame:
 def scores(
     df: pd.DataFrame, entrants: list[str], metrics: tuple[str, ...], reference: str
 ) -> pd.DataFrame:
-    """Per entrant: score per metric, overall score, the scenarios scored (``scored``, a tuple;
-    ``scenarios``, their number), n/a, error and unfinished counts.
+    """Per entrant: kind, score per metric, overall score, the scenarios scored (``scored``, a
+    tuple; ``scenarios``, their number), n/a, error and unfinished counts.
 
     ``common`` is the number of scenarios where the reference has scorable cells; ``ranked``
-    says whether the entrant is scored on all of them. Sorted by the scenario set (largest
-    first), then best (lowest) score first; :func:`ranking_groups` splits it into tables that
-    each compare one scenario set.
+    says whether the entrant is deployable and scored on all of them. Sorted by the scenario
+    set (largest first), then best (lowest) score first; :func:`ranking_groups` splits the
+    deployable entrants into tables that each compare one scenario set, :func:`references`
+    lists the others.
     """
     ok = _scorable(df)
     means = ok.groupby(["scenario", "entrant"])[list(metrics)].mean()
     scenarios = list(dict.fromkeys(df["scenario"]))
     common = [sc for sc in scenarios if (sc, reference) in means.index]
+    kinds = entrant_kinds(df, entrants)
     rows = []
     for e in entrants:
-        rec: dict[str, Any] = {"entrant": e}
+        rec: dict[str, Any] = {"entrant": e, "kind": kinds[e]}
         covered: set[str] = set()
         per_metric = []
         for m in metrics:
@@ -123,7 +180,12 @@ def scores(
         rec["scored"] = tuple(sc for sc in common if sc in covered)
         rec["scenarios"] = len(covered)
         rec["common"] = len(common)
-        rec["ranked"] = bool(common) and len(covered) == len(common) and math.isfinite(rec["score"])
+        rec["ranked"] = (
+            kinds[e] == DEPLOYABLE
+            and bool(common)
+            and len(covered) == len(common)
+            and math.isfinite(rec["score"])
+        )
         rec["n/a"] = int(mine[mine["status"] == "n/a"]["scenario"].nunique())
         rec["errors"] = int((mine["status"] == "error").sum())
         unfinished = mine[(mine["status"] == STATUS_OK)]
@@ -143,18 +205,40 @@ def scores(
 def ranking_groups(
     table: pd.DataFrame, reference: str
 ) -> list[tuple[tuple[str, ...], pd.DataFrame]]:
-    """The :func:`scores` table as rankings that each compare entrants over one identical set
-    of scenarios (largest set first), with the reference in every one (it scores 1 on any
-    set); entrants scored nowhere are in none (see :func:`unscored`)."""
-    ref = table[table["entrant"] == reference]
+    """The deployable entrants of a :func:`scores` table as rankings that each compare entrants
+    over one identical set of scenarios (largest set first), with the reference in every one
+    when it is deployable (it scores 1 on any set; alone when no other deployable entrant is
+    scored). Clairvoyant entrants and bounds are in none (see :func:`references`), nor are
+    entrants scored nowhere (see :func:`unscored`)."""
+    deployable = table[_deployable(table)]
+    ref = deployable[deployable["entrant"] == reference]
     groups = []
-    for key in dict.fromkeys(table["scored"]):
-        members = table[(table["scored"] == key) & (table["entrant"] != reference)]
+    for key in dict.fromkeys(deployable["scored"]):
+        members = deployable[(deployable["scored"] == key) & (deployable["entrant"] != reference)]
         if not key or not len(members):
             continue
         g = pd.concat([members, ref]).sort_values("score", na_position="last", kind="stable")
         groups.append((key, g.reset_index(drop=True)))
+    if not groups and len(ref) and ref["scored"].iloc[0]:  # the reference is all there is
+        groups.append((ref["scored"].iloc[0], ref.reset_index(drop=True)))
     return groups
+
+
+def _deployable(table: pd.DataFrame) -> pd.Series:
+    if "kind" not in table:
+        return pd.Series(True, index=table.index)
+    return table["kind"].fillna(DEPLOYABLE) == DEPLOYABLE
+
+
+def references(table: pd.DataFrame) -> pd.DataFrame:
+    """Entrants of a :func:`scores` table that are not ranked for what they know: clairvoyant
+    ones, then bounds, each scored somewhere (best score first within a scenario set)."""
+    refs = table[~_deployable(table) & (table["scored"].map(len) > 0)]
+    if refs.empty:
+        return refs.reset_index(drop=True)
+    rank = {k: i for i, k in enumerate(KIND_ORDER)}
+    order = refs["kind"].map(lambda k: rank.get(k, len(rank)))
+    return refs.iloc[np.argsort(order.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
 def unscored(table: pd.DataFrame) -> pd.DataFrame:
@@ -193,7 +277,9 @@ def scenario_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             cells = [rec["status"]] * len(SCENARIO_COLUMNS)
         else:
             cells = [fmt(rec[k], rec[f"{k}_ci"]) for k, _, _ in SCENARIO_COLUMNS]
-        rows.append([rec["entrant"], str(rec["seeds"]), *cells])
+        rows.append(
+            [marked(rec["entrant"], rec.get("kind", DEPLOYABLE)), str(rec["seeds"]), *cells]
+        )
     return headers, rows
 
 
@@ -201,14 +287,16 @@ def score_rows(
     table: pd.DataFrame, metrics: tuple[str, ...], ranked: bool = True
 ) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted rows of a :func:`scores` table (or one group of
-    :func:`ranking_groups`), with ranks (``ranked``) or without; ``scenarios`` reads "k of N"
-    (scenarios scored of the N where the reference was scored)."""
+    :func:`ranking_groups`), with ranks (``ranked``) or without; entrants other than deployable
+    ones carry their mark; ``scenarios`` reads "k of N" (scenarios scored of the N where the
+    reference was scored)."""
     headers = ["rank"] if ranked else []
     headers += ["entrant", "score", *metrics, "scenarios", "n/a", "errors", "unfinished"]
     rows = []
     for i, rec in enumerate(table.to_dict("records"), 1):
         rows.append([
-            *([str(i)] if ranked else []), rec["entrant"], fmt(rec["score"]),
+            *([str(i)] if ranked else []), marked(rec["entrant"], rec.get("kind", DEPLOYABLE)),
+            fmt(rec["score"]),
             *(fmt(rec[m]) for m in metrics), f"{rec['scenarios']} of {rec['common']}",
             str(rec["n/a"]), str(rec["errors"]), str(rec["unfinished"]),
         ])  # fmt: skip

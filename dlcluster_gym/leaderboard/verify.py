@@ -35,14 +35,15 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def verify_row(row: dict[str, Any], traces_dir: str | Path | None = None) -> Check:
-    """Re-run the row's cell and compare status, scenario hash and every summary metric."""
+    """Re-run the row's cell and compare status, scenario hash, the entrant's kind (a row that
+    labels a clairvoyant policy deployable does not verify) and every summary metric."""
     cell = Cell(
         id=row["id"], scenario=row["scenario"], entrant=row["entrant"], policy=row["policy"],
         params=json.loads(row["params"]) if isinstance(row["params"], str) else row["params"],
         seed=int(row["seed"]),
     )  # fmt: skip
     new, _ = run_cell(cell, row.get("suite", ""), traces_dir)
-    keys = ["status", "scenario_hash", *(k for k in SUMMARY_KEYS if k in row or k in new)]
+    keys = ["status", "scenario_hash", "kind", *(k for k in SUMMARY_KEYS if k in row or k in new)]
     diffs = tuple(
         f"{k}: recorded {row.get(k)!r}, replayed {new.get(k)!r}"
         for k in keys

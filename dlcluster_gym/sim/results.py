@@ -93,6 +93,8 @@ class Results:
     scenario_config: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] | None = None
     is_bound: bool = False  # True for analytical bounds such as `ideal`
+    # deployable, clairvoyant or bound (scheduler.KINDS); "" where not recorded
+    kind: str = ""
 
     def metrics(self) -> dict[str, Any]:
         """Summary plus identity fields: the flat JSON object `simulate --format json` prints."""
@@ -103,6 +105,7 @@ class Results:
             seed=self.seed,
             version=self.version,
             bound=self.is_bound,
+            kind=self.kind or ("bound" if self.is_bound else ""),
         )
         if self.policy_params:
             out["policy_params"] = self.policy_params
@@ -160,7 +163,7 @@ class Results:
         summary = {
             k: (math.nan if m.get(k) is None else m[k])
             for k in m
-            if k not in ("scenario", "policy", "seed", "version", "bound", "policy_params")
+            if k not in ("scenario", "policy", "seed", "version", "bound", "kind", "policy_params")
         }
         return cls(
             scenario=m["scenario"],
@@ -173,6 +176,7 @@ class Results:
             policy_params=m.get("policy_params", {}),
             scenario_config=data.get("scenario_config", {}),
             is_bound=m.get("bound", False),
+            kind=m.get("kind") or "",
         )
 
 
