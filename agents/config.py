@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -208,8 +209,14 @@ def check_names(cfg: AgentConfig, source: str) -> None:
     env_cls = getattr(importlib.import_module(module), cls)
     first = cfg.train.scenarios[0]
     scenario = deep_merge(load_scenario(first.scenario).model_dump(), first.overrides)
+
+    def probe_env() -> None:
+        with warnings.catch_warnings():  # a probe: the training envs warn if they leak
+            warnings.simplefilter("ignore", DeprecationWarning)
+            env_cls(scenario, **{**VERSIONS[kind][0], **cfg.env_kwargs})
+
     checks: list[tuple[str, Any]] = [
-        ("env_kwargs", lambda: env_cls(scenario, **{**VERSIONS[kind][0], **cfg.env_kwargs})),
+        ("env_kwargs", probe_env),
         ("validation.reference", lambda: resolve_policy(cfg.validation.reference)),
         ("evaluation.reference", lambda: resolve_policy(cfg.evaluation.reference)),
     ]

@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from dlcluster_gym.envs.agent_loader import scheduler_for
+from dlcluster_gym.envs.agent_meta import observation_kwargs
 from dlcluster_gym.errors import ConfigError
 
 from . import AGENT_KINDS
@@ -54,6 +55,15 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def recorded_env_kwargs(cfg: AgentConfig) -> dict[str, Any]:
+    """The env kwargs a checkpoint of ``cfg`` records: the config's, plus the values of the
+    kwargs that decide what the agent observes (``agent_meta.OBSERVATION_KWARGS``) in the
+    training env (``env_id(cfg)`` with the config's kwargs), always, given or not."""
+    kind = AGENT_KINDS[cfg.agent]
+    version = int(env_id(cfg).rsplit("-v", 1)[1])
+    return {**dict(cfg.env_kwargs), **observation_kwargs(kind, cfg.env_kwargs, version)}
+
+
 def _meta(cfg: AgentConfig, model: Any, extra: dict[str, Any]) -> dict[str, Any]:
     space = model.observation_space
     return {
@@ -63,7 +73,7 @@ def _meta(cfg: AgentConfig, model: Any, extra: dict[str, Any]) -> dict[str, Any]
         "env_kind": AGENT_KINDS[cfg.agent],
         "observation_size": int(space.shape[0]),
         "action_space": str(model.action_space),
-        "env_kwargs": dict(cfg.env_kwargs),
+        "env_kwargs": recorded_env_kwargs(cfg),
         "normalization": {
             "observation": None,
             "reward": "VecNormalize (training only)" if cfg.normalize_reward else None,

@@ -31,8 +31,9 @@ import numpy as np
 
 from dlcluster_gym import numerics
 from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.scheduler import check_policy_params, make_policy
+from dlcluster_gym.scheduler import check_policy_params, is_clairvoyant, make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
+from dlcluster_gym.sim.boundary import check_workload
 from dlcluster_gym.sim.offers import PACKED
 
 _PROTECTED = 1e9  # index offset of the jobs protected by ``IndexSlots``'s starvation guards
@@ -68,9 +69,11 @@ class NativeInScheduler(_EnvActing):
         self.action_space = env.action_space
         self.observation_space = env.observation_space
         self.params = check_policy_params(self.native, dict(params))  # fail at construction
+        self.clairvoyant = is_clairvoyant(self._native())  # the native policy's declaration
         self._engine: Any = None
         self._instant = -1
         self._queue: list[tuple[str, int, Any, Any]] = []
+        self._view: Any = None
 
     def _native(self) -> Any:
         params = dict(self.params)
@@ -83,11 +86,15 @@ class NativeInScheduler(_EnvActing):
         if env.engine is not self._engine:  # a new episode
             self._engine = env.engine
             self.policy = self._native()
-            self.policy.reset(env.view, env.engine.rng)
+            # the view the native policy may read (the oracle open only if it declares itself
+            # clairvoyant), after its admission check, as the engine does natively
+            self._view = env.view.for_policy(self.policy)
+            check_workload(self.policy, self._view)
+            self.policy.reset(self._view, env.engine.rng)
             self._instant = -1
         if env.instant_index != self._instant:  # a new decision instant
             self._instant = env.instant_index
-            self._queue, wakeups = self._translate(self.policy.schedule(env.view))
+            self._queue, wakeups = self._translate(self.policy.schedule(self._view))
             for t in wakeups:  # sent with this instant's decisions, however it ends
                 env.wake_up(t)
         return self._next()
@@ -218,7 +225,8 @@ class GandivaInScheduler(NativeInScheduler):
 
 
 class SRWInScheduler(NativeInScheduler):
-    """``srw``: the clairvoyant shortest-remaining-work reference."""
+    """``srw``: the clairvoyant shortest-remaining-work reference (``clairvoyant``, from
+    ``srw``'s declaration; its env order ``srw`` needs ``known_durations=True``)."""
 
     native = "srw"
     env_kwargs: ClassVar[dict[str, Any]] = {"order": "srw", "known_durations": True, **WINDOWS}
@@ -239,14 +247,15 @@ class RandomScheduler(_EnvActing):
 
 
 class ClairvoyantSlots(_EnvActing):
-    """A teacher for learned Scheduler-v0 agents (not a paper's policy): ``srw`` restricted
+    """A teacher for learned Scheduler agents (not a paper's policy): ``srw`` restricted
     to what the env shows. Among the waiting slots whose best possible tier is a valid
     candidate now (one machine if the job fits on one, else one rack, else packed), start the
-    job with the least TRUE remaining GPU-work (read from the engine, so it is clairvoyant
-    whatever ``known_durations`` says); stop when there is none. It acts in any
-    Scheduler-v0 configuration (its choices are always in a slot)."""
+    job with the least TRUE remaining GPU-work (through the oracle of the env's view: it is
+    clairvoyant, ``clairvoyant = True``, whatever ``known_durations`` says); stop when there
+    is none. It acts in any Scheduler configuration (its choices are always in a slot)."""
 
     env_kwargs: ClassVar[dict[str, Any]] = {}
+    clairvoyant = True
 
     def __init__(self, env: gym.Env, seed: int = 0) -> None:
         self.env = env.unwrapped
@@ -256,12 +265,14 @@ class ClairvoyantSlots(_EnvActing):
         slots = env._slots_w
         if slots.size == 0:
             return 0
-        o, e = env.obs_state, env.engine
+        o = env.obs_state
         best = o.best[slots].astype(np.int64)  # Tier: 0 machine, 1 rack, 2 network
         cand = env._cand[np.arange(slots.size), best]  # candidates 1..3 are the tiers
         if not cand.any():
             return 0
-        left = (o.iters[slots] - e.done_iters[slots]) * o.compute[slots] * o.demand[slots]
+        # waiting jobs' counters are current: the oracle's remaining iterations as of now
+        rem = env.view.for_policy(self).oracle.remaining_iterations(slots)
+        left = rem * o.compute[slots] * o.demand[slots]
         left = np.where(cand, left, np.inf)
         k = int(np.argmin(left))
         return 1 + k * 6 + int(best[k])

@@ -189,9 +189,7 @@ class Tiresias(BaseScheduler):
         self._finished_seen = view.history.count
         median = view.history.median_gpu_service_s()
         if median is not None:
-            self.thresholds = (
-                np.asarray(DEFAULT_THRESHOLDS) * median / REFERENCE_MEDIAN_GPU_S
-            )
+            self.thresholds = np.asarray(DEFAULT_THRESHOLDS) * median / REFERENCE_MEDIAN_GPU_S
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         return drive(self.offers(view), self.choose)

@@ -1,9 +1,11 @@
-"""The ``done_jobs`` observation feature carries no future information (issue #17 item 1):
-from Placement-v2, DelayTimer-v1 and Scheduler-v2 on it is finished jobs over the jobs that
-have arrived so far; the older versions keep finished jobs over all jobs of the workload
+"""The ``done_jobs`` observation feature carries no future information: from Placement-v2,
+DelayTimer-v1 and Scheduler-v2 on it is finished jobs over the jobs that have arrived so far;
+the older versions keep finished jobs over all jobs of the workload
 (``done_jobs_of="workload"``), which the checkpoints trained on them expect."""
 
 from __future__ import annotations
+
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -31,7 +33,9 @@ def test_done_share_by_hand() -> None:
 
 def _episode(env_id: str, read, steps: int = 400, **kw) -> list[tuple[float, int, int, int]]:
     """(feature, done, waiting, running) after every step of a random masked rollout."""
-    env = gym.make(env_id, scenario=SCEN, scenario_overrides=SMALL, **kw)
+    with warnings.catch_warnings():  # old versions warn that they observe ground truth
+        warnings.simplefilter("ignore", DeprecationWarning)
+        env = gym.make(env_id, scenario=SCEN, scenario_overrides=SMALL, **kw)
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=3)
     out = []
@@ -69,7 +73,7 @@ def test_newest_version_divides_by_arrived_jobs(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(READERS))
 def test_older_versions_keep_the_workload_share(kind: str) -> None:
-    old = max(v for v in VERSIONS[kind] if v < latest(kind))
+    old = max(v for v, kw in VERSIONS[kind].items() if kw.get("done_jobs_of") == "workload")
     rows = _episode(f"DLCluster/{kind}-v{old}", READERS[kind], **EXTRA.get(kind, {}))
     assert any(d > 0 for _, d, _, _ in rows)
     for feat, d, _, _ in rows:
@@ -77,16 +81,27 @@ def test_older_versions_keep_the_workload_share(kind: str) -> None:
 
 
 def test_version_names_follow_the_kwargs() -> None:
-    assert version_name("Placement", {"wait_limit": "none", "done_jobs_of": "workload"}) == (
-        "Placement-v0"
-    )
-    assert version_name("Placement", {"wait_limit": "rack_timer", "done_jobs_of": "workload"}) == (
-        "Placement-v1"
-    )
+    known = {"known_durations": True}
+    assert version_name(
+        "Placement", {"wait_limit": "none", "done_jobs_of": "workload", **known}
+    ) == ("Placement-v0")
+    assert version_name(
+        "Placement", {"wait_limit": "rack_timer", "done_jobs_of": "workload", **known}
+    ) == ("Placement-v1")
+    assert version_name(
+        "Placement", {"wait_limit": "rack_timer", "done_jobs_of": "arrived", **known}
+    ) == ("Placement-v2")
+    assert version_name(
+        "Placement", {"wait_limit": "rack_timer", "done_jobs_of": "arrived",
+                      "known_durations": False}
+    ) == ("Placement-v3")  # fmt: skip
     assert version_name("Scheduler", {"done_jobs_of": "arrived"}) == "Scheduler-v2"
     for kind in READERS:
         for v in VERSIONS[kind]:
-            assert gym.make(f"DLCluster/{kind}-v{v}").unwrapped.env_name == f"{kind}-v{v}"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                env = gym.make(f"DLCluster/{kind}-v{v}")
+            assert env.unwrapped.env_name == f"{kind}-v{v}"
 
 
 def test_bad_done_jobs_of_is_a_one_line_error() -> None:
@@ -95,18 +110,24 @@ def test_bad_done_jobs_of_is_a_one_line_error() -> None:
         gym.make("DLCluster/Scheduler-v2", done_jobs_of="all")
 
 
-def test_a_checkpoint_without_the_key_was_trained_on_the_workload_share() -> None:
-    """Checkpoints made before the fix did not record ``done_jobs_of``: they run in v1 (or
-    with ``done_jobs_of="workload"``) and are refused in v2 with the key named."""
+def test_a_checkpoint_must_record_done_jobs_of() -> None:
+    """A checkpoint that does not record ``done_jobs_of`` is refused with the fix named (no
+    default is assumed); one that records ``"workload"`` runs only where the env has it."""
     env = gym.make("DLCluster/Scheduler-v2")
     meta = {
         "env_kind": "Scheduler",
         "env_id": "DLCluster/Scheduler-v0",
         "observation_size": int(env.observation_space.shape[0]),
-        "env_kwargs": {},
+        "env_kwargs": {"known_durations": False},
     }
-    check_agent_env(meta, gym.make("DLCluster/Scheduler-v1"), "old.zip")
+    with pytest.raises(ConfigError, match=r"'old.zip' does not record done_jobs_of .*retrain"):
+        check_agent_env(meta, env, "old.zip")
+    old = {**meta, "env_kwargs": {"done_jobs_of": "workload", "known_durations": False}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        check_agent_env(old, gym.make("DLCluster/Scheduler-v1"), "old.zip")
     with pytest.raises(ConfigError, match="done_jobs_of='workload', but the env has "
                        "done_jobs_of='arrived'"):  # fmt: skip
-        check_agent_env(meta, env, "old.zip")
-    check_agent_env({**meta, "env_kwargs": {"done_jobs_of": "arrived"}}, env, "new.zip")
+        check_agent_env(old, env, "old.zip")
+    new = {**meta, "env_kwargs": {"done_jobs_of": "arrived", "known_durations": False}}
+    check_agent_env(new, env, "new.zip")

@@ -16,6 +16,7 @@ from dlcluster_gym.sim.offers import ACTION_NAMES
 
 IDS = env_ids()
 SMALL = {"workload": {"num_jobs": 30}}
+LEAK_WARNING = r"DLCluster/\S+ observes ground truth a real scheduler does not have"
 
 
 def _random_actions(env: gym.Env, seed: int, n: int) -> list:
@@ -61,6 +62,8 @@ def test_gymnasium_check_env_with_warnings_as_errors(env_id: str) -> None:
     env = gym.make(env_id, render_mode="rgb_array").unwrapped
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        if env.clairvoyant:  # an old version: check_env makes it again, which warns again
+            warnings.filterwarnings("ignore", LEAK_WARNING, DeprecationWarning)
         check_env(env)
 
 

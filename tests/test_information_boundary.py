@@ -12,6 +12,7 @@ control: the same check tells their workloads apart.
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -162,9 +163,7 @@ def _applicable(name: str, params: dict) -> list[tuple[Any, Cluster, list[Job]]]
     return out
 
 
-def _pair(
-    scenario: str, jobs: list[Job], rng: np.random.Generator
-) -> tuple[list[Job], list[Job]]:
+def _pair(scenario: str, jobs: list[Job], rng: np.random.Generator) -> tuple[list[Job], list[Job]]:
     """(base, other): the base workload with late first finishes, and the same workload with
     other true lengths only."""
     base = _stretch(jobs, rng.uniform(*STRETCH.get(scenario, DEFAULT_STRETCH), len(jobs)))
@@ -378,3 +377,128 @@ def test_tiresias_online_thresholds_follow_the_finished_jobs() -> None:
     np.testing.assert_allclose(
         policy.thresholds, np.asarray(DEFAULT_THRESHOLDS) * 600.0 / REFERENCE_MEDIAN_GPU_S
     )
+
+
+# ---------------------------------------------------------------- environments
+
+ENV_DECISIONS = 300  # decision points compared per episode (the preset's whole workload)
+
+
+def _env_records(
+    monkeypatch: pytest.MonkeyPatch, env_id: str, transform: Any, seed: int = 5
+) -> tuple[list[tuple], float, Any]:
+    """(observation, mask) at every decision point before the first job finishes (at most
+    ``ENV_DECISIONS``), the time of that finish (or of the last decision point), and the env.
+    Actions: a seeded random valid action (the same sequence on the same observations)."""
+    import gymnasium as gym
+
+    import dlcluster_gym.envs.base as env_base
+
+    real = env_base.prepare
+
+    def prepared(*args: Any, **kwargs: Any) -> Any:
+        cfg, cluster, jobs, rng = real(*args, **kwargs)
+        return cfg, cluster, transform(jobs), rng
+
+    monkeypatch.setattr(env_base, "prepare", prepared)
+    env = gym.make(env_id)
+    inner = env.unwrapped
+    act_rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=seed)
+    records: list[tuple] = []
+    first_finish = float("inf")
+    for _ in range(ENV_DECISIONS):
+        engine = inner.engine
+        if engine.n_done > 0:
+            first_finish = float(engine.now)
+            break
+        mask = inner.action_masks() if hasattr(inner, "action_masks") else None
+        records.append((_obs_bytes(obs), None if mask is None else np.asarray(mask).tobytes()))
+        space = env.action_space
+        if isinstance(space, gym.spaces.Discrete) and mask is not None:
+            action = int(act_rng.choice(np.flatnonzero(np.asarray(mask))))
+        elif isinstance(space, gym.spaces.Box):
+            action = act_rng.uniform(space.low, space.high).astype(space.dtype)
+        else:
+            raise AssertionError(f"{env_id}: no seeded sampler for {space}")
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            break
+    if not math.isfinite(first_finish):  # stopped first: the late jobs come after that
+        first_finish = float(inner.engine.now)
+    monkeypatch.setattr(env_base, "prepare", real)
+    return records, first_finish, env
+
+
+def _obs_bytes(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return tuple((k, np.asarray(v).tobytes()) for k, v in sorted(obs.items()))
+    return np.asarray(obs).tobytes()
+
+
+def _env_ids() -> list[str]:
+    from dlcluster_gym.envs import env_ids
+
+    return env_ids()
+
+
+@pytest.mark.parametrize("env_id", _env_ids())
+def test_env_observations_hold_no_ground_truth(
+    monkeypatch: pytest.MonkeyPatch, env_id: str
+) -> None:
+    """Every env id whose default observation is declared free of ground truth observes the
+    same on workloads that differ only in true lengths, or by jobs arriving later."""
+    import warnings
+
+    rng = np.random.default_rng(11)
+    factors = rng.uniform(*DEFAULT_STRETCH, 4096)
+    other = rng.uniform(0.5, 2.0, 4096)
+
+    def base(jobs: list[Job]) -> list[Job]:
+        return _stretch(jobs, factors[: len(jobs)])
+
+    def changed(jobs: list[Job]) -> list[Job]:
+        return _stretch(base(jobs), other[: len(jobs)])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        rec_a, t_a, env = _env_records(monkeypatch, env_id, base)
+        if env.unwrapped.clairvoyant:
+            pytest.skip(f"{env_id} declares that it observes ground truth")
+        rec_b, _, _ = _env_records(monkeypatch, env_id, changed)
+        n = min(len(rec_a), len(rec_b))
+        # DelayTimer decides at most hourly, at instants: on batch arrivals the first one (t=0)
+        # may be the only one before the first finish; its Poisson ids compare dozens.
+        need = 1 if "DelayTimer" in env_id else 3
+        assert n >= need, f"{env_id}: {n} decision points before the first finish (vacuous)"
+        assert rec_a[:n] == rec_b[:n], f"{env_id}: observations depend on true job lengths"
+        late_rng = np.random.default_rng(3)
+        rec_c, _, _ = _env_records(
+            monkeypatch, env_id, lambda jobs: _late_jobs(base(jobs), t_a, late_rng)
+        )
+        m = min(len(rec_a), len(rec_c))
+        assert rec_a[:m] == rec_c[:m], f"{env_id}: observations depend on future arrivals"
+
+
+def test_env_check_catches_an_env_that_observes_true_lengths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Control: Placement-v2 observes true remaining work; the same two workloads tell it
+    apart (so the check above can fail), and it declares itself clairvoyant."""
+    import warnings
+
+    rng = np.random.default_rng(11)
+    factors, other = rng.uniform(*DEFAULT_STRETCH, 4096), rng.uniform(0.5, 2.0, 4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        rec_a, _, env = _env_records(
+            monkeypatch, "DLCluster/Placement-v2", lambda j: _stretch(j, factors[: len(j)])
+        )
+        rec_b, _, _ = _env_records(
+            monkeypatch,
+            "DLCluster/Placement-v2",
+            lambda j: _stretch(_stretch(j, factors[: len(j)]), other[: len(j)]),
+        )
+    assert env.unwrapped.clairvoyant
+    n = min(len(rec_a), len(rec_b))
+    assert n >= 3 and rec_a[:n] != rec_b[:n]

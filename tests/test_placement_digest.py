@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -33,6 +34,7 @@ CASES: dict[str, tuple[str, dict, tuple[int, ...], int]] = {
     "delaytimer-4rack": ("dally-poisson-4rack", {"env": "DelayTimer-v0"}, (1, 2, 3), 1500),
     "scheduler-8rack": ("dally-poisson-8rack", {"env": "Scheduler-v0"}, (1, 2), 1500),
     "dally-4rack": ("dally-poisson-4rack", {}, (1, 2, 3, 4, 5), 5000),
+    "dally-4rack-v3": ("dally-poisson-4rack", {"env": "Placement-v3"}, (1, 2), 1500),
     "sharing-a": ("a100-4nic-tor3-poisson", {}, (1, 2), 1500),
     "batch-8rack": ("dally-batch-8rack", {}, (1,), 1500),
     "tiresias-4rack": ("dally-poisson-4rack", {"base_policy": "tiresias"}, (1,), 800),
@@ -50,7 +52,11 @@ RECORDED_FILE = Path(__file__).with_name("data") / "placement_fingerprints.json"
 def episode_fingerprint(scenario: str, kwargs: dict, seeds: tuple[int, ...], cap: int) -> dict:
     """Steps, a sha256 of the discrete trace and float sums (see the module docstring)."""
     kwargs = dict(kwargs)
-    env = gym.make(f"DLCluster/{kwargs.pop('env', 'Placement-v1')}", scenario=scenario, **kwargs)
+    with warnings.catch_warnings():  # old versions warn that they observe ground truth
+        warnings.simplefilter("ignore", DeprecationWarning)
+        env = gym.make(
+            f"DLCluster/{kwargs.pop('env', 'Placement-v1')}", scenario=scenario, **kwargs
+        )
     masked = hasattr(env.unwrapped, "action_masks")
     rng = np.random.default_rng(0)
     h = hashlib.sha256()

@@ -1,26 +1,36 @@
 """Gymnasium environments, registered under the ``DLCluster/`` namespace on import.
 
-- ``DLCluster/Placement-v2``: answer resource offers (wait or a candidate placement); a job
-  past the base policy's rack timer may no longer wait while a placement is valid.
-  ``Placement-v1`` is v2 with the ``done_jobs`` feature over all jobs of the workload
-  (``done_jobs_of="workload"``: it tells an agent how many arrivals are still to come; v2
-  divides by the jobs arrived so far). ``Placement-v0`` is v1 with unbounded waiting
-  (``wait_limit="none"``, bounded only by the stall retries). Old versions are NOT frozen
-  copies of earlier releases: issues #15 (the network model) and #16 (the base schedulers as
-  their papers wrote them, e.g. Dally's preemption) changed the engine and the base policies
-  under every version without a bump, so v0 reproduces the env's rules (no wait limit) on
-  today's engine, not the per-job results of a run made before them (those need the code of
-  that time).
+The newest version of each env observes only what a real cluster scheduler could observe
+(arrivals, demands, models, placements, attained service, the finished jobs' history, the
+cluster's state) or estimates from it. Older versions whose defaults observe ground truth
+(job lengths, the episode's job count) stay registered for the checkpoints trained on them;
+making one emits a ``DeprecationWarning`` naming the leak, and ``env.unwrapped.clairvoyant``
+is True for them (and for any env made with an oracle option or a clairvoyant base policy).
+
+- ``DLCluster/Placement-v3``: answer resource offers (wait or a candidate placement); a job
+  past the base policy's rack timer may no longer wait while a placement is valid. The job's
+  ``progress`` and ``remaining_work`` are estimates from the finished jobs' lengths
+  (``known_durations=False``). ``Placement-v2`` is v3 with the true values
+  (``known_durations=True``). ``Placement-v1`` is v2 with the ``done_jobs`` feature over all
+  jobs of the workload (``done_jobs_of="workload"``: it tells an agent how many arrivals are
+  still to come; v2 divides by the jobs arrived so far). ``Placement-v0`` is v1 with
+  unbounded waiting (``wait_limit="none"``, bounded only by the stall retries).
 - ``DLCluster/DelayTimer-v1``: set Dally's delay timers per GPU-demand class; ``v0`` is v1
-  with ``done_jobs_of="workload"`` (issues #15 and #16 changed its engine and base Dally in
-  the same way).
+  with ``done_jobs_of="workload"``.
 - ``DLCluster/Scheduler-v2``: run the whole queue (which job, where; optionally
   preempt/move); an episode that ends with jobs unfinished charges each of them the serial
   bound, and a stall ending is ``terminated``. ``Scheduler-v1`` is v2 with
   ``done_jobs_of="workload"``. ``Scheduler-v0`` is v1 with v0's reward and end flag (7 days
   per unfinished job, stall ending ``truncated``) with the same dynamics. The shipped
   ``scheduler.zip`` trains on v0's reward with ``done_jobs_of="arrived"`` (its config's env
-  kwargs). Use v2 for new work.
+  kwargs). ``known_durations=True`` adds the true remaining work (an oracle option of every
+  version). Use v2 for new work.
+
+Old versions are not frozen copies of earlier releases: later changes to the engine (the
+network model) and to the base policies (as their papers wrote them; the information
+boundary: Dally's and Gandiva's move tests on estimates, Tiresias's online thresholds) apply
+under every version without a bump, so an old version reproduces the env's rules and
+observation, not the per-job results of a run made before those changes.
 
 All run ``dally-poisson-4rack`` with no kwargs; ``DLCluster/<Env>-<scenario>-v<N>`` are the
 same envs on other built-in scenarios, and any scenario is ``gymnasium.make(id, scenario=...)``.
@@ -47,7 +57,7 @@ PRESET_SCENARIOS: tuple[str, ...] = (
     "dally-poisson-8rack",
     "dally-poisson-16rack",
     "cassini-testbed-poisson",
-    "a100-4nic-tor3-poisson",  # the network-model presets (issue 15)
+    "a100-4nic-tor3-poisson",  # the network-model presets
     "h100-rail-spine2-poisson",
     "pollux-testbed-poisson",
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from dlcluster_gym.envs.agent_meta import env_kind, read_agent_meta
+from dlcluster_gym.envs.agent_meta import check_agent_meta, env_kind, read_agent_meta
 from dlcluster_gym.errors import ConfigError
 
 AGENT_PARAMS: dict[str, tuple[str, ...]] = {
@@ -27,9 +27,10 @@ AGENT_PARAMS: dict[str, tuple[str, ...]] = {
 
 
 # Env kwargs that change what an agent sees or what its actions do: a checkpoint runs only in an
-# env whose values equal the recorded ones (the class defaults where none was recorded).
+# env whose values equal the recorded ones (the class defaults where none was recorded; the
+# OBSERVATION_KWARGS must be recorded, see agent_meta.check_agent_meta).
 AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
-    "Placement": ("base_policy", "base_params", "wait_retry_s", "done_jobs_of"),
+    "Placement": ("base_policy", "base_params", "wait_retry_s", "done_jobs_of", "known_durations"),
     "DelayTimer": (
         "decision_period_s",
         "max_timer_s",
@@ -53,16 +54,11 @@ AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
 }
 
 
-# The value an env kwarg had before it existed: a checkpoint that did not record the key was
-# trained with this (not with today's class default). ``done_jobs_of``: checkpoints made before
-# the feature stopped counting future arrivals saw finished jobs / all jobs of the workload.
-LEGACY_ENV_KWARGS: dict[str, Any] = {"done_jobs_of": "workload"}
-
-
-def agent_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
-    """The env kwargs an agent was trained with: the recorded ones over the legacy values of
-    keys it predates (``LEGACY_ENV_KWARGS``)."""
-    return {**LEGACY_ENV_KWARGS, **(meta.get("env_kwargs") or {})}
+def agent_env_kwargs(meta: dict[str, Any], path: str | Path = "<metadata>") -> dict[str, Any]:
+    """The env kwargs an agent was trained with, as recorded (an error names ``path`` and the
+    fix when the ``OBSERVATION_KWARGS`` of its kind are not all recorded)."""
+    check_agent_meta(meta, path)
+    return dict(meta.get("env_kwargs") or {})
 
 
 def _norm(key: str, value: Any) -> Any:
@@ -83,14 +79,14 @@ def _init_params(cls: type) -> dict[str, inspect.Parameter]:
 
 
 def _kwarg_mismatches(
-    meta: dict[str, Any], env: gym.Env, allow: Collection[str]
+    meta: dict[str, Any], env: gym.Env, allow: Collection[str], path: str | Path
 ) -> list[tuple[str, Any, Any]]:
     """``(key, recorded, env's)`` for every ``AGENT_ENV_KWARGS`` key (not in ``allow``) whose
     value in ``env`` differs from the checkpoint's."""
     inner = env.unwrapped
     given: dict[str, Any] = getattr(inner, "_init_kwargs", {})
     params = _init_params(type(inner))
-    recorded = agent_env_kwargs(meta)
+    recorded = agent_env_kwargs(meta, path)
     out = []
     for key in AGENT_ENV_KWARGS.get(meta["env_kind"], ()):
         if key in allow or key not in given or key not in params:
@@ -113,13 +109,14 @@ def check_agent_env(
     both sides).
 
     Compared kwargs (``AGENT_ENV_KWARGS``; a key the checkpoint did not record must have the
-    env class's default, or its ``LEGACY_ENV_KWARGS`` value): Placement ``base_policy``,
-    ``base_params`` (who makes the offers), ``wait_retry_s``; DelayTimer
+    env class's default, except the ``OBSERVATION_KWARGS``, which every checkpoint must
+    record: ``done_jobs_of`` of all three kinds, ``known_durations`` of Placement and
+    Scheduler; see ``agent_meta.check_agent_meta``): Placement ``base_policy``,
+    ``base_params`` (who makes the offers), ``wait_retry_s``, ``known_durations``; DelayTimer
     ``decision_period_s``, ``max_timer_s`` (the action's scale), ``dally_params``,
     ``wait_retry_s``; Scheduler ``max_waiting``, ``max_running``, ``preemption``, ``requeue``
     (only with preemption), ``move_as``, ``order``, ``running_order``, ``known_durations``,
-    ``observation``, ``wait_retry_s``; all three ``done_jobs_of`` (a checkpoint that did not
-    record it was trained with ``"workload"``).
+    ``observation``, ``wait_retry_s``; all three ``done_jobs_of``.
     Free (they change neither the observation nor what an action does): the scenario
     (``scenario``, ``scenario_overrides``, ``scenarios``, ``traces_dir``), the rewards
     (``reward_weights``, ``reward_scale_s``, ``invalid_penalty``, ``unfinished_penalty``,
@@ -155,7 +152,7 @@ def check_agent_env(
             f"(env kwargs {meta.get('env_kwargs', {})}), but the env has {action_space}; make "
             "the env with the checkpoint's env kwargs"
         )
-    bad = _kwarg_mismatches(meta, env, allow)
+    bad = _kwarg_mismatches(meta, env, allow, path)
     if bad:
         trained = ", ".join(f"{k}={w!r}" for k, w, _ in bad)
         has = ", ".join(f"{k}={h!r}" for k, _, h in bad)
@@ -193,7 +190,7 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
         raise ConfigError(
             f"agent {name!r} has no parameter {unknown[0]!r}; parameters: {', '.join(allowed)}"
         )
-    kw = {**agent_env_kwargs(meta), **params}
+    kw = {**agent_env_kwargs(meta, name), **params}
     if meta["env_kind"] == "Placement":
         return OfferPolicyScheduler(
             factory,
@@ -201,6 +198,7 @@ def scheduler_for(meta: dict[str, Any], factory: Any, name: str, **params: Any) 
             base_params=kw.get("base_params") or {},
             name=name,
             done_jobs_of=kw["done_jobs_of"],
+            known_durations=kw["known_durations"],
         )
     if meta["env_kind"] == "DelayTimer":
         extra = {k: kw[k] for k in ("decision_period_s", "max_timer_s", "done_jobs_of") if k in kw}

@@ -5,22 +5,80 @@ imports the other for it."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from dlcluster_gym.envs.versions import VERSIONS
 from dlcluster_gym.errors import ConfigError
 
 ENV_KINDS = ("Placement", "DelayTimer", "Scheduler")
 META_NAME = "dlcluster_agent.json"
 META_FORMAT = 1
 
+OBSERVATION_KWARGS: dict[str, tuple[str, ...]] = {
+    "Placement": ("done_jobs_of", "known_durations"),
+    "DelayTimer": ("done_jobs_of",),
+    "Scheduler": ("done_jobs_of", "known_durations"),
+}
+"""Env kwargs every checkpoint must record in ``env_kwargs``: they decide whether the agent's
+observation holds ground truth, and their defaults differ between env versions, so a missing
+one cannot be read as any default. (Scheduler's ``observation`` is not among them: an agent
+checkpoint has the flat observation, its only default ever, and ``check_agent_env`` refuses
+any other; the remaining kwargs compared there kept their class defaults.)"""
+
+CLASS_DEFAULTS: dict[str, Any] = {"done_jobs_of": "arrived", "known_durations": False}
+"""The env classes' defaults of the ``OBSERVATION_KWARGS`` (the newest versions)."""
+
+
+def observation_kwargs(
+    kind: str, env_kwargs: Mapping[str, Any], version: int | None = None
+) -> dict[str, Any]:
+    """The ``OBSERVATION_KWARGS`` values of an env of ``kind`` made as version ``version``
+    (the newest when None) with ``env_kwargs``: what a checkpoint trained on it records."""
+    versions = VERSIONS[kind]
+    base = versions[max(versions) if version is None else version]
+    return {
+        key: env_kwargs.get(key, base.get(key, CLASS_DEFAULTS[key]))
+        for key in OBSERVATION_KWARGS[kind]
+    }
+
+
+def check_agent_meta(meta: Mapping[str, Any], path: str | Path) -> None:
+    """A checkpoint's metadata must record every ``OBSERVATION_KWARGS`` key of its env kind
+    (an error naming the checkpoint, the missing keys and the fix otherwise)."""
+    kind = meta.get("env_kind")
+    if kind not in ENV_KINDS:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r}: env_kind {kind!r} in {META_NAME} is not one of "
+            f"{', '.join(ENV_KINDS)}"
+        )
+    recorded = meta.get("env_kwargs") or {}
+    missing = [k for k in OBSERVATION_KWARGS[kind] if k not in recorded]
+    if missing:
+        v0 = observation_kwargs(kind, {}, 0)
+        example = ", ".join(f'"{k}": {json.dumps(v0[k])}' for k in missing)
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} does not record {', '.join(missing)} in the "
+            f"env_kwargs of its {META_NAME}; these decide what a {kind} agent observes "
+            "(ground truth or not) and no default is assumed. Record the values it was "
+            "trained with: retrain it with `dlcluster train` (which records them), or add "
+            f"them to env_kwargs in {META_NAME} (dlcluster_gym.envs.agent_meta."
+            f"write_agent_meta), e.g. {{{example}}} for a checkpoint trained on "
+            f"DLCluster/{kind}-v0's defaults"
+        )
+
 
 def read_agent_meta(path: str | Path) -> dict[str, Any]:
-    """The metadata of checkpoint ``path``; clear errors for a missing file or a zip that is
-    not a DLCluster agent checkpoint."""
+    """The metadata of checkpoint ``path``; clear errors for a missing file, a zip that is
+    not a DLCluster agent checkpoint, or metadata that does not record what the agent
+    observes (``check_agent_meta``)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"agent checkpoint {str(path)!r} not found")
@@ -39,7 +97,29 @@ def read_agent_meta(path: str | Path) -> dict[str, Any]:
             f"agent checkpoint {str(path)!r}: metadata format {meta.get('format')!r}, "
             f"expected {META_FORMAT}"
         )
+    check_agent_meta(meta, path)
     return meta
+
+
+def write_agent_meta(path: str | Path, meta: Mapping[str, Any]) -> None:
+    """Replace the ``META_NAME`` member of checkpoint ``path`` with ``meta`` (e.g. to record
+    env kwargs it was trained with); every other member is copied unchanged."""
+    p = Path(path)
+    meta = {"format": META_FORMAT, **meta}
+    check_agent_meta(meta, p)
+    fd, tmp = tempfile.mkstemp(suffix=".zip", dir=p.parent)
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(p) as src, zipfile.ZipFile(tmp, "w") as dst:
+            for info in src.infolist():
+                if info.filename != META_NAME:
+                    dst.writestr(info, src.read(info.filename))
+            dst.writestr(META_NAME, json.dumps(meta, indent=1), zipfile.ZIP_DEFLATED)
+        shutil.copymode(p, tmp)
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def env_kind(env: gym.Env) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -423,7 +424,9 @@ class ClusterEnv(gym.Env):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state["kwargs"])  # type: ignore[misc]
+        with warnings.catch_warnings():  # a copy: the original warned when it was made
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.__init__(**state["kwargs"])  # type: ignore[misc]
         self._np_random = state["np_random"]
         if state["episode_seed"] is not None:
             self._restore(state["episode_seed"], state["actions"])

@@ -25,9 +25,9 @@ from dlcluster_gym.envs.features import (
     count_feature,
     time_feature,
 )
-from dlcluster_gym.envs.versions import version_name
+from dlcluster_gym.envs.versions import version_name, warn_leaks
 from dlcluster_gym.errors import ConfigError, InvalidActionError
-from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.scheduler import is_clairvoyant, make_policy
 from dlcluster_gym.sim.view import ClusterView
 
 HOUR = 3600.0
@@ -83,7 +83,8 @@ class TimerObserver:
         self.base = base
         self.max_timer_s = max_timer_s
         self.num_gpus = float(view.cluster.num_gpus)
-        self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.int64)
+        # per-run constant (read for waiting jobs only)
+        self.demand = np.array([j.num_gpus for j in view._e.jobs], dtype=np.int64)
         self.cls = np.array([demand_class(int(d)) for d in self.demand], dtype=np.int64)
         self._cluster = ClusterFeatures(view, done_of)
 
@@ -187,11 +188,14 @@ class DelayTimerEnv(ClusterEnv):
     jobs and their GPUs, mean and max starvation, the auto-tuner's current timers, recent
     acceptance waits and their count, the timers currently set) and 10 cluster features
     (``CLUSTER_FEATURES``: free capacity per tier, fragmentation, queue). ``OBS_INDEX`` maps
-    names to positions.
+    names to positions. Every feature is observed (the waiting queue, Dally's auto-tuner
+    state, the timers set, the cluster); ``done_jobs`` is finished / arrived jobs (v1), or
+    finished / all jobs of the episode with ``done_jobs_of="workload"`` (v0, an oracle
+    feature: such an env and an agent trained on it are clairvoyant, ``clairvoyant``).
 
     ## Rewards
 
-    As in Placement-v0: named components in ``info["rewards"]`` (``jct`` = -(jobs in the
+    As in Placement: named components in ``info["rewards"]`` (``jct`` = -(jobs in the
     system) x elapsed time / ``reward_scale_s``, summing to minus the total JCT;
     optional ``makespan`` and ``comm``), combined with ``reward_weights``.
 
@@ -211,13 +215,18 @@ class DelayTimerEnv(ClusterEnv):
     ``scenario``, ``scenario_overrides``, ``scenarios`` (sampled per reset, ``envs.sampling``),
     ``decision_period_s`` (3600), ``max_timer_s``
     (48 h), ``dally_params`` (Dally's own parameters, e.g. ``preemption``), ``reward_weights``,
-    ``reward_scale_s``, ``wait_retry_s``, ``render_mode``, ``traces_dir``.
+    ``reward_scale_s``, ``wait_retry_s``, ``done_jobs_of`` (``arrived``; ``workload`` in v0),
+    ``render_mode``, ``traces_dir``. ``clairvoyant`` (read-only) says whether the env reads
+    ground truth.
 
     ## Version History
 
-    * v0: initial version. Issues #15 (network model) and #16 (paper-faithful Dally) changed
-      the engine and base Dally under it without a bump: per-job results of runs made before
-      them are not reproduced by today's v0.
+    * v1: ``done_jobs`` = finished / arrived jobs (``done_jobs_of="arrived"``).
+    * v0: initial version (``done_jobs_of="workload"``; warns when made, kept for the
+      checkpoints trained on it). Later changes to the engine (the network model) and to
+      base Dally (as its paper wrote it; its move test on estimates) apply under every
+      version without a bump: per-job results of runs made before them are not reproduced
+      by today's v0.
     """
 
     env_name = "DelayTimer-v1"
@@ -232,9 +241,8 @@ class DelayTimerEnv(ClusterEnv):
         wait_retry_s: float = 3600.0,
         **kwargs: Any,
     ) -> None:
-        self.env_name = version_name(
-            "DelayTimer", {"done_jobs_of": kwargs.get("done_jobs_of", "arrived")}
-        )
+        version_kw = {"done_jobs_of": kwargs.get("done_jobs_of", "arrived")}
+        self.env_name = version_name("DelayTimer", version_kw)
         check_kwargs(self.env_name, kwargs, DELAY_KWARGS)
         super().__init__(scenario, **kwargs)
         for name, v in (
@@ -248,7 +256,9 @@ class DelayTimerEnv(ClusterEnv):
         self.max_timer_s = float(max_timer_s)
         self.wait_retry_s = float(wait_retry_s)
         self.dally_params = dict(dally_params or {})
-        make_policy("dally", **self.dally_params)  # bad parameters fail here, clearly
+        probe = make_policy("dally", **self.dally_params)  # bad parameters fail here, clearly
+        self._base_clairvoyant = is_clairvoyant(probe)
+        warn_leaks("DelayTimer", self.env_name, version_kw)
         self._init_kwargs.update(
             decision_period_s=decision_period_s,
             max_timer_s=max_timer_s,
@@ -259,6 +269,13 @@ class DelayTimerEnv(ClusterEnv):
         self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_SIZE,), np.float32)
         self._timers = np.zeros((NUM_CLASSES, 2))  # (machine, rack extra) seconds
         self._at_decision = False
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Whether the env reads ground truth: the episode's job count
+        (``done_jobs_of="workload"``) or a clairvoyant Dally (``dally_params``, e.g.
+        ``remaining="known"``). An agent trained on it is clairvoyant too."""
+        return self.done_jobs_of == "workload" or self._base_clairvoyant
 
     # ------------------------------------------------------------------ episode
     def _make_base(self) -> Any:

@@ -77,9 +77,12 @@ class ClusterFeatures:
         self.small = c.num_machines <= self.SMALL_MACHINES
         self._machine_gpus = c.machine_num_gpus.tolist()
         self._rack_gpus = c.rack_num_gpus.tolist()
-        self.num_jobs = max(len(view.jobs), 1)
-        self.demand = np.array([j.num_gpus for j in view.jobs], dtype=np.float64)
-        self._demand = [j.num_gpus for j in view.jobs]  # Python ints for short queues
+        # per-run constants over the engine's job list (simulator side); the features read
+        # them for arrived jobs only (the waiting queue). num_jobs: done_of="workload" only.
+        jobs = view._e.jobs
+        self.num_jobs = max(len(jobs), 1)
+        self.demand = np.array([j.num_gpus for j in jobs], dtype=np.float64)
+        self._demand = [j.num_gpus for j in jobs]  # Python ints for short queues
 
     def compute(self, out: np.ndarray) -> None:
         """Write the features into ``out`` (length ``len(CLUSTER_FEATURES)``)."""

@@ -1,18 +1,21 @@
 """Env policies as native schedulers: an agent (or any env policy) in a plain engine run.
 
-``OfferPolicyScheduler`` answers the base policy's resource offers with a Placement-v0
-policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer-v0 policy sets at
-each decision point; ``QueuePolicyScheduler`` takes every decision with a Scheduler-v0
+``OfferPolicyScheduler`` answers the base policy's resource offers with a Placement
+policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer policy sets at
+each decision point; ``QueuePolicyScheduler`` takes every decision with a Scheduler
 policy. All build exactly the observations the env would, so a policy trained
 in the env behaves the same in ``dlcluster simulate`` and in leaderboards, and the results
 equal an env rollout with the same seed (including the env's ``StallGuard``: when declined
 offers leave the cluster idle with nothing scheduled, the base policy is called again an hour
-later, up to 24 times in a row).
+later, up to 24 times in a row). Each declares ``clairvoyant`` from the env it builds (its
+observation's oracle features, its base policy), without loading the env policy, so that
+``policy_kind("agent:PATH")`` labels a checkpoint from its metadata.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,12 +23,31 @@ import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.envs.base import StallGuard
-from dlcluster_gym.scheduler import BaseScheduler, make_policy
+from dlcluster_gym.scheduler import BaseScheduler, is_clairvoyant, make_policy
 from dlcluster_gym.sim.actions import Action
+from dlcluster_gym.sim.boundary import check_workload
 from dlcluster_gym.sim.offers import WAIT, Offer, drive
 from dlcluster_gym.sim.view import ClusterView
 
 PolicyFactory = Callable[[gym.Env], Any]  # env -> object with predict()
+
+
+def _quiet_env(cls: type, *args: Any, **kwargs: Any) -> gym.Env:
+    """An env made only to hand its spaces to the policy factory: an old version's
+    ``DeprecationWarning`` is for whoever makes the env, not for every native run of a
+    checkpoint trained on it (the wrapper's ``clairvoyant`` labels such a run)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cls(*args, **kwargs)
+
+
+def _start_base(base: Any, view: ClusterView, rng: np.random.Generator) -> ClusterView:
+    """Reset the native ``base`` policy a wrapper drives, on the view it may read (the oracle
+    open only if it declares itself clairvoyant), after its admission check; that view."""
+    own = view.for_policy(base)
+    check_workload(base, own)
+    base.reset(own, rng)
+    return own
 
 
 def _action(policy: Any, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
@@ -40,7 +62,9 @@ class OfferPolicyScheduler(BaseScheduler):
     """The base policy's job order, preemption and migration; each offer decided by an
     env policy on its Placement observation (a masked choice counts as wait, or, when
     ``wait_limit="rack_timer"`` masks wait as Placement-v1 does, as the most consolidated
-    valid candidate)."""
+    valid candidate). ``known_durations`` and ``done_jobs_of`` are the observation's (see
+    ``PlacementEnv``); ``clairvoyant`` is the env's (``PlacementEnv.clairvoyant``), or True
+    when ``clairvoyant_policy`` says the env policy itself reads ground truth."""
 
     name = "placement-policy"
 
@@ -54,32 +78,48 @@ class OfferPolicyScheduler(BaseScheduler):
         retry_s: float = 3600.0,
         wait_limit: str = "none",
         done_jobs_of: str = "arrived",
+        known_durations: bool = False,
+        clairvoyant_policy: bool = False,
     ) -> None:
         super().__init__(base_policy=base_policy, base_params=dict(base_params or {}))
         self.retry_s = float(retry_s)
         self.done_jobs_of = done_jobs_of
+        self.known_durations = bool(known_durations)
         self.wait_limit = wait_limit  # "none": Placement-v0; "rack_timer": Placement-v1
         self.factory = factory
         self.base_policy = base_policy
         self.base_params = dict(base_params or {})
+        self._clairvoyant = (
+            self.known_durations
+            or done_jobs_of == "workload"
+            or bool(clairvoyant_policy)
+            or is_clairvoyant(make_policy(base_policy, **self.base_params))
+        )
         if name:
             self.name = name
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Whether the run reads ground truth (see the class docstring)."""
+        return self._clairvoyant
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         from dlcluster_gym.envs.placement import PlacementEnv, PlacementObserver
 
         super().reset(view, rng)
         self.base = make_policy(self.base_policy, **self.base_params)
-        self.base.reset(view, rng)
+        self._base_view = _start_base(self.base, view, rng)
         self._guard = StallGuard(self.retry_s)
-        self.observer = PlacementObserver(view, self.done_jobs_of)
-        env = PlacementEnv(
+        self.observer = PlacementObserver(view, self.done_jobs_of, self.known_durations)
+        env = _quiet_env(
+            PlacementEnv,
             view.scenario,
             base_policy=self.base_policy,
             base_params=self.base_params,
             wait_retry_s=self.retry_s,
             wait_limit=self.wait_limit,
             done_jobs_of=self.done_jobs_of,
+            known_durations=self.known_durations,
         )
         self.policy = self.factory(env)
 
@@ -94,12 +134,13 @@ class OfferPolicyScheduler(BaseScheduler):
         return WAIT if mask[WAIT] else int(np.flatnonzero(mask)[0])
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
-        return self._guard(view, drive(self.base.offers(view), self.choose))
+        return self._guard(view, drive(self.base.offers(self._base_view), self.choose))
 
 
 class TimerPolicyScheduler(BaseScheduler):
-    """Dally with the delay timers an env policy sets on its DelayTimer-v0 observation at the
-    first scheduling instant at or after every ``decision_period_s``."""
+    """Dally with the delay timers an env policy sets on its DelayTimer observation at the
+    first scheduling instant at or after every ``decision_period_s``. ``clairvoyant`` is the
+    env's (``DelayTimerEnv.clairvoyant``), or True with ``clairvoyant_policy``."""
 
     name = "delay-timer-policy"
 
@@ -113,6 +154,7 @@ class TimerPolicyScheduler(BaseScheduler):
         name: str | None = None,
         retry_s: float = 3600.0,
         done_jobs_of: str = "arrived",
+        clairvoyant_policy: bool = False,
     ) -> None:
         super().__init__(decision_period_s=decision_period_s, max_timer_s=max_timer_s)
         self.retry_s = float(retry_s)
@@ -121,19 +163,30 @@ class TimerPolicyScheduler(BaseScheduler):
         self.decision_period_s = float(decision_period_s)
         self.max_timer_s = float(max_timer_s)
         self.dally_params = dict(dally_params or {})
+        self._clairvoyant = (
+            done_jobs_of == "workload"
+            or bool(clairvoyant_policy)
+            or is_clairvoyant(make_policy("dally", **self.dally_params))
+        )
         if name:
             self.name = name
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Whether the run reads ground truth (see the class docstring)."""
+        return self._clairvoyant
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         from dlcluster_gym.envs.delay_timer import NUM_CLASSES, DelayTimerEnv, TimerObserver
 
         super().reset(view, rng)
         self.base = make_policy("dally", **self.dally_params)
-        self.base.reset(view, rng)
+        self._base_view = _start_base(self.base, view, rng)
         self.base.timer_override = self._timer_for
         self._guard = StallGuard(self.retry_s)
         self.observer = TimerObserver(view, self.base, self.max_timer_s, self.done_jobs_of)
-        env = DelayTimerEnv(
+        env = _quiet_env(
+            DelayTimerEnv,
             view.scenario,
             decision_period_s=self.decision_period_s,
             max_timer_s=self.max_timer_s,
@@ -159,13 +212,16 @@ class TimerPolicyScheduler(BaseScheduler):
             self._timers = action_to_timers(a, self.max_timer_s, self.name)
             p = self.decision_period_s
             self._next = (math.floor(view.now / p) + 1.0) * p
-        return self._guard(view, self.base.schedule(view))
+        return self._guard(view, self.base.schedule(self._base_view))
 
 
 class QueuePolicyScheduler(BaseScheduler):
-    """Every decision of the run taken by a Scheduler-v0 policy on its observation, one
+    """Every decision of the run taken by a Scheduler policy on its observation, one
     decision at a time, exactly as in the env (the same slots, masks and observation code:
-    ``SchedulerEnv`` attached to this run). A masked choice counts as "no more starts now"."""
+    ``SchedulerEnv`` attached to this run). A masked choice counts as "no more starts now".
+    ``clairvoyant`` is the env's (``SchedulerEnv.clairvoyant``, from ``env_kwargs``), or True
+    with ``clairvoyant_policy`` (an env policy that reads ground truth itself, e.g. the
+    ``srw-slots`` teacher)."""
 
     name = "scheduler-policy"
 
@@ -175,18 +231,31 @@ class QueuePolicyScheduler(BaseScheduler):
         *,
         env_kwargs: Mapping[str, Any] | None = None,
         name: str | None = None,
+        clairvoyant_policy: bool = False,
     ) -> None:
         super().__init__(env_kwargs=dict(env_kwargs or {}))
         self.factory = factory
         self.env_kwargs = dict(env_kwargs or {})
+        kw = self.env_kwargs
+        self._clairvoyant = (
+            bool(kw.get("known_durations", False))
+            or kw.get("order") == "srw"
+            or kw.get("done_jobs_of") == "workload"
+            or bool(clairvoyant_policy)
+        )
         if name:
             self.name = name
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Whether the run reads ground truth (see the class docstring)."""
+        return self._clairvoyant
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         from dlcluster_gym.envs.scheduler_env import SchedulerEnv
 
         super().reset(view, rng)
-        self.env = SchedulerEnv(view.scenario, **self.env_kwargs)
+        self.env = _quiet_env(SchedulerEnv, view.scenario, **self.env_kwargs)
         self.env.attach(view)
         self.policy = self.factory(self.env)
         self._guard = StallGuard(self.env.wait_retry_s)

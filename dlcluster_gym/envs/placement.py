@@ -1,5 +1,11 @@
-"""``DLCluster/Placement-v2`` (and ``-v1``, ``-v0``): the agent answers resource offers (wait,
-or a candidate)."""
+"""``DLCluster/Placement-v3`` (and ``-v2``, ``-v1``, ``-v0``): the agent answers resource
+offers (wait, or a candidate).
+
+Version history (details in ``PlacementEnv``'s docstring): v3 replaces the two features that
+read job lengths (``job.progress``, ``job.remaining_work``) by estimates from observable facts
+(``known_durations=False``); v2 is v3 with the true values (``known_durations=True``); v1 is
+v2 with ``done_jobs`` over all jobs of the workload; v0 is v1 without the wait limit.
+"""
 
 from __future__ import annotations
 
@@ -17,39 +23,51 @@ from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.envs.base import (
     COMMON_KWARGS,
     ClusterEnv,
+    check_flag,
     check_kwargs,
     check_reset_options,
     finite_number,
 )
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, ClusterFeatures, time_feature
-from dlcluster_gym.envs.versions import version_name
+from dlcluster_gym.envs.versions import version_name, warn_leaks
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.perf.network import comm_overhead, net_params
-from dlcluster_gym.scheduler import make_policy
+from dlcluster_gym.scheduler import is_clairvoyant, make_policy
+from dlcluster_gym.sim.estimators import remaining_iterations
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
 from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.models import ModelProfile
 
+# Where each feature comes from: "observed" (what a real scheduler sees: the job's submission,
+# what it has attained, the base policy's state), "estimate" (sim.estimators from observable
+# facts), "oracle" (ground truth, only with known_durations=True).
 JOB_FEATURES: tuple[str, ...] = (
-    "demand",  # log2(GPUs) / 8
-    "fits_machine",  # 1 if the job fits on one machine of this cluster
-    "fits_rack",  # 1 if it fits in one rack
-    "sens_machine",  # exposed comm / compute of its model at each tier, f / (1 + f)
+    "demand",  # observed: log2(GPUs) / 8
+    "fits_machine",  # observed: 1 if the job fits on one machine of this cluster
+    "fits_rack",  # observed: 1 if it fits in one rack
+    "sens_machine",  # observed: exposed comm / compute of its model at each tier, f / (1 + f)
     "sens_rack",  # (network_sensitivity: its machine groups' network; 0 under ideal)
     "sens_network",
-    "starvation",  # time since it entered the wait queue (log scale, 1 = a week)
-    "past_machine_timer",  # 1 if starvation >= the base policy's machine timer
-    "past_rack_timer",  # 1 if starvation >= the rack timer
-    "machine_timer",  # the timers (log scale)
+    "starvation",  # observed: time since it entered the wait queue (log scale, 1 = a week)
+    "past_machine_timer",  # observed: 1 if starvation >= the base policy's machine timer
+    "past_rack_timer",  # observed: 1 if starvation >= the rack timer
+    "machine_timer",  # observed: the timers (log scale)
     "rack_timer",
-    "progress",  # iterations done / total
-    "nw_sens",  # Dally's Nw_sens: ideal compute time of the work done / time held (1: new)
-    "preemptions",  # min(preemptions / 10, 1)
-    "high_skew",  # 1 if Tiresias calls its model high-skew
-    "remaining_work",  # log1p(remaining ideal GPU-hours) / log1p(10^4)
-    "victims",  # jobs the base policy preempted for this offer, min(n / 8, 1)
+    # estimate: iterations done / (done + estimated remaining), the remaining iterations from
+    # the finished jobs' lengths (sim.estimators.remaining_iterations, method "history": as
+    # many again as done where no finished job is longer; 0 for a job that has not run);
+    # oracle: done / total
+    "progress",
+    "nw_sens",  # observed: ideal compute time of the work done / time held (1: new)
+    "preemptions",  # observed: min(preemptions / 10, 1)
+    "high_skew",  # observed: 1 if Tiresias calls its model high-skew
+    # estimate: log1p(estimated remaining ideal GPU-hours) / log1p(10^4), the same estimate
+    # as progress (0 for a job that has not run while no job has finished); oracle: the true
+    # remaining GPU-hours
+    "remaining_work",
+    "victims",  # observed: jobs the base policy preempted for this offer, min(n / 8, 1)
 )
-CANDIDATE_FEATURES: tuple[str, ...] = (
+CANDIDATE_FEATURES: tuple[str, ...] = (  # all observed (the cluster and network model)
     "valid",
     "tier_machine",  # one-hot tier of the placement
     "tier_rack",
@@ -74,7 +92,7 @@ def _obs_index() -> dict[str, int]:
 OBS_INDEX: dict[str, int] = _obs_index()
 VALID_INDEX = np.array([OBS_INDEX[f"{n}.valid"] for n in ACTION_NAMES[1:]])
 PLACEMENT_KWARGS = (*COMMON_KWARGS, "base_policy", "base_params", "invalid_action",
-                    "invalid_penalty", "wait_retry_s", "wait_limit")  # fmt: skip
+                    "invalid_penalty", "wait_retry_s", "wait_limit", "known_durations")  # fmt: skip
 WAIT_LIMITS: tuple[str, ...] = ("rack_timer", "none")
 _LOG_WORK = math.log1p(1e4)
 _NO_CANDIDATE = [0.0] * _NC  # an absent candidate's features
@@ -159,18 +177,24 @@ def network_sensitivity(
 
 
 class PlacementObserver:
-    """Builds Placement-v0 observations of offers made in one engine run (used by the env,
-    and by ``OfferPolicyScheduler`` to let an env policy act in a native run)."""
+    """Builds Placement observations of offers made in one engine run (used by the env, and
+    by ``OfferPolicyScheduler`` to let an env policy act in a native run). ``known_durations``
+    fills ``job.progress``/``job.remaining_work`` with the true values (Placement-v0..v2);
+    otherwise they are estimates from the finished jobs' history (v3)."""
 
     cache_tiers = True
     """Remember (tier, exposed comm) per model and GPU set: offers repeat candidates."""
 
-    def __init__(self, view: ClusterView, done_of: str = "arrived") -> None:
+    def __init__(
+        self, view: ClusterView, done_of: str = "arrived", known_durations: bool = False
+    ) -> None:
         self.view = view
         self.engine = view._e
+        self.known_durations = bool(known_durations)
         c: Cluster = view.cluster
         self.cluster = c
-        self._profiles = [self.engine.profile(j.job_id) for j in view.jobs]
+        # per-run constants over the engine's job list (observed facts: each job's model)
+        self._profiles = [self.engine.profile(j) for j in range(len(self.engine.jobs))]
         index: dict = {}
         self._profile_ix = [index.setdefault(p, len(index)) for p in self._profiles]
         self._tier_cache: dict[tuple[int, bytes], tuple[int, float]] = {}
@@ -220,7 +244,16 @@ class PlacementObserver:
             sens = self._sens[job] = network_sensitivity(
                 c, self._profiles[job], d, spec.gpu_type, self._ideal
             )
-        remaining_gpu_h = (spec.iterations - done_i) * spec.compute_s * d / 3600.0
+        if self.known_durations:  # the oracle features (true length, simulator side)
+            total = float(e.jobs[job].iterations)
+            progress = done_i / total
+            left = total - done_i
+        else:  # estimates from the finished jobs' lengths (sim.estimators, "history")
+            left = float(
+                remaining_iterations(view.history, [spec.compute_s], [done_i], method="history")[0]
+            )
+            progress = done_i / (done_i + left) if done_i + left > 0 else 0.0
+        remaining_gpu_h = left * spec.compute_s * d / 3600.0
         # features as Python numbers, converted to float32 once (the same rounding as
         # element-wise stores into a float32 array)
         o = [
@@ -233,7 +266,7 @@ class PlacementObserver:
             starv >= t_rk,
             time_feature(t_mc),
             time_feature(t_rk),
-            done_i / spec.iterations,
+            progress,
             min(done_i * spec.compute_s / run_s, 1.0) if run_s > 0 else 1.0,
             min(float(view.preemptions[job]) / 10.0, 1.0),
             self._skew[job],
@@ -301,13 +334,28 @@ class PlacementEnv(ClusterEnv):
     ## Observation Space
 
     ``Box(0, 1, (63,), float32)``, the same size on any cluster: 17 job features
-    (``JOB_FEATURES``: GPU demand, whether it fits on a machine / rack, its model's exposed
-    communication at each tier (priced with the network of the machine groups the job can
-    run on, 0 under ``network: ideal``), starvation time against the base policy's delay timers,
-    progress, Nw_sens, preemptions, Tiresias skew, remaining work, victims of this offer),
-    6 features per candidate (``CANDIDATE_FEATURES``: valid, tier one-hot, predicted
-    communication overhead, predicted link load with ``contention`` on) and 10 cluster
-    features (``CLUSTER_FEATURES``). ``OBS_INDEX`` maps names to positions.
+    (``JOB_FEATURES``), 6 features per candidate (``CANDIDATE_FEATURES``) and 10 cluster
+    features (``CLUSTER_FEATURES``). ``OBS_INDEX`` maps names to positions. Sources:
+
+    * observed (what a real scheduler sees): the job's GPU demand, whether it fits on a
+      machine / rack, its model's exposed communication at each tier (priced with the network
+      of the machine groups the job can run on, 0 under ``network: ideal``), starvation time
+      against the base policy's delay timers and the timers, Nw_sens, preemptions, Tiresias
+      skew, victims of this offer; every candidate feature (valid, tier one-hot, predicted
+      communication overhead, predicted link load with ``contention`` on); every cluster
+      feature (free capacity per tier, fragmentation, queue, running jobs, ``done_jobs`` =
+      finished / arrived jobs).
+    * estimate (``known_durations=False``, v3): ``job.progress`` = done / (done + estimated
+      remaining iterations) and ``job.remaining_work`` = log1p(estimated remaining ideal
+      GPU-hours) / log1p(10^4), the remaining iterations from the finished jobs' lengths
+      (``sim.estimators.remaining_iterations``, method ``"history"``: the mean length of the
+      finished jobs longer than the work done, minus it; as much again as done where no
+      finished job is longer, so a job that has not run shows progress 0, and remaining work
+      0 until some job has finished).
+    * oracle (``known_durations=True``, v0-v2): the same two features from the job's true
+      length (done / total, true remaining GPU-hours); and, with ``done_jobs_of="workload"``
+      (v0, v1), ``cluster.done_jobs`` = finished / all jobs of the episode. Such an env is
+      clairvoyant (``clairvoyant``) and so is an agent trained on it.
 
     ## Rewards
 
@@ -338,24 +386,34 @@ class PlacementEnv(ClusterEnv):
     (``"wait"`` or ``"raise"``), ``invalid_penalty`` (1.0), ``wait_retry_s`` (3600: when
     declined offers leave the cluster idle with nothing scheduled, the base policy is called
     again after this long, up to 24 times in a row; then the episode ends, truncated, with the
-    waiting jobs unfinished), ``wait_limit`` (``rack_timer`` in v1, ``none`` in v0),
-    ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``.
+    waiting jobs unfinished), ``wait_limit`` (``rack_timer`` from v1, ``none`` in v0),
+    ``known_durations`` (False from v3: estimated progress and remaining work; True: the
+    true values, an oracle), ``done_jobs_of`` (``arrived`` from v2; ``workload`` in v0, v1),
+    ``render_mode`` (``ansi`` or ``rgb_array``), ``traces_dir``. ``clairvoyant`` (read-only)
+    says whether the env reads ground truth (``known_durations``, ``done_jobs_of="workload"``
+    or a clairvoyant base policy such as Tiresias with ``thresholds="scaled"``).
 
     ## Version History
 
+    * v3: ``job.progress`` and ``job.remaining_work`` are estimates from observable facts
+      (``known_durations=False``, see Observation Space); same positions, names and size.
+      The old versions below observe the true values (``known_durations=True``) and warn
+      (``DeprecationWarning``) when made; they stay for the checkpoints trained on them.
+    * v2: ``done_jobs`` = finished / arrived jobs (``done_jobs_of="arrived"``).
     * v1: a finite default wait limit (``wait_limit="rack_timer"``); the ``unfinished``
       reward component exists (weight 1, zero here: Placement never penalises it).
     * v0: initial version's rule, no wait limit (``gym.make("DLCluster/Placement-v0")``).
-      Issues #15 (network model) and #16 (paper-faithful base schedulers) changed the engine
-      and base policies under v0 and v1 without a bump: v0 reproduces the rule, not the
-      per-job results of runs made before them.
+      Later changes to the engine (the network model) and to the base policies (as their
+      papers wrote them; the information boundary: Dally's move test on estimates, Tiresias's
+      online thresholds) apply under every version without a bump: an old version reproduces
+      the env's rules, not the per-job results of runs made before them.
 
-    Both versions, issue 15: the ``job.sens_*`` features follow the engine under ``network:
-    ideal`` (0) and on clusters with several machine groups (each group's network); they are
-    unchanged on one-group clusters without ``ideal`` (every Dally preset; recorded digests).
+    All versions: the ``job.sens_*`` features follow the engine under ``network: ideal`` (0)
+    and on clusters with several machine groups (each group's network); they are unchanged on
+    one-group clusters without ``ideal`` (every Dally preset; recorded digests).
     """
 
-    env_name = "Placement-v2"
+    env_name = "Placement-v3"
 
     def __init__(
         self,
@@ -367,13 +425,14 @@ class PlacementEnv(ClusterEnv):
         invalid_penalty: float = 1.0,
         wait_retry_s: float = 3600.0,
         wait_limit: str = "rack_timer",
+        known_durations: bool = False,
         **kwargs: Any,
     ) -> None:
-        done_of = kwargs.get("done_jobs_of", "arrived")
-        self.env_name = version_name(
-            "Placement", {"wait_limit": wait_limit, "done_jobs_of": done_of}
-        )
+        version_kw = {"wait_limit": wait_limit, "known_durations": known_durations,
+                      "done_jobs_of": kwargs.get("done_jobs_of", "arrived")}  # fmt: skip
+        self.env_name = version_name("Placement", version_kw)
         check_kwargs(self.env_name, kwargs, PLACEMENT_KWARGS)
+        self.known_durations = check_flag(self.env_name, "known_durations", known_durations)
         if wait_limit not in WAIT_LIMITS:
             raise ConfigError(
                 f"{self.env_name}: wait_limit must be one of {', '.join(WAIT_LIMITS)}, "
@@ -401,6 +460,8 @@ class PlacementEnv(ClusterEnv):
                 f"{self.env_name}: base policy {base_policy!r} has no offers(view) generator; "
                 "bases with offers: dally, dally-manual, tiresias, gandiva"
             )
+        self._base_clairvoyant = is_clairvoyant(probe)
+        warn_leaks("Placement", self.env_name, version_kw)
         self.invalid_action = invalid_action
         self.invalid_penalty = float(invalid_penalty)
         self.wait_retry_s = float(wait_retry_s)
@@ -411,17 +472,25 @@ class PlacementEnv(ClusterEnv):
             invalid_penalty=invalid_penalty,
             wait_retry_s=wait_retry_s,
             wait_limit=wait_limit,
+            known_durations=known_durations,
         )
         self.action_space = gym.spaces.Discrete(NUM_ACTIONS)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (OBS_SIZE,), np.float32)
         self._offer: Offer | None = None
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Whether the env reads ground truth: true job lengths in the observation
+        (``known_durations``), the episode's job count (``done_jobs_of="workload"``) or a
+        clairvoyant base policy. An agent trained on it is clairvoyant too."""
+        return self.known_durations or self.done_jobs_of == "workload" or self._base_clairvoyant
 
     # ------------------------------------------------------------------ episode
     def _make_base(self) -> Any:
         return make_policy(self.base_policy, **self.base_params)
 
     def _first_instant(self, view: ClusterView) -> None:
-        self._observer = PlacementObserver(view, self.done_jobs_of)
+        self._observer = PlacementObserver(view, self.done_jobs_of, self.known_durations)
 
     def _decide(self, view: ClusterView) -> Generator[Offer, int, Any]:
         return (yield from self.base.offers(view))

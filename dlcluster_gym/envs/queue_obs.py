@@ -109,10 +109,14 @@ class QueueObserver:
         self.view, self.engine, self.cluster = view, e, c
         self.known = known_durations
         self.done_of = done_of
-        jobs = view.jobs
+        # Per-run constant tables over the engine's job list (the simulator side; features
+        # read them for arrived jobs only). Job lengths only with known_durations.
+        jobs = e.jobs
         self.demand = np.array([j.num_gpus for j in jobs], dtype=np.int64)
         self.compute = np.array([j.compute_s for j in jobs], dtype=np.float64)
-        self.iters = np.array([j.iterations for j in jobs], dtype=np.float64)
+        self.iters: np.ndarray | None = (
+            np.array([j.iterations for j in jobs], dtype=np.float64) if known_durations else None
+        )
         self.arrival = np.array([j.arrival_s for j in jobs], dtype=np.float64)
         profiles = [e.profile(j.job_id) for j in jobs]  # the scenario's profile source
         self.skew = np.array([p.skew == "high" for p in profiles], dtype=np.float32)
@@ -185,7 +189,7 @@ class QueueObserver:
         rows[:, _W["high_skew"]] = self.skew[ids]
         c0 = _W[f"cand_{ACTION_NAMES[1]}"]
         rows[:, c0 : c0 + NUM_CANDIDATES] = cand
-        if self.known:
+        if self.iters is not None:
             left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
             rows[:, _W["remaining_work"]] = _logw(left * self.demand[ids])
             rows[:, _W["remaining_time"]] = _logt(left)
@@ -206,11 +210,7 @@ class QueueObserver:
         cpi = e.compute_per_iter[ids]
         f = np.where(cpi > 0, e.comm_per_iter[ids] / np.where(cpi > 0, cpi, 1.0), 0.0)
         rows[:, _R["comm"]] = f / (1.0 + f)
-        dt = now - e.last_update[ids]  # running jobs' counters, brought up to now
-        busy = np.maximum(now - np.maximum(e.last_update[ids], e.resume_at[ids]), 0.0)
-        done = np.minimum(e.done_iters[ids] + busy / e.iter_time[ids], self.iters[ids])
-        run = e.run_s[ids] + dt
-        att = e.attained[ids] + dt * e.alloc_n[ids]
+        done, run, att = self.view.live(ids)  # running jobs' counters, brought up to now
         rows[:, _R["attained"]] = _logw(att)
         rows[:, _R["running_for"]] = _logt(now - e.last_start[ids])
         nws = np.ones(k)
@@ -220,7 +220,7 @@ class QueueObserver:
         rows[:, _R["preemptions"]] = np.minimum(e.preemptions[ids] / 10.0, 1.0)
         m0 = _R[f"move_{ACTION_NAMES[1]}"]
         rows[:, m0 : m0 + NUM_CANDIDATES] = move
-        if self.known:
+        if self.iters is not None:
             left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
             rows[:, _R["remaining_work"]] = _logw(left * self.demand[ids])
             rows[:, _R["remaining_time"]] = _logt(left)

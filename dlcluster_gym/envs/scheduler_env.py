@@ -33,7 +33,7 @@ from dlcluster_gym.envs.queue_obs import (
     SPINE_FEATURES,
     QueueObserver,
 )
-from dlcluster_gym.envs.versions import version_name
+from dlcluster_gym.envs.versions import version_name, warn_leaks
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.sim.offers import (
     ACTION_NAMES,
@@ -134,10 +134,13 @@ class SchedulerEnv(ClusterEnv):
       ``RACK_LINK_FEATURES``: the rack's uplinks, its edge to the spine) and ``spine``
       (``SPINE_FEATURES``). Loads are the engine's now (0 with sharing off).
 
-    No future information by default: job durations, progress and remaining work are
-    hidden; attained service, time waited and time held are shown. ``known_durations=True``
-    fills ``remaining_work``/``remaining_time`` (oracle studies; an agent trained with it is
-    clairvoyant).
+    No future information by default (v2): every feature is observed (the jobs' submission,
+    what they attained, time waited and held, placements, the cluster and its links); job
+    durations, progress and remaining work are hidden (``remaining_*`` are 0) and
+    ``done_jobs`` is finished / arrived jobs. Oracle features: ``known_durations=True``
+    fills ``remaining_work``/``remaining_time`` with the true values, and
+    ``done_jobs_of="workload"`` (v0, v1) divides ``done_jobs`` by the episode's job count;
+    either makes the env clairvoyant (``clairvoyant``), and an agent trained with it too.
 
     ## Rewards
 
@@ -197,13 +200,16 @@ class SchedulerEnv(ClusterEnv):
     ``unfinished_penalty_s`` (only with ``fixed``; 604800), ``stall_end`` (``terminated``; v0
     ``truncated``), ``skip_trivial`` (True; False makes every engine instant a decision point,
     even when only ``0`` is valid: the native heuristics acting in the env use it, because they
-    keep timers and wake-ups at every instant), ``render_mode``, ``traces_dir``. Boolean
+    keep timers and wake-ups at every instant), ``done_jobs_of`` (``arrived``; ``workload`` in
+    v0, v1), ``render_mode``, ``traces_dir``. Boolean
     arguments must be ``True``/``False``; ``scenario`` and ``scenarios`` exclude each other, as
     do ``scenario_overrides`` and ``scenarios``. ``reset(options=...)`` takes no options
     (``None`` or ``{}``; anything else is an error).
 
     ## Version History
 
+    * v2: ``done_jobs`` = finished / arrived jobs (``done_jobs_of="arrived"``); v0 and v1
+      divide by the episode's job count (``done_jobs_of="workload"``) and warn when made.
     * v1: the ``unfinished`` charge is the serial bound (``unfinished_penalty="serial"``)
       instead of 7 days per job, and a stall ending is ``terminated``
       (``stall_end="terminated"``). Dynamics, observations and masks are those of v0 (an agent
@@ -240,11 +246,9 @@ class SchedulerEnv(ClusterEnv):
         stall_end: str = "terminated",
         **kwargs: Any,
     ) -> None:
-        self.env_name = version_name(
-            "Scheduler",
-            {"unfinished_penalty": unfinished_penalty, "stall_end": stall_end,
-             "done_jobs_of": kwargs.get("done_jobs_of", "arrived")},
-        )  # fmt: skip
+        version_kw = {"unfinished_penalty": unfinished_penalty, "stall_end": stall_end,
+                      "done_jobs_of": kwargs.get("done_jobs_of", "arrived")}  # fmt: skip
+        self.env_name = version_name("Scheduler", version_kw)
         check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
         name = self.env_name
         _choice(name, "unfinished_penalty", unfinished_penalty, UNFINISHED_PENALTIES)
@@ -271,6 +275,7 @@ class SchedulerEnv(ClusterEnv):
         _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
         if order == "srw" and not known_durations:
             raise ConfigError(f"{name}: order 'srw' needs known_durations=True (it uses them)")
+        warn_leaks("Scheduler", name, version_kw)
         fixed_s = V0_FIXED_PENALTY_S if unfinished_penalty_s is None else unfinished_penalty_s
         for key, v in (("invalid_penalty", invalid_penalty), ("wait_retry_s", wait_retry_s),
                        ("unfinished_penalty_s", fixed_s)):  # fmt: skip
@@ -337,6 +342,13 @@ class SchedulerEnv(ClusterEnv):
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
         self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Whether the env reads ground truth: true remaining work in the observation
+        (``known_durations``; the ``srw`` slot order needs it), or the episode's job count
+        (``done_jobs_of="workload"``). An agent trained on it is clairvoyant too."""
+        return self.known_durations or self.order == "srw" or self.done_jobs_of == "workload"
 
     def _check_node_limits(self) -> None:
         """The dict and graph observations hold ``max_machines``/``max_racks`` nodes: every

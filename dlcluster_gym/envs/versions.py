@@ -1,14 +1,26 @@
 """Env versions: the kwargs that give each version its dynamics (the newest is the class's
-defaults). Bump when dynamics, rewards or observations change; old ids keep working."""
+defaults). Bump when dynamics, rewards or observations change; old ids keep working.
+
+Versions whose defaults observe ground truth a real scheduler does not have (``LEAKS``) stay
+registered for the checkpoints trained on them; making one warns (``warn_leaks``) and names
+the version to use instead."""
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 _WORKLOAD = {"done_jobs_of": "workload"}  # the done_jobs feature before it stopped leaking
+_KNOWN = {"known_durations": True}  # Placement's progress/remaining_work before estimates
 VERSIONS: dict[str, dict[int, dict]] = {
-    "Placement": {0: {"wait_limit": "none", **_WORKLOAD}, 1: dict(_WORKLOAD), 2: {}},
+    "Placement": {
+        0: {"wait_limit": "none", **_WORKLOAD, **_KNOWN},
+        1: {**_WORKLOAD, **_KNOWN},
+        2: dict(_KNOWN),
+        3: {},
+    },
     "DelayTimer": {0: dict(_WORKLOAD), 1: {}},
     "Scheduler": {
         0: {"unfinished_penalty": "fixed", "stall_end": "truncated", **_WORKLOAD},
@@ -16,6 +28,26 @@ VERSIONS: dict[str, dict[int, dict]] = {
         2: {},
     },
 }
+
+_DONE_LEAK = (
+    "done_jobs divides by the episode's job count, which tells how many arrivals are still "
+    "to come (done_jobs_of='workload')"
+)
+LEAKS: dict[str, dict[str, tuple[Any, str]]] = {
+    "Placement": {
+        "known_durations": (
+            True,
+            "job.progress and job.remaining_work are the true values from each job's length "
+            "(known_durations=True)",
+        ),
+        "done_jobs_of": ("workload", _DONE_LEAK),
+    },
+    "DelayTimer": {"done_jobs_of": ("workload", _DONE_LEAK)},
+    "Scheduler": {"done_jobs_of": ("workload", _DONE_LEAK)},
+}
+"""Per env kind, the kwarg values that are an old version's default and put ground truth in
+the observation (Scheduler's ``known_durations=True`` is an explicit oracle option of every
+version, not a deprecated default: it makes the env clairvoyant without a warning)."""
 
 
 def version_name(kind: str, kwargs: Mapping[str, Any]) -> str:
@@ -27,3 +59,37 @@ def version_name(kind: str, kwargs: Mapping[str, Any]) -> str:
         if all(kwargs.get(k) == value for k, value in kw.items())
     )
     return f"{kind}-v{best[1]}"
+
+
+def leaks(kind: str, kwargs: Mapping[str, Any]) -> list[str]:
+    """What an env of ``kind`` made with ``kwargs`` observes that a real scheduler does not
+    (``LEAKS``), one phrase each; empty for a leak-free env."""
+    return [why for key, (value, why) in LEAKS[kind].items() if kwargs.get(key) == value]
+
+
+def warn_leaks(kind: str, env_name: str, kwargs: Mapping[str, Any]) -> None:
+    """A ``DeprecationWarning`` naming the ground truth an env made with ``kwargs`` observes
+    and the version to use instead (nothing for a leak-free env)."""
+    found = leaks(kind, kwargs)
+    if found:
+        warnings.warn(
+            f"DLCluster/{env_name} observes ground truth a real scheduler does not have: "
+            f"{'; '.join(found)}. It is kept for checkpoints trained on it (an agent trained "
+            f"on it is clairvoyant); use DLCluster/{kind}-v{max(VERSIONS[kind])}, whose "
+            "observations hold observable facts and estimates only",
+            DeprecationWarning,
+            stacklevel=_outside_level(),
+        )
+
+
+def _outside_level() -> int:
+    """The ``stacklevel`` of the first caller outside this package and gymnasium (the line
+    that made the env, e.g. a ``gym.make`` in a user's script, where Python shows
+    ``DeprecationWarning``s by default)."""
+    frame, level = sys._getframe(2), 2  # the caller of warn_leaks
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_INSIDE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_INSIDE = ("dlcluster_gym.", "gymnasium.")
