@@ -23,11 +23,9 @@ from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import (
     Resources,
-    check_budgets,
-    check_node_fits,
     check_positive,
+    check_ps_workload,
     fit,
-    require_ps,
 )
 
 
@@ -63,10 +61,8 @@ class FABF(BaseScheduler):
 
     def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
         """Admission: PS jobs, nodes that fit a server, budgets that hold (1 PS, 1 worker)."""
-        ps = require_ps(view, self.name)
-        check_node_fits(ps, view, jobs, self.node_vcpus, self.name)
-        check_budgets(
-            ps, jobs, 2 * self.node_vcpus,
+        check_ps_workload(
+            view, jobs, self.name, self.node_vcpus, 2 * self.node_vcpus,
             f"the (1 PS, 1 worker) configuration of 2 x {self.node_vcpus:g}-vCPU nodes",
         )  # fmt: skip
 

@@ -55,13 +55,11 @@ from dlcluster_gym.workload.ps import MIN_CONFIG_NODES
 
 from .ps_common import (
     Resources,
-    check_budgets,
-    check_node_fits,
     check_positive,
+    check_ps_workload,
     check_unit,
     even,
     fit,
-    require_ps,
 )
 
 _EPS = 1e-9
@@ -128,11 +126,9 @@ class Nearchus(BaseScheduler):
     def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
         """Admission: PS jobs, nodes that fit a server, budgets that hold the minimal
         DT-config."""
-        ps = require_ps(view, self.name)
-        check_node_fits(ps, view, jobs, self.min_node, self.name)
         floor = MIN_CONFIG_NODES * self.min_node
-        check_budgets(
-            ps, jobs, floor - _EPS,
+        check_ps_workload(
+            view, jobs, self.name, self.min_node, floor - _EPS,
             f"the minimal (1 PS, 2 workers) DT-config of {floor:g} vCPUs "
             f"({MIN_CONFIG_NODES} x min_node_vcpus={self.min_node:g})",
         )  # fmt: skip

@@ -38,11 +38,9 @@ from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import (
     Resources,
-    check_budgets,
-    check_node_fits,
     check_positive,
+    check_ps_workload,
     fit,
-    require_ps,
     start_in_order,
 )
 
@@ -132,10 +130,8 @@ class Optimus(BaseScheduler):
     def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
         """Admission: PS jobs, nodes that fit a server, budgets that hold the initial
         configuration."""
-        ps = require_ps(view, self.name)
-        check_node_fits(ps, view, jobs, self.node_vcpus, self.name)
-        check_budgets(
-            ps, jobs, 3 * self.node_vcpus,
+        check_ps_workload(
+            view, jobs, self.name, self.node_vcpus, 3 * self.node_vcpus,
             f"the initial (1 PS, 2 workers) configuration of 3 x {self.node_vcpus:g}",
         )  # fmt: skip
 

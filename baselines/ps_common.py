@@ -33,6 +33,17 @@ def require_ps(view: ClusterView, policy: str) -> PSView:
     return ps
 
 
+def check_ps_workload(
+    view: ClusterView, jobs: JobTable, policy: str, node_vcpus: float, floor: float, what: str
+) -> None:
+    """Admission of a PS policy (``check_workload``): the scenario has PS jobs, a server can
+    host a ``node_vcpus`` node (and each model's memory), every budget is at least ``floor``
+    (``what``: the configuration that needs it)."""
+    ps = require_ps(view, policy)
+    check_node_fits(ps, view, jobs, node_vcpus, policy)
+    check_budgets(ps, jobs, floor, what)
+
+
 def check_budgets(ps: PSView, jobs: JobTable, floor: float, what: str) -> None:
     """ConfigError naming the first submitted PS job whose vCPU budget is below ``floor``
     (``what`` describes the configuration that needs it)."""

@@ -88,3 +88,17 @@ def test_compiled_link_grouping_equals_numpy(name, monkeypatch):
             assert g[link].packed.tobytes() == w[link].packed.tobytes()
             assert g[link].packed.shape == w[link].packed.shape
             assert repr(g[link].peak) == repr(w[link].peak)
+
+
+def test_warm_skips_a_cluster_without_gpus(monkeypatch):
+    """A CPU-only cluster (parameter-server jobs) has no GPU 0: warming must not run the
+    kernel on it (without bounds checks that read is undefined behaviour)."""
+    from dlcluster_gym.perf import traffic_kernel as tk
+
+    def boom(*args):
+        raise AssertionError("kernel called on a cluster without GPUs")
+
+    monkeypatch.setattr(tk, "traffic", boom)
+    monkeypatch.setattr(tk, "_warmed", set())
+    empty = np.zeros(0, dtype=np.int64)
+    tk.warm(empty, empty, empty, np.zeros(1, dtype=np.int64), np.ones(1))

@@ -442,8 +442,8 @@ def warm(
     first new placement. Called with :func:`perf.stretch_kernel.warm`."""
     arrays = (gpu_nic, nic_machine, nic_uplink, machine_rack, link_capacity)
     key = tuple(a.flags.writeable for a in arrays)
-    if traffic is None or key in _warmed:
-        return
+    if traffic is None or key in _warmed or gpu_nic.size == 0:
+        return  # a cluster without GPUs (CPU-only PS jobs) has no GPU 0 to warm on
     _warmed.add(key)
     gpus = np.zeros(1, dtype=np.int64)  # one GPU: returns at once
     frozen = gpus.copy()
