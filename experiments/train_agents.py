@@ -32,9 +32,9 @@ RESULTS = ROOT / "experiments" / "results" / "agents"
 CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer", "scheduler": "scheduler"}
 TRAIN_COMMANDS = {
-    "placement": "dlcluster train --agent placement --out runs/agents/placement-v8",
+    "placement": "dlcluster train --agent placement --out runs/agents/placement-v10",
     "delay-timer": "dlcluster train --agent delay-timer --timesteps 40960 "
-    "--out runs/agents/delay-timer-v2",
+    "--out runs/agents/delay-timer-v3",
     "scheduler": "dlcluster train --agent scheduler --config configs/agents/scheduler-v6.yaml "
     "--out runs/agents/scheduler-v6",
 }

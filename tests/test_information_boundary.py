@@ -502,3 +502,24 @@ def test_env_check_catches_an_env_that_observes_true_lengths(
     assert env.unwrapped.clairvoyant
     n = min(len(rec_a), len(rec_b))
     assert n >= 3 and rec_a[:n] != rec_b[:n]
+
+
+def test_the_docs_table_of_kinds_is_the_codes() -> None:
+    """docs/schedulers.md "What each policy may know": every registered policy has a row and
+    its kind there is ``policy_kind`` with default parameters."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "schedulers.md").read_text()
+    section = doc.split("## What each policy may know", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, str] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].startswith("`"):
+            continue
+        kind = re.sub(r"[*]|\(.*\)", "", cells[1]).strip()
+        for name in re.findall(r"`([^`]+)`", cells[0]):
+            documented[name] = kind
+    for name in policies():
+        assert name in documented, f"docs/schedulers.md has no row for {name}"
+        assert documented[name] == policy_kind(name), f"{name}: docs say {documented[name]}"
