@@ -43,13 +43,11 @@ AGENT = "scheduler-agent"
 
 def env_policy(name: str, env_kwargs: dict[str, Any]) -> Any:
     """A native scheduler running Scheduler-env policy ``name`` with ``env_kwargs``; with
-    ``known_durations`` the env hands it job lengths, so it declares itself clairvoyant."""
-    sched = QueuePolicyScheduler(
+    ``known_durations`` the env hands it job lengths, so it is clairvoyant (the scheduler
+    declares that from its env kwargs)."""
+    return QueuePolicyScheduler(
         lambda env: make_env_policy(name, env), env_kwargs=env_kwargs, name=name
     )
-    if env_kwargs.get("known_durations"):
-        sched.clairvoyant = True
-    return sched
 
 
 def policies(cfg: AgentConfig) -> dict[str, Any]:

@@ -421,11 +421,15 @@ def test_checkpoints_load_with_kwargs_that_change_neither_observation_nor_action
     for env_id in ("DLCluster/Scheduler-v1", "DLCluster/Scheduler-dally-batch-2rack-v1"):
         make_env_policy(f"agent:{path}", gym.make(env_id, **kw, **free))
     placement = _shipped("placement")
-    env = gym.make("DLCluster/Placement-v1", scenario="dally-batch-2rack", wait_limit="none")
+    env = gym.make("DLCluster/Placement-v3", scenario="dally-batch-2rack", wait_limit="none")
     make_env_policy(f"agent:{placement}", env)
     with pytest.raises(ConfigError, match="base_policy='dally', but the env has "
                        "base_policy='tiresias'"):  # fmt: skip
-        make_env_policy(f"agent:{placement}", tiny_env("Placement", base_policy="tiresias"))
+        make_env_policy(
+            f"agent:{placement}",
+            tiny_env("Placement", base_policy="tiresias", done_jobs_of="arrived",
+                     known_durations=False),
+        )  # fmt: skip
     timer = _shipped("delay_timer")
     with pytest.raises(ConfigError, match=r"max_timer_s=172800\.0, but the env has "
                        r"max_timer_s=3600\.0"):  # fmt: skip

@@ -321,14 +321,21 @@ def test_env_policies_declare_what_they_read() -> None:
     assert make_env_policy("tiresias", plain, thresholds="scaled").clairvoyant
 
 
-@pytest.mark.parametrize(
-    ("name", "kind"),
-    [("placement", "clairvoyant"), ("delay_timer", "deployable"), ("scheduler", "deployable")],
-)
-def test_shipped_agents_are_labelled_from_their_metadata(name: str, kind: str) -> None:
-    """The shipped placement agent saw true remaining work and the episode's job count: it is
-    clairvoyant; the label comes from the metadata alone (no torch import)."""
+@pytest.mark.parametrize("name", ["placement", "delay_timer", "scheduler", "oracle-placement"])
+def test_agents_are_labelled_from_their_metadata(name: str, tmp_path: Path) -> None:
+    """Every shipped agent was trained without ground truth: deployable. A placement agent
+    whose metadata says it saw the true remaining work is clairvoyant. The label comes from
+    the metadata alone (no torch import)."""
+    kind = "deployable"
     path = SHIPPED / f"{name}.zip"
+    if name == "oracle-placement":
+        kind, path = "clairvoyant", tmp_path / "oracle.zip"
+
+        def oracle(meta: dict) -> dict:
+            meta["env_kwargs"].update(known_durations=True, done_jobs_of="workload")
+            return meta
+
+        _rewrite_meta(SHIPPED / "placement.zip", path, oracle)
     assert policy_kind(f"agent:{path}") == kind
     code = (
         "import sys; from dlcluster_gym.scheduler import policy_kind; "
@@ -341,8 +348,8 @@ def test_shipped_agents_are_labelled_from_their_metadata(name: str, kind: str) -
 def test_shipped_metadata_records_what_each_agent_saw() -> None:
     kw = {n: read_agent_meta(SHIPPED / f"{n}.zip")["env_kwargs"]
           for n in ("placement", "delay_timer", "scheduler")}  # fmt: skip
-    assert kw["placement"]["done_jobs_of"] == "workload"
-    assert kw["placement"]["known_durations"] is True
+    assert kw["placement"]["done_jobs_of"] == "arrived"
+    assert kw["placement"]["known_durations"] is False
     assert kw["delay_timer"]["done_jobs_of"] == "arrived"
     assert kw["scheduler"]["done_jobs_of"] == "arrived"
     assert kw["scheduler"]["known_durations"] is False
