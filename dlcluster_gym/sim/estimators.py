@@ -21,21 +21,13 @@ Methods for a job's remaining iterations (``remaining_iterations``):
 from __future__ import annotations
 
 import bisect
-from typing import Literal
 
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.state import EngineState
 
-Method = Literal["attained", "history", "model-history"]
 METHODS: tuple[str, ...] = ("attained", "history", "model-history")
-
-
-def check_method(method: str, what: str = "estimate") -> str:
-    if method not in METHODS:
-        raise ConfigError(f"{what} must be one of {', '.join(METHODS)}, got {method!r}")
-    return method
 
 
 class History:
