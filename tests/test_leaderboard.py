@@ -175,6 +175,13 @@ def test_cells_and_ids(tmp_path):
 # --------------------------------------------------------------------------- running
 
 
+def _run_and_render(suite, tmp):
+    """Run ``suite`` into ``tmp/run`` and render its leaderboard: (suite, out, rows, paths)."""
+    out = tmp / "run"
+    rows = lb.run_suite(suite, out, workers=2, progress=False)
+    return suite, out, rows, lb.render_leaderboard(out)
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """One local run of a small suite with an n/a entrant and a crashing one."""
@@ -190,10 +197,7 @@ def finished_run(tmp_path_factory):
             ],
         )
     )
-    out = tmp / "run"
-    rows = lb.run_suite(suite, out, workers=2, progress=False)
-    paths = lb.render_leaderboard(out)
-    return suite, out, rows, paths
+    return _run_and_render(suite, tmp)
 
 
 def test_run_writes_every_cell_and_outputs(finished_run):
@@ -652,10 +656,7 @@ def kinds_run(tmp_path_factory):
     suite = lb.load_suite(
         suite_file(tmp, name="kinds", seeds=[1], entrants=KINDS_ENTRANTS, scenarios=[sc])
     )
-    out = tmp / "run"
-    rows = lb.run_suite(suite, out, workers=2, progress=False)
-    paths = lb.render_leaderboard(out)
-    return suite, out, rows, paths
+    return _run_and_render(suite, tmp)
 
 
 def test_rows_record_the_entrant_kind(kinds_run):
