@@ -43,7 +43,10 @@ def _episode(env_id: str, read, steps: int = 400, **kw) -> list[tuple[float, int
     for _ in range(steps):
         e = inner.engine
         out.append((float(read(obs)), e.n_done, len(e.waiting), len(e.running)))
-        if hasattr(inner, "action_masks"):
+        if getattr(inner, "per_job", False):  # Scheduler-v3: (act, candidate), each head masked
+            m = inner.action_masks()
+            a = np.array([rng.choice(np.flatnonzero(m[:2])), rng.choice(np.flatnonzero(m[2:]))])
+        elif hasattr(inner, "action_masks"):
             a = int(rng.choice(np.flatnonzero(inner.action_masks())))
         else:
             a = env.action_space.sample()

@@ -182,7 +182,9 @@ NEW = [(k, v) for k in VERSIONS for v in VERSIONS[k] if not leaks(k, VERSIONS[k]
 def test_the_leaky_and_the_clean_versions_are_the_expected_ones() -> None:
     assert OLD == [("Placement", 0), ("Placement", 1), ("Placement", 2), ("DelayTimer", 0),
                    ("Scheduler", 0), ("Scheduler", 1)]  # fmt: skip
-    assert [(k, latest(k)) for k in VERSIONS] == NEW
+    # Scheduler-v2 is leak-free too: v3 changed the action design, not the observation
+    assert NEW == [("Placement", 3), ("DelayTimer", 1), ("Scheduler", 2), ("Scheduler", 3)]
+    assert {(k, latest(k)) for k in VERSIONS} <= set(NEW)
 
 
 @pytest.mark.parametrize(("kind", "version"), OLD)
@@ -209,6 +211,8 @@ def test_old_versions_warn_once_naming_the_leak_and_the_version_to_use(
 def test_newest_versions_do_not_warn(kind: str, version: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        if version < latest(kind):  # gymnasium says a newer version exists; ours say nothing
+            warnings.filterwarnings("ignore", ".*is out of date")
         env = gym.make(f"DLCluster/{kind}-v{version}")
     assert not env.unwrapped.clairvoyant
 
@@ -221,7 +225,7 @@ def test_an_oracle_option_on_the_newest_versions() -> None:
     assert env.unwrapped.clairvoyant
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make("DLCluster/Scheduler-v2", known_durations=True)
+        env = gym.make("DLCluster/Scheduler-v3", known_durations=True)
     assert env.unwrapped.clairvoyant
 
 

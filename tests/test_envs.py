@@ -24,6 +24,8 @@ def _random_actions(env: gym.Env, seed: int, n: int) -> list:
     rng = np.random.default_rng(seed)
     if isinstance(env.action_space, gym.spaces.Discrete):
         return [int(rng.integers(0, env.action_space.n)) for _ in range(n)]
+    if isinstance(env.action_space, gym.spaces.MultiDiscrete):  # Scheduler-v3: (act, candidate)
+        return [rng.integers(0, env.action_space.nvec) for _ in range(n)]
     return [rng.uniform(-1, 1, env.action_space.shape).astype(np.float32) for _ in range(n)]
 
 

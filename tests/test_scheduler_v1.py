@@ -148,10 +148,11 @@ def test_horizon_ending_stays_truncated_and_charged() -> None:
 
 
 # ---------------------------------------------------------------------------- item 3
-def test_v0_and_v1_are_registered_and_v2_is_the_newest() -> None:
-    """v2 changes only the ``done_jobs`` feature (tests/test_done_jobs_feature.py)."""
+def test_v0_and_v1_are_registered_and_v3_is_the_newest() -> None:
+    """v2 changes only the ``done_jobs`` feature (tests/test_done_jobs_feature.py); v3 the
+    action design (tests/test_scheduler_v3.py)."""
     ids = env_ids()
-    assert latest("Scheduler") == 2 and set(VERSIONS["Scheduler"]) == {0, 1, 2}
+    assert latest("Scheduler") == 3 and set(VERSIONS["Scheduler"]) == {0, 1, 2, 3}
     for v in (0, 1):
         assert f"DLCluster/Scheduler-v{v}" in ids
         assert f"DLCluster/Scheduler-dally-batch-2rack-v{v}" in ids

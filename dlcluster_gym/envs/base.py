@@ -28,13 +28,15 @@ from dlcluster_gym.sim.state import DONE, DROPPED
 from dlcluster_gym.sim.view import ClusterView
 
 DEFAULT_SCENARIO = "dally-poisson-4rack"
-REWARD_COMPONENTS: tuple[str, ...] = ("jct", "makespan", "comm", "invalid", "unfinished")
+REWARD_COMPONENTS: tuple[str, ...] = (
+    "jct", "makespan", "comm", "invalid", "unfinished", "shaping")  # fmt: skip
 DEFAULT_WEIGHTS: dict[str, float] = {
     "jct": 1.0,
     "makespan": 0.0,
     "comm": 0.0,
     "invalid": 1.0,
     "unfinished": 1.0,
+    "shaping": 0.0,
 }
 COMMON_KWARGS: tuple[str, ...] = (
     "scenario",
@@ -45,6 +47,7 @@ COMMON_KWARGS: tuple[str, ...] = (
     "render_mode",
     "traces_dir",
     "done_jobs_of",
+    "episode_seeds",
 )
 
 
@@ -96,26 +99,32 @@ def stalled(engine: Engine) -> bool:
     return bool(engine.waiting) and not engine.running and not engine._future_events()
 
 
-def serial_remaining_s(engine: Engine) -> np.ndarray:
-    """Isolated remaining run time (seconds) of every unfinished job of ``engine``: its
-    remaining iterations at its isolated per-iteration time on the most consolidated
-    placement of an empty cluster (``sim.bounds.isolated_run``, the ``ideal`` bound's run
-    time, true durations), plus any checkpoint/restore overhead it still owes."""
-    status = engine.status
-    left = np.flatnonzero((status != DONE) & (status != DROPPED))
-    out = np.zeros(left.size)
+def isolated_iter_s(engine: Engine) -> np.ndarray:
+    """Per job of ``engine``: its per-iteration time alone on the most consolidated placement
+    of an empty cluster (``sim.bounds.isolated_run``, the ``ideal`` bound's run time)."""
     scen, cluster = engine.scenario, engine.cluster
     per_iter: dict[tuple[str, int, float], float] = {}
-    for i, j in enumerate(left.tolist()):
-        job = engine.jobs[j]
+    out = np.zeros(len(engine.jobs))
+    for j, job in enumerate(engine.jobs):
         key = (job.model, job.num_gpus, float(job.compute_s))
         t = per_iter.get(key)
         if t is None:
             run_s = isolated_run(cluster, job, scen.profile, scen.network)[0]
             t = per_iter[key] = run_s / max(float(job.iterations), 1e-12)
-        remaining = max(float(engine.iterations[j] - engine.done_iters[j]), 0.0)
-        out[i] = remaining * t + float(engine.pending_overhead[j])
+        out[j] = t
     return out
+
+
+def serial_remaining_s(engine: Engine, iter_s: np.ndarray | None = None) -> np.ndarray:
+    """Isolated remaining run time (seconds) of every unfinished job of ``engine``: its
+    remaining iterations at its isolated per-iteration time (``isolated_iter_s``, or
+    ``iter_s`` when given; true durations), plus any checkpoint/restore overhead it still
+    owes."""
+    status = engine.status
+    left = np.flatnonzero((status != DONE) & (status != DROPPED))
+    t = isolated_iter_s(engine) if iter_s is None else iter_s
+    remaining = np.maximum(engine.iterations[left] - engine.done_iters[left], 0.0)
+    return remaining * t[left] + engine.pending_overhead[left]
 
 
 def check_kwargs(env: str, given: Mapping[str, Any], valid: tuple[str, ...]) -> None:
@@ -153,6 +162,22 @@ class StallGuard:
         return actions
 
 
+def _seed_range(env: str, seeds: Sequence[int] | None) -> tuple[int, int]:
+    """``episode_seeds``: the ``[lo, hi)`` range that ``reset()`` without a seed draws episode
+    seeds from (default ``[0, 2**31 - 1)``); training envs use it to keep held-out seeds out."""
+    if seeds is None:
+        return 0, 2**31 - 1
+    ok = (
+        isinstance(seeds, Sequence) and not isinstance(seeds, str) and len(seeds) == 2
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in seeds)
+    )  # fmt: skip
+    if not ok or not 0 <= seeds[0] < seeds[1] <= 2**63 - 1:
+        raise ConfigError(
+            f"{env}: episode_seeds must be [lo, hi) with integers 0 <= lo < hi, got {seeds!r}"
+        )
+    return int(seeds[0]), int(seeds[1])
+
+
 def _label(scenario: Any) -> str:
     if isinstance(scenario, str | Path):
         return repr(str(scenario))
@@ -184,8 +209,10 @@ class ClusterEnv(gym.Env):
         render_mode: str | None = None,
         traces_dir: str | Path | None = None,
         done_jobs_of: str = "arrived",
+        episode_seeds: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
+        self.episode_seeds = _seed_range(self.env_name, episode_seeds)
         if done_jobs_of not in DONE_OF:
             raise ConfigError(
                 f"{self.env_name}: done_jobs_of must be one of {', '.join(DONE_OF)}, got "
@@ -267,6 +294,7 @@ class ClusterEnv(gym.Env):
             "render_mode": render_mode,
             "traces_dir": traces_dir,
             "done_jobs_of": done_jobs_of,
+            "episode_seeds": episode_seeds,
         }
         self.engine: Engine | None = None
         self.view: ClusterView | None = None
@@ -322,8 +350,23 @@ class ClusterEnv(gym.Env):
         self._comm_rate = 0.0
         self._pending = dict.fromkeys(REWARD_COMPONENTS, 0.0)
         self._stall_guard = StallGuard(self.wait_retry_s)
+        self._steps = 0  # agent steps this episode (for a step limit)
+        self._iter_s: np.ndarray | None = None
+        self._phi = self._potential() if self.reward_weights["shaping"] else 0.0
         self._gen = self._episode()
         return self._advance(None)
+
+    def _cut(self) -> Any:
+        """End the episode now (a step limit): the run's results with the jobs not finished
+        reported unfinished, and the end-of-episode charges; returns None (no decision
+        point left)."""
+        assert self._gen is not None and self.engine is not None
+        self._gen.close()
+        self.results = self.engine.cut()
+        self._account(self.engine.now)
+        self._episode_end_rewards()
+        self._stalled = False  # cut by the limit, whatever the engine's state
+        return None
 
     def _advance(self, decision: Any) -> Any:
         """Send ``decision`` (None: start) and run to the next decision point; None at the end."""
@@ -341,7 +384,8 @@ class ClusterEnv(gym.Env):
     def _episode_seed_for(self, seed: int | None) -> int:
         if seed is not None:
             return int(seed)
-        return int(self.np_random.integers(0, 2**31 - 1))
+        lo, hi = self.episode_seeds
+        return int(self.np_random.integers(lo, hi))
 
     @property
     def done(self) -> bool:
@@ -360,12 +404,35 @@ class ClusterEnv(gym.Env):
             self._last_t = now
         e = self.engine
         assert e is not None
+        if self.reward_weights["shaping"]:
+            phi = self._potential()
+            self._pending["shaping"] += phi - self._phi
+            self._phi = phi
         self._in_system = len(e.waiting) + len(e.running)
         if self.reward_weights["comm"] and e.running:
             r = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
             self._comm_rate = float((e.comm_per_iter[r] / e.iter_time[r]).sum())
         else:
             self._comm_rate = 0.0
+
+    def _potential(self) -> float:
+        """The ``shaping`` component's potential: minus the isolated remaining run time of
+        every job not finished yet (arrived or not; running jobs' progress as of now, owed
+        checkpoint/restore included; true durations, as the ``unfinished`` charge) /
+        ``reward_scale_s``. The component is its change between decision instants
+        (potential-based shaping with no discount: a finished episode's shaping sums to a
+        constant, minus the first potential, so it changes no policy's ranking; it pays each
+        instant for the work done in it)."""
+        e = self.engine
+        assert e is not None
+        if self._iter_s is None:
+            self._iter_s = isolated_iter_s(e)
+        left = np.maximum(e.iterations - e.done_iters, 0.0)
+        if e.running:
+            r = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            left[r] = np.maximum(e.iterations[r] - e.live(r)[0], 0.0)
+        left[(e.status == DONE) | (e.status == DROPPED)] = 0.0
+        return -float((left * self._iter_s).sum() + e.pending_overhead.sum()) / self.reward_scale_s
 
     def _episode_end_rewards(self) -> None:
         """Rewards charged once when the run ends (subclasses: unfinished jobs)."""
@@ -383,8 +450,13 @@ class ClusterEnv(gym.Env):
 
     # ------------------------------------------------------------------ info
     def _final_info(self, info: dict[str, Any]) -> dict[str, Any]:
-        if self._sampler is not None and self.engine is not None:
+        """Every step's info: the episode's ``scenario`` (name), ``seed`` and ``policy`` (the
+        env's base policy: who takes the decisions the agent does not), then, at the end,
+        the ``results`` summary."""
+        if self.engine is not None:
             info["scenario"] = self.episode_scenario.name
+            info["seed"] = self._episode_seed
+            info["policy"] = getattr(self.base, "name", type(self.base).__name__)
         if self.results is not None:
             info["results"] = dict(self.results.summary)
         return info

@@ -107,22 +107,53 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-def check_env_policy_name(kind: str, name: str) -> None:
-    """An unknown env policy name for an env of ``kind`` is an error listing the valid ones
-    (``agent:PATH`` names a checkpoint and passes)."""
-    if not name.startswith("agent:") and name not in ENV_POLICIES[kind]:
-        raise UnknownNameError(f"{kind} env policy", name, ENV_POLICIES[kind])
+PER_JOB_POLICIES: dict[str, tuple[str, str]] = {
+    "random": (
+        "dlcluster_gym.baselines.per_job_policies:PerJobRandom",
+        "each head uniform over its valid values",
+    ),
+    "greedy": (
+        "dlcluster_gym.baselines.per_job_policies:PerJobGreedy",
+        "start the focus job on its best tier if free, else defer; never preempt",
+    ),
+    "las": (
+        "dlcluster_gym.baselines.per_job_policies:PerJobLAS",
+        "greedy, and preempt a job that attained 4 GPU-hours more than the job it makes room for",
+    ),
+}
+"""The policies of Scheduler-v3 (``actions="per-job"``), whose actions are
+``(act, candidate)`` pairs; ``ENV_POLICIES["Scheduler"]`` act in v0-v2 (``actions="slots"``)."""
+
+
+def _table(kind: str, env: gym.Env | None = None) -> dict[str, tuple[str, str]]:
+    if kind == "Scheduler" and env is not None and getattr(env.unwrapped, "per_job", False):
+        return PER_JOB_POLICIES
+    return ENV_POLICIES[kind]
+
+
+def check_env_policy_name(kind: str, name: str, env: gym.Env | None = None) -> None:
+    """An unknown env policy name for an env of ``kind`` (``env``: the env it will act in,
+    whose action design picks the table) is an error listing the valid ones (``agent:PATH``
+    names a checkpoint and passes)."""
+    if name.startswith("agent:"):
+        return
+    if env is None and kind == "Scheduler":
+        valid = {**ENV_POLICIES[kind], **PER_JOB_POLICIES}
+    else:
+        valid = _table(kind, env)
+    if name not in valid:
+        raise UnknownNameError(f"{kind} env policy", name, valid)
 
 
 def make_env_policy(name: str, env: gym.Env, **params: Any) -> EnvPolicy:
     """A policy by name for ``env`` (``agent:PATH`` loads a trained checkpoint)."""
     kind = env_kind(env)
-    check_env_policy_name(kind, name)
+    check_env_policy_name(kind, name, env)
     if name.startswith("agent:"):
         from dlcluster_gym.envs.agent_loader import load_agent_policy
 
         return load_agent_policy(name[len("agent:") :], env)
-    table = ENV_POLICIES[kind]
+    table = _table(kind, env)
     factory = _import(table[name][0])
     params = check_policy_params(f"{kind} env policy {name}", params, factory, bound=("env",))
     return factory(env, **params)

@@ -22,6 +22,7 @@ from dlcluster_gym.envs.base import (
     serial_remaining_s,
     stalled,
 )
+from dlcluster_gym.envs.per_job import PHASE_FEATURES, PerJob
 from dlcluster_gym.envs.queue_obs import (
     MACHINE_FEATURES,
     MACHINE_LINK_FEATURES,
@@ -60,7 +61,12 @@ SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", 
                     "move_as",
                     "order", "running_order", "known_durations", "observation", "invalid_action",
                     "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
-                    "max_racks", "skip_trivial", "unfinished_penalty", "stall_end")  # fmt: skip
+                    "max_racks", "skip_trivial", "unfinished_penalty", "stall_end", "actions",
+                    "max_steps", "max_preemptions_per_h")  # fmt: skip
+ACTION_DESIGNS: tuple[str, ...] = ("slots", "per-job")
+PER_JOB_MAX_STEPS = 100_000  # Scheduler-v3's default episode step limit
+PER_JOB_MAX_PREEMPTIONS_PER_H = 2  # Scheduler-v3's default per-job preemption cap
+PER_JOB_SHAPING = 1.0  # Scheduler-v3's default weight of the ``shaping`` reward component
 CANDIDATE_NAMES: tuple[str, ...] = ACTION_NAMES[1:]
 _C = NUM_CANDIDATES
 
@@ -244,10 +250,14 @@ class SchedulerEnv(ClusterEnv):
         skip_trivial: bool = True,
         unfinished_penalty: str = "serial",
         stall_end: str = "terminated",
+        actions: str = "slots",
+        max_steps: int | None = None,
+        max_preemptions_per_h: int | None = None,
         **kwargs: Any,
     ) -> None:
         version_kw = {"unfinished_penalty": unfinished_penalty, "stall_end": stall_end,
-                      "done_jobs_of": kwargs.get("done_jobs_of", "arrived")}  # fmt: skip
+                      "done_jobs_of": kwargs.get("done_jobs_of", "arrived"),
+                      "actions": actions}  # fmt: skip
         self.env_name = version_name("Scheduler", version_kw)
         check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
         name = self.env_name
@@ -273,6 +283,26 @@ class SchedulerEnv(ClusterEnv):
         _choice(name, "running_order", running_order, RUNNING_ORDERS)
         _choice(name, "observation", observation, OBSERVATIONS)
         _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
+        _choice(name, "actions", actions, ACTION_DESIGNS)
+        per_job = actions == "per-job"
+        if per_job and (flags["requeue"] or not flags["skip_trivial"]):
+            raise ConfigError(
+                f"{name}: actions='per-job' decides one job at a time; it takes requeue=False "
+                "and skip_trivial=True (a preempted job waits until the next instant)"
+            )
+        if max_steps is None:
+            max_steps = PER_JOB_MAX_STEPS if per_job else None
+        if max_preemptions_per_h is None:
+            max_preemptions_per_h = PER_JOB_MAX_PREEMPTIONS_PER_H if per_job else None
+        for key, v in (("max_steps", max_steps), ("max_preemptions_per_h", max_preemptions_per_h)):
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1
+            ):
+                raise ConfigError(f"{name}: {key} must be an integer >= 1 or None, got {v!r}")
+        if max_preemptions_per_h is not None and not per_job:
+            raise ConfigError(
+                f"{name}: max_preemptions_per_h applies to actions='per-job' (Scheduler-v3)"
+            )
         if order == "srw" and not known_durations:
             raise ConfigError(f"{name}: order 'srw' needs known_durations=True (it uses them)")
         warn_leaks("Scheduler", name, version_kw)
@@ -299,6 +329,14 @@ class SchedulerEnv(ClusterEnv):
         self.stall_end = stall_end
         self.max_machines, self.max_racks = int(max_machines), int(max_racks)
         self.skip_trivial = flags["skip_trivial"]
+        self.actions = actions
+        self.per_job = per_job
+        if per_job and "shaping" not in (kwargs.get("reward_weights") or {}):
+            self.reward_weights["shaping"] = PER_JOB_SHAPING  # v3's default
+        self.max_steps = None if max_steps is None else int(max_steps)
+        self.max_preemptions_per_h = (
+            None if max_preemptions_per_h is None else int(max_preemptions_per_h)
+        )
         self._init_kwargs.update(
             max_waiting=max_waiting, max_running=max_running, preemption=preemption,
             requeue=requeue,
@@ -308,16 +346,22 @@ class SchedulerEnv(ClusterEnv):
             invalid_penalty=invalid_penalty, wait_retry_s=wait_retry_s,
             unfinished_penalty_s=unfinished_penalty_s, max_machines=max_machines,
             max_racks=max_racks, skip_trivial=skip_trivial,
-            unfinished_penalty=unfinished_penalty, stall_end=stall_end,
+            unfinished_penalty=unfinished_penalty, stall_end=stall_end, actions=actions,
+            max_steps=max_steps, max_preemptions_per_h=max_preemptions_per_h,
         )  # fmt: skip
         if observation != "flat":
             self._check_node_limits()
         self.n_start = self.K * _C
         self.n_preempt = self.R if self.preemption else 0
         self.n_move = self.R * _C if self.preemption else 0
-        self.num_actions = 1 + self.n_start + self.n_preempt + self.n_move
-        self.action_space = gym.spaces.Discrete(self.num_actions)
-        flat = self.K * NW + self.R * NR + NG
+        if per_job:
+            self.num_actions = 2 + _C  # the mask: the yes/no head, then the placement head
+            self.action_space = gym.spaces.MultiDiscrete([2, _C])
+        else:
+            self.num_actions = 1 + self.n_start + self.n_preempt + self.n_move
+            self.action_space = gym.spaces.Discrete(self.num_actions)
+        ng = NG + (len(PHASE_FEATURES) if per_job else 0)
+        flat = self.K * NW + self.R * NR + ng
         self._graph_boxes = self._graph_spaces()
         if observation == "flat":
             self.observation_space = gym.spaces.Box(0.0, 1.0, (flat,), np.float32)
@@ -327,7 +371,7 @@ class SchedulerEnv(ClusterEnv):
                 {
                     "waiting": box(0.0, 1.0, (self.K, NW), np.float32),
                     "running": box(0.0, 1.0, (self.R, NR), np.float32),
-                    "globals": box(0.0, 1.0, (NG,), np.float32),
+                    "globals": box(0.0, 1.0, (ng,), np.float32),
                     "machines": box(0.0, 1.0, (self.max_machines, len(MACHINE_FEATURES)),
                                     np.float32),
                     "racks": box(0.0, 1.0, (self.max_racks, len(RACK_FEATURES)), np.float32),
@@ -336,11 +380,12 @@ class SchedulerEnv(ClusterEnv):
             )  # fmt: skip
         self._wbuf = np.zeros((self.K, NW), dtype=np.float32)
         self._rbuf = np.zeros((self.R, NR), dtype=np.float32)
-        self._gbuf = np.zeros(NG, dtype=np.float32)
+        self._gbuf = np.zeros(ng, dtype=np.float32)
         self._point = False  # at a decision point
         self._stalled = False  # the episode ended by a stall (set at its end)
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
+        self._pj: PerJob | None = None
         self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
 
     @property
@@ -387,6 +432,7 @@ class SchedulerEnv(ClusterEnv):
         self._touched: set[int] = set()
         self._requeued: list[int] = []  # preempted at this instant, not started again
         self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
+        self._pj = PerJob(self) if self.per_job else None
         c = view.cluster
         if self.observation_kind != "flat" and (
             c.num_machines > self.max_machines or c.num_racks > self.max_racks
@@ -414,6 +460,8 @@ class SchedulerEnv(ClusterEnv):
         self._requeued = []
         self._n_started = 0  # running-job count change at this instant
         self._decisions = 0
+        if self._pj is not None:
+            return (yield from self._decide_per_job())
         while True:
             if not self._refresh() and (self.skip_trivial or self._decisions):
                 break
@@ -421,6 +469,18 @@ class SchedulerEnv(ClusterEnv):
             if a == STOP:
                 break
             self._apply(a)
+            self._decisions += 1
+        self._point = False
+        return self._plan.actions
+
+    def _decide_per_job(self) -> Generator[Any, Any, Any]:
+        """One instant of per-job decisions (``envs.per_job``)."""
+        pj = self._pj
+        assert pj is not None
+        pj.new_instant()
+        while pj.refresh():
+            a = yield self
+            pj.apply(a)
             self._decisions += 1
         self._point = False
         return self._plan.actions
@@ -562,10 +622,12 @@ class SchedulerEnv(ClusterEnv):
             o = self._offers[demand] = Offer(self._plan, -1, demand, 0.0, (0.0, 0.0))
         return o
 
-    def decode(self, action: int) -> tuple[str, int, int]:
+    def decode(self, action: Any) -> tuple[str, int, int]:
         """``(kind, job, candidate)`` of an action at this decision point: kind is
-        ``stop``, ``start``, ``preempt`` or ``move``; candidate is 1..6 (``sim.offers``)
-        or 0."""
+        ``stop``, ``start``, ``preempt`` or ``move`` (per-job actions: ``start``, ``defer``,
+        ``preempt``, ``keep``); candidate is 1..6 (``sim.offers``) or 0."""
+        if self._pj is not None:
+            return self._pj.decode(action)
         if action == STOP:
             return "stop", -1, 0
         a = action - 1
@@ -640,8 +702,8 @@ class SchedulerEnv(ClusterEnv):
             raise gym.error.ResetNeeded("call reset() before step()")
         if self._at is None:
             raise gym.error.ResetNeeded("the episode is over; call reset()")
-        a = self._check_action(action)
-        if not self._mask[a]:
+        a = self._per_job_action(action) if self._pj is not None else self._check_action(action)
+        if self._pj is None and not self._mask[a]:
             if self.invalid_action == "raise":
                 kind, job, c = self.decode(a)
                 raise InvalidActionError(
@@ -653,6 +715,9 @@ class SchedulerEnv(ClusterEnv):
             a = STOP
         self._actions.append(a)
         self._at = self._advance(a)
+        self._steps += 1
+        if self._at is not None and self.max_steps is not None and self._steps >= self.max_steps:
+            self._at = self._cut()  # the step limit: truncated, unfinished jobs charged
         obs = self._observe()
         reward, comps = self._take_rewards()
         terminated = truncated = False
@@ -662,6 +727,34 @@ class SchedulerEnv(ClusterEnv):
                 truncated = False  # v1: the stall ending is the episode's real end
             terminated = not truncated
         return obs, reward, terminated, truncated, self._info({"rewards": comps})
+
+    def _per_job_action(self, action: Any) -> np.ndarray:
+        """A checked ``MultiDiscrete([2, 6])`` action; a masked one becomes "defer"/"keep"
+        with the ``invalid`` penalty, or is an error with ``invalid_action="raise"``."""
+        arr = np.asarray(action)
+        if arr.size != 2 or arr.dtype.kind not in "iuf":
+            raise InvalidActionError(f"{self.env_name}: expected an action (act, candidate) "
+                                     f"with act in 0..1 and candidate in 0..{_C - 1}, got "
+                                     f"{action!r}")  # fmt: skip
+        flat = arr.reshape(-1)
+        if arr.dtype.kind == "f" and not (np.isfinite(flat).all() and (flat == flat.round()).all()):
+            raise InvalidActionError(f"{self.env_name}: action {action!r} is not two integers")
+        a = flat.astype(np.int64)
+        if not (0 <= a[0] <= 1 and 0 <= a[1] < _C):
+            raise InvalidActionError(f"{self.env_name}: action {a.tolist()} is out of range; "
+                                     f"act is 0..1, candidate 0..{_C - 1}")  # fmt: skip
+        assert self._pj is not None
+        if not self._pj.valid(a):
+            if self.invalid_action == "raise":
+                kind, job, c = self._pj.decode(a)
+                raise InvalidActionError(
+                    f"{self.env_name}: action {a.tolist()} ({kind} job {job}"
+                    f"{' on ' + CANDIDATE_NAMES[c - 1] if c else ''}) is masked; valid "
+                    f"candidates now: {np.flatnonzero(self._mask[2:]).tolist()}"
+                )
+            self._pending["invalid"] -= self.invalid_penalty
+            a = self._pj.default()
+        return a
 
     def _check_action(self, action: Any) -> int:
         arr = np.asarray(action)
@@ -683,14 +776,31 @@ class SchedulerEnv(ClusterEnv):
         if self._at is None:
             m = np.zeros(self.num_actions, dtype=bool)
             m[STOP] = True
+            if self._pj is not None:
+                m[2] = True  # one valid value per head
             return m
         return self._mask.copy()
+
+    def valid_or_default(self, action: Any) -> Any:
+        """``action`` if it is valid now, else the "no" answer (stop, defer or keep; a start
+        on the most consolidated candidate where defer is masked): how a native run treats a
+        masked choice."""
+        if self._pj is not None:
+            a = np.asarray(action).reshape(-1).astype(np.int64)
+            if a.size == 2 and 0 <= a[0] <= 1 and 0 <= a[1] < _C and self._pj.valid(a):
+                return a
+            return self._pj.default()
+        a = int(np.asarray(action))
+        return a if 0 <= a < self._mask.size and self._mask[a] else STOP
 
     def _restore(self, seed: int, actions: list[Any]) -> None:
         self._at = self._start(seed)
         for a in actions:
             self._actions.append(a)
             self._at = self._advance(a)
+            self._steps += 1
+        if self._at is not None and self.max_steps is not None and self._steps >= self.max_steps:
+            self._at = self._cut()
         self._pending = dict.fromkeys(self._pending, 0.0)
 
     def _episode_end_rewards(self) -> None:
@@ -703,7 +813,7 @@ class SchedulerEnv(ClusterEnv):
         if self.unfinished_penalty == "fixed":
             charge_s = left * self.unfinished_penalty_s
         else:
-            rem = serial_remaining_s(self.engine)
+            rem = serial_remaining_s(self.engine, self._iter_s)
             charge_s = rem.size * float(rem.sum())
         self._pending["unfinished"] -= charge_s / self.reward_scale_s
 
@@ -726,6 +836,8 @@ class SchedulerEnv(ClusterEnv):
             n_run = len(self.engine.running) + self._n_started
             o.global_block(self._gbuf, self._plan, self._slots_w, self._hidden, n_run, now,
                            self._decisions)  # fmt: skip
+            if self._pj is not None:
+                self._gbuf[NG:] = self._pj.phase_features()
         if self.observation_kind == "flat":
             return np.concatenate((self._wbuf.reshape(-1), self._rbuf.reshape(-1), self._gbuf))
         machines = np.zeros((self.max_machines, len(MACHINE_FEATURES)), dtype=np.float32)
@@ -751,6 +863,8 @@ class SchedulerEnv(ClusterEnv):
             info["waiting_slots"] = self._slots_w.tolist()
             info["running_slots"] = self._slots_r.tolist()
             info["action_mask"] = self._mask.copy()
+            if self._pj is not None:
+                info["focus"] = self._pj.focus_info()
         info["time_s"] = self.engine.now if self.engine is not None else 0.0
         return self._final_info(info)
 
@@ -758,7 +872,7 @@ class SchedulerEnv(ClusterEnv):
 class _NoPolicy:
     """The engine's policy slot in Scheduler-v0 (the agent decides everything)."""
 
-    name = "scheduler-env"
+    name = "none (the agent takes every decision)"
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         """Nothing to set up."""

@@ -1,5 +1,7 @@
 """Env versions: the kwargs that give each version its dynamics (the newest is the class's
-defaults). Bump when dynamics, rewards or observations change; old ids keep working.
+defaults, except Scheduler-v3's ``actions="per-job"``: the class keeps ``actions="slots"`` so
+that checkpoints recorded without the key keep their action design). Bump when dynamics,
+rewards or observations change; old ids keep working.
 
 Versions whose defaults observe ground truth a real scheduler does not have (``LEAKS``) stay
 registered for the checkpoints trained on them; making one warns (``warn_leaks``) and names
@@ -26,6 +28,7 @@ VERSIONS: dict[str, dict[int, dict]] = {
         0: {"unfinished_penalty": "fixed", "stall_end": "truncated", **_WORKLOAD},
         1: dict(_WORKLOAD),
         2: {},
+        3: {"actions": "per-job"},
     },
 }
 

@@ -1078,6 +1078,13 @@ class Engine:
         wall = time.perf_counter() - t_wall
         return build_results(self, wall)
 
+    def cut(self) -> Results:
+        """Stop the run now (an env's step limit): running jobs brought up to now, the
+        results of what happened so far, jobs not finished reported unfinished."""
+        for job in list(self.running):
+            self._advance(job)
+        return build_results(self, 0.0)
+
     def _future_events(self) -> bool:
         """Whether any arrival, finish or wake-up is still queued (rounds alone don't count)."""
         return any(e[3] != ROUND for e in self._heap)
