@@ -4,13 +4,32 @@ PPO delay-timer agent (``DelayTimer-v0``) and a MaskablePPO queue agent (``Sched
 The only package that imports torch / stable-baselines3. Modules: ``config`` (the YAML
 training configs), ``envs`` (training env distributions), ``imitation`` (record a teacher,
 clone it, evaluate: the warm start's and the newcomer script's building blocks),
-``rollouts`` (rollout labels for the placement agent's warm start), ``train``, ``evaluate``
-and ``load`` (self-contained checkpoints with their metadata). Nothing heavy is imported
-here.
+``rollouts`` (rollout labels for the placement agent's warm start), ``train``, ``evaluate``,
+``load`` (self-contained checkpoints with their metadata) and ``save`` (:func:`save_agent`:
+any SB3 / sb3-contrib model as such a checkpoint). Nothing heavy is imported here:
+``save_agent`` imports its module when first used.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .save import save_agent
 
 AGENT_KINDS: dict[str, str] = {
     "placement": "Placement",
     "delay-timer": "DelayTimer",
     "scheduler": "Scheduler",
 }
+
+__all__ = ["AGENT_KINDS", "save_agent"]
+
+
+def __getattr__(name: str) -> Any:
+    """``save_agent``, imported on first use (``agents.save``)."""
+    if name == "save_agent":
+        from .save import save_agent
+
+        return save_agent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,24 +38,52 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+MIN_CI_SEEDS = 10
+"""Seeds per scenario below which ``dlcluster evaluate`` warns that its 95 % confidence
+intervals are too wide to trust."""
+DEFAULT_EVAL_SEEDS: tuple[int, ...] = tuple(range(101, 101 + MIN_CI_SEEDS))
+"""An evaluation set's seeds when its config names none (held out: training draws from
+``train.seeds``, validation has its own)."""
+
+
 class ScenarioSpec(_Strict):
-    """One scenario of a set: a preset (or YAML path) with nested overrides."""
+    """One scenario of a set: a preset (or YAML path) with nested overrides; in an evaluation
+    or validation set, ``seeds`` replaces the set's seeds for this scenario."""
 
     scenario: str
     overrides: dict[str, Any] = Field(default_factory=dict)
     label: str | None = None
     weight: PositiveFloat = 1.0  # sampling weight in training
     requires_traces: bool = False  # skipped when the trace root is absent
+    seeds: tuple[NonNegativeInt, ...] | None = Field(None, min_length=1)
 
     @property
     def name(self) -> str:
         return self.label or self.scenario
 
+    def seeds_or(self, default: Sequence[int]) -> tuple[int, ...]:
+        """This scenario's own seeds, else ``default`` (the set's)."""
+        return tuple(self.seeds) if self.seeds is not None else tuple(default)
+
+
+class TrainScenarioSpec(ScenarioSpec):
+    """A training scenario: episode seeds come from ``train.seeds``, never per scenario."""
+
+    @field_validator("seeds")
+    @classmethod
+    def _no_seeds(cls, v: tuple[int, ...] | None) -> None:
+        if v is not None:
+            raise ValueError(
+                "training draws episode seeds from train.seeds [lo, hi); per-scenario seeds "
+                "apply to evaluation and validation scenarios"
+            )
+        return None
+
 
 class TrainSpec(_Strict):
     """The training distribution: scenarios sampled by weight, seeds from ``seeds`` [lo, hi)."""
 
-    scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
+    scenarios: tuple[TrainScenarioSpec, ...] = Field(min_length=1)
     seeds: tuple[int, int] = (0, 10_000)
     timesteps: PositiveInt = 100_000
     n_envs: PositiveInt = 2
@@ -71,16 +100,23 @@ class TrainSpec(_Strict):
 
 
 class EvalSetSpec(_Strict):
-    """A set of scenarios x seeds scored by average JCT relative to ``reference``."""
+    """A set of scenarios x seeds scored by average JCT relative to ``reference``: each
+    scenario runs its own ``seeds`` where it names them, else the set's (default
+    ``DEFAULT_EVAL_SEEDS``, ten held-out seeds)."""
 
     scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
-    seeds: tuple[NonNegativeInt, ...] = Field(min_length=1)
+    seeds: tuple[NonNegativeInt, ...] = Field(DEFAULT_EVAL_SEEDS, min_length=1)
     reference: str = "dally"
+
+    def seeds_of(self, spec: ScenarioSpec) -> tuple[int, ...]:
+        """The seeds ``spec`` runs in this set."""
+        return spec.seeds_or(self.seeds)
 
 
 class ValidationSpec(EvalSetSpec):
     """Periodic evaluation during training (the best checkpoint by score is kept)."""
 
+    seeds: tuple[NonNegativeInt, ...] = Field(min_length=1)
     every_steps: PositiveInt = 10_000
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import zipfile
 from functools import lru_cache
@@ -13,20 +15,40 @@ import numpy as np
 from dlcluster_gym.envs.agent_meta import META_FORMAT, META_NAME, read_agent_meta
 from dlcluster_gym.errors import ConfigError
 
-ALGORITHMS = ("maskable_ppo", "ppo")
+ALGORITHMS = ("maskable_ppo", "ppo")  # what `dlcluster train` trains
+SB3_ALGORITHMS: dict[str, str] = {
+    "maskable_ppo": "sb3_contrib:MaskablePPO",
+    "ppo": "stable_baselines3:PPO",
+    "a2c": "stable_baselines3:A2C",
+    "dqn": "stable_baselines3:DQN",
+    "sac": "stable_baselines3:SAC",
+    "td3": "stable_baselines3:TD3",
+    "ddpg": "stable_baselines3:DDPG",
+    "ars": "sb3_contrib:ARS",
+    "crossq": "sb3_contrib:CrossQ",
+    "qrdqn": "sb3_contrib:QRDQN",
+    "recurrent_ppo": "sb3_contrib:RecurrentPPO",
+    "tqc": "sb3_contrib:TQC",
+    "trpo": "sb3_contrib:TRPO",
+}
+"""Algorithm names a checkpoint may record, and their classes (``save_agent`` records one of
+these, or the class itself as ``algorithm_class`` for another ``BaseAlgorithm``)."""
 
 
-def algorithm_class(name: str) -> Any:
-    """The SB3 class of an algorithm name."""
-    if name == "maskable_ppo":
-        from sb3_contrib import MaskablePPO
+def algorithm_class(name: str, target: str | None = None) -> Any:
+    """The SB3 class of an algorithm name (``SB3_ALGORITHMS``), or of ``target``
+    (``"module:Class"``, a checkpoint's ``algorithm_class``) when given."""
+    from dlcluster_gym.scheduler import _import
 
-        return MaskablePPO
-    if name == "ppo":
-        from stable_baselines3 import PPO
-
-        return PPO
-    raise ConfigError(f"unknown algorithm {name!r}; algorithms: {', '.join(ALGORITHMS)}")
+    if target:
+        return _import(target)
+    if name not in SB3_ALGORITHMS:
+        raise ConfigError(f"unknown algorithm {name!r}; algorithms: {', '.join(SB3_ALGORITHMS)}")
+    module, _, cls = SB3_ALGORITHMS[name].partition(":")
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"algorithm {name!r} needs {module}.{cls}: {exc}") from None
 
 
 def save_checkpoint(model: Any, path: str | Path, meta: dict[str, Any]) -> Path:
@@ -57,9 +79,10 @@ class AgentPolicy:
     def __init__(self, model: Any, meta: dict[str, Any]) -> None:
         self.model = model
         self.meta = meta
-        self.uses_masks = meta["env_kind"] in ("Placement", "Scheduler")
+        takes_masks = "action_masks" in inspect.signature(model.predict).parameters
+        self.uses_masks = meta["env_kind"] in ("Placement", "Scheduler") and takes_masks
         self.base_policy = meta.get("env_kwargs", {}).get("base_policy", "dally")
-        self.wait_limit = meta.get("config", {}).get("wait_limit", "none")
+        self.wait_limit = (meta.get("config") or {}).get("wait_limit", "none")
 
     def predict(
         self,
@@ -79,16 +102,16 @@ class AgentPolicy:
 
 
 @lru_cache(maxsize=16)
-def _load_model(path: str, mtime: float, algorithm: str) -> Any:
+def _load_model(path: str, mtime: float, algorithm: str, target: str | None) -> Any:
     import torch
 
     torch.set_num_threads(1)
-    return algorithm_class(algorithm).load(path, device="cpu")
+    return algorithm_class(algorithm, target).load(path, device="cpu")
 
 
 def load_policy(path: str | Path, meta: dict[str, Any] | None = None) -> AgentPolicy:
     """The checkpoint at ``path`` as an ``AgentPolicy`` (models are cached per file)."""
     meta = meta or read_agent_meta(path)
     p = Path(path).resolve()
-    model = _load_model(str(p), p.stat().st_mtime, meta["algorithm"])
+    model = _load_model(str(p), p.stat().st_mtime, meta["algorithm"], meta.get("algorithm_class"))
     return AgentPolicy(model, meta)

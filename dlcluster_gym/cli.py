@@ -732,50 +732,116 @@ def _import_agents(module: str) -> Any:
 
 
 def _seed_list(text: str) -> list[int]:
-    """``--seeds``: comma-separated integers >= 0, at least one."""
+    """``--seeds``: comma-separated integers >= 0 or ranges ``lo-hi`` (inclusive), at least
+    one; repeated seeds count once."""
+    import re
+
     parts = [p.strip() for p in text.split(",")]
     if not any(parts):
         _fail(f"--seeds {text!r}: give at least one seed (comma-separated integers >= 0)")
-    try:
-        seeds = [int(p) for p in parts if p]
-    except ValueError:
-        _fail(f"--seeds {text!r}: expected comma-separated integers >= 0")
-    bad = [x for x in seeds if x < 0]
-    if bad:
-        _fail(f"--seeds {text!r}: seeds must be >= 0, got {bad[0]}")
-    return seeds
+    seeds: list[int] = []
+    for part in filter(None, parts):
+        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part)
+        if m is not None:
+            lo, hi = int(m[1]), int(m[2])
+            if lo > hi:
+                _fail(f"--seeds {text!r}: range {part!r} runs backwards; write {hi}-{lo}")
+            seeds += range(lo, hi + 1)
+            continue
+        try:
+            seed = int(part)
+        except ValueError:
+            _fail(
+                f"--seeds {text!r}: expected comma-separated integers >= 0 or ranges lo-hi "
+                f"(e.g. 101-110), got {part!r}"
+            )
+        if seed < 0:
+            _fail(f"--seeds {text!r}: seeds must be >= 0, got {seed}")
+        seeds.append(seed)
+    return list(dict.fromkeys(seeds))
+
+
+def _agent_options(values: tuple[str, ...]) -> list[tuple[str | None, Path, str]]:
+    """``--agent`` values as (label or None, path, the value as given): ``LABEL=PATH`` names
+    the agent, unless a file is called exactly as the value."""
+    out = []
+    for value in values:
+        label, sep, path = value.partition("=")
+        if sep and label.strip() and path and not Path(value).exists():
+            out.append((label.strip(), Path(path), value))
+        else:
+            out.append((None, Path(value), value))
+    return out
+
+
+def _agent_labels(agents: list[tuple[str | None, Path, str]], metas: list[dict]) -> list[str]:
+    """One label per agent: its own (``LABEL=PATH``); else ``<agent>-agent`` for a lone
+    agent; else the file stem, with its folder where stems repeat."""
+    given = [a[0] for a in agents]
+    if len(agents) == 1 and given[0] is None:
+        return [f"{metas[0]['agent']}-agent"]
+    stems = [p.stem for _, p, _ in agents]
+    labels = []
+    for (label, path, _), stem in zip(agents, stems, strict=True):
+        if label is None:
+            label = stem if stems.count(stem) == 1 else f"{path.parent.name}/{stem}"
+        labels.append(label)
+    for (_, _, value), label in zip(agents, labels, strict=True):
+        if labels.count(label) > 1:
+            _fail(f"--agent {value}: label {label!r} is taken by another agent; "
+                  "name each one with --agent LABEL=PATH")  # fmt: skip
+    return labels
 
 
 @main.command()
 @click.option(
     "--agent",
-    "checkpoint",
+    "agents",
+    multiple=True,
     required=True,
-    type=click.Path(path_type=Path),
-    help="Agent checkpoint (.zip from `dlcluster train`).",
+    help="Agent checkpoint (.zip from `dlcluster train` or `save_agent`), repeatable; "
+    "LABEL=PATH names it (default: the file stem, or <agent>-agent for a lone agent).",
 )
 @click.option(
     "--scenario",
     "scenarios",
     multiple=True,
-    help="Scenario preset or YAML (repeatable; default: the checkpoint config's held-out set).",
+    help="Scenario preset or YAML (repeatable; default: the agents' configs' held-out sets).",
 )
 @click.option(
-    "--seeds", default=None, help="Comma-separated seeds (default: the config's held-out seeds)."
+    "--seeds",
+    default=None,
+    help="Seeds for every scenario: integers and ranges, e.g. 101-110 or 101,102 (default: "
+    "each config's evaluation seeds, per scenario where it names them).",
 )
 @click.option(
     "--baselines",
-    default="dally,dally-manual,tiresias,gandiva,themis,cassini,srw,ideal",
+    default=None,
+    help="Comma-separated policies to compare with ('' for none). Default: "
+    "dally,dally-manual,tiresias,gandiva,themis,cassini,srw,ideal plus the heuristics of each "
+    "agent kind (fcfs and las-slots for scheduler agents). Tables mark clairvoyant policies "
+    "and bounds; the best heuristic is the best deployable one (dlcluster list policies).",
+)
+@click.option(
+    "--reference",
+    default=None,
+    help="Policy (or agent label) the ratios are to (default: dally when it runs, else the "
+    "first agent).",
+)
+@click.option(
+    "--tie-rtol",
+    type=click.FloatRange(min=0.0),
+    default=1e-3,
     show_default=True,
-    help="Comma-separated policies to compare with: the paper heuristics, then the clairvoyant "
-    "`srw` reference and the `ideal` bound ('' for none). Tables mark clairvoyant policies and "
-    "bounds; the best heuristic is the best deployable one (dlcluster list policies).",
+    help="A scenario where every non-bound policy's average JCT is equal within this relative "
+    "tolerance on every seed is reported as 'no decision' and left out of the aggregate.",
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
-    help="Write the rows and the summary table here (JSON).",
+    help="A folder for eval.json (every run), eval.md (the tables) and eval.png (ratios with "
+    "95% CIs); a path ending in .json writes that one JSON file only.",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -786,87 +852,200 @@ def _seed_list(text: str) -> list[int]:
     default=None,
     help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
 )
+@click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
 def evaluate(
-    checkpoint: Path,
+    agents: tuple[str, ...],
     scenarios: tuple[str, ...],
     seeds: str | None,
-    baselines: str,
+    baselines: str | None,
+    reference: str | None,
+    tie_rtol: float,
     out: Path | None,
     fmt: str,
     traces_dir: Path | None,
+    quiet: bool,
 ) -> None:
-    """Evaluate an agent checkpoint next to heuristics (average JCT per scenario), and against
-    the best deployable heuristic (the best clairvoyant one shown beside it)."""
+    """Evaluate agent checkpoints next to heuristics on held-out scenarios and seeds.
+
+    Per scenario and policy: mean average and P99 JCT over seeds with 95% Student-t
+    confidence intervals, and the per-seed ratio to the reference with its CI. Scenarios
+    where every policy ties are 'no decision' and left out of the aggregate (the geometric
+    mean of the per-scenario ratios). Each agent is also compared with the best deployable
+    heuristic (the best clairvoyant one beside it)."""
     from dlcluster_gym.envs.agent_loader import read_agent_meta
     from dlcluster_gym.scheduler import make_policy
 
-    meta = read_agent_meta(checkpoint)
+    parsed = _agent_options(agents)
+    metas = []
+    for _, path, value in parsed:
+        try:
+            metas.append(read_agent_meta(path))
+        except DLClusterError as err:
+            _fail(f"--agent {value}: {err}")
     _import_agents("dlcluster_gym.agents.load")
-    from dlcluster_gym.agents.config import AgentConfig, ScenarioSpec
-    from dlcluster_gym.agents.envs import available, scenario_mapping
-    from dlcluster_gym.agents.evaluate import (
-        best_rows,
-        best_table,
-        makespan_table,
-        markdown_table,
-        p99_table,
-        run_set,
-        summary_table,
+    from dlcluster_gym.agents import evaluate as ev
+    from dlcluster_gym.agents.config import (
+        DEFAULT_EVAL_SEEDS,
+        MIN_CI_SEEDS,
+        AgentConfig,
+        ScenarioSpec,
     )
+    from dlcluster_gym.agents.envs import available, scenario_mapping
 
-    held_out = AgentConfig.model_validate(meta["config"]).evaluation
-    specs = [ScenarioSpec(scenario=s) for s in scenarios] if scenarios else list(held_out.scenarios)
-    seed_list = _seed_list(seeds) if seeds is not None else list(held_out.seeds)
-    agent_label = f"{meta['agent']}-agent"
-    policies: dict[str, Any] = {agent_label: f"agent:{checkpoint}"}
-    for b in filter(None, (x.strip() for x in baselines.split(","))):
-        if b == agent_label:
-            _fail(f"--baselines {b!r}: that is the agent's own label")
+    labels = _agent_labels(parsed, metas)
+    policies: dict[str, Any] = {
+        label: f"agent:{path}" for label, (_, path, _) in zip(labels, parsed, strict=True)
+    }
+    names = (
+        ev.default_baselines([m["agent"] for m in metas])
+        if baselines is None
+        else [x.strip() for x in baselines.split(",") if x.strip()]
+    )
+    for b in names:
+        if b in policies:
+            _fail(f"--baselines {b!r}: that is an agent's label")
         policies[b] = b
     # everything is resolved before the first simulation: a typo must not cost a run
-    for label, name in policies.items():
+    for label, (_, _, value) in zip(labels, parsed, strict=True):
+        try:
+            make_policy(policies[label])
+        except DLClusterError as err:
+            _fail(f"--agent {value}: {err}")
+    for name in dict.fromkeys(names):
         try:
             make_policy(name)
         except DLClusterError as err:
-            option = "--agent" if label == agent_label else "--baselines"
-            _fail(f"{option} {name!r}: {err}")
+            _fail(f"--baselines {name!r}: {err}")
+    ref = reference or ("dally" if "dally" in policies else labels[0])
+    if ref not in policies:
+        _fail(f"--reference {ref!r}: not among the evaluated policies ({', '.join(policies)})")
+    seed_list = _seed_list(seeds) if seeds is not None else None
+    configs = []
+    for meta, (_, _, value) in zip(metas, parsed, strict=True):
+        if meta.get("config") is not None:
+            try:
+                configs.append(AgentConfig.model_validate(meta["config"]).evaluation)
+            except ValueError as err:
+                _fail(f"--agent {value}: its recorded config does not validate: {err}")
+    if scenarios:
+        default = seed_list or (list(configs[0].seeds) if configs else list(DEFAULT_EVAL_SEEDS))
+        specs = [ScenarioSpec(scenario=s, seeds=tuple(default)) for s in scenarios]
+    else:
+        if not configs:
+            _fail(f"--agent {agents[0]}: the checkpoint records no evaluation set (saved "
+                  "without a config); give --scenario")  # fmt: skip
+        specs = _evaluation_specs(configs, seed_list)
     for spec in specs:
         try:
             scenario_mapping(spec)
         except DLClusterError as err:
-            where = "--scenario" if scenarios else f"{checkpoint}: evaluation scenario"
+            where = "--scenario" if scenarios else f"{parsed[0][2]}: evaluation scenario"
             _fail(f"{where} {spec.scenario!r}: {err}")
     if out is not None:
-        prepare_out_file(out, "--out")
-    _, skipped = available(specs, traces_dir)
+        if out.suffix == ".json":
+            prepare_out_file(out, "--out")
+        else:
+            check_writable(out, "--out", directory=True)
+    kept, skipped = available(specs, traces_dir)
     for s in skipped:
         click.echo(f"note: skipped {s} (needs traces; trace root not found)", err=True)
-    rows = run_set(
-        policies,
-        specs,
-        seed_list,
-        traces_dir,
-        progress=None if fmt == "json" else lambda m: click.echo(m, err=True),
-    )
-    ref = "dally" if "dally" in policies else agent_label
-    table = summary_table(rows, ref)
-    best = best_rows(rows, [agent_label], ref)
+    few = [s.name for s in kept if len(s.seeds or ()) < MIN_CI_SEEDS]
+    if few:
+        click.echo(
+            f"warning: {', '.join(few)}: fewer than {MIN_CI_SEEDS} seeds; 95% confidence "
+            f"intervals need >= {MIN_CI_SEEDS} seeds per scenario to be worth reading "
+            "(e.g. --seeds 101-110)",
+            err=True,
+        )
+    total = ev.count_runs(len(policies), kept, DEFAULT_EVAL_SEEDS, traces_dir)
+    bar = None
+    if quiet or fmt == "json":
+        progress = None
+    elif sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="run", desc="evaluate", file=sys.stderr, dynamic_ncols=True)
+
+        def progress(msg: str) -> None:
+            bar.set_postfix_str(msg, refresh=False)
+            bar.update(1)
+    else:
+
+        def progress(msg: str) -> None:
+            click.echo(msg, err=True)
+
+    try:
+        rows = ev.run_set(policies, kept, DEFAULT_EVAL_SEEDS, traces_dir, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    report = ev.evaluation_report(rows, labels, ref, tie_rtol)
+    report["checkpoints"] = {
+        label: str(path) for label, (_, path, _) in zip(labels, parsed, strict=True)
+    }
+    sections = ev.report_sections(report, rows)
     if out is not None:
-        out.write_text(json.dumps({"rows": rows, "summary": table, "best": best}, indent=1))
+        _write_evaluation(out, report, sections, ev)
     if fmt == "json":
-        click.echo(json.dumps({"rows": rows, "summary": table, "best": best}))
+        click.echo(json.dumps(report))
         return
-    click.echo(f"average JCT (h) and ratio to {ref}, seeds {seed_list}:")
-    click.echo(markdown_table(table, ref))
-    click.echo(f"\nP99 JCT (h) and ratio to {ref}:")
-    click.echo(p99_table(table, ref))
-    click.echo(f"\nmakespan (h) and ratio to {ref}:")
-    click.echo(makespan_table(table, ref))
-    click.echo(
-        f"\n{agent_label} against the best deployable heuristic, the best clairvoyant one "
-        "beside it (average JCT, mean of per-seed ratios):"
-    )
-    click.echo(best_table(rows, [agent_label], ref))
+    for i, (heading, table) in enumerate(sections):
+        click.echo(f"{'' if i == 0 else chr(10)}{heading}:")
+        click.echo(table)
+    if report["no_decision"]:
+        click.echo(f"\nno decision (left out of the aggregate): {', '.join(report['no_decision'])}")
+
+
+def _evaluation_specs(configs: list[Any], seeds: list[int] | None) -> list[Any]:
+    """The scenarios of the agents' evaluation sets, each once (by label), with the seeds it
+    runs: ``seeds`` when given, else every seed its sets give it."""
+    specs: dict[str, Any] = {}
+    for ev_set in configs:
+        for spec in ev_set.scenarios:
+            own = tuple(seeds) if seeds is not None else ev_set.seeds_of(spec)
+            if spec.name in specs:
+                old = specs[spec.name]
+                if old.model_copy(update={"seeds": None}) != spec.model_copy(
+                    update={"seeds": None}
+                ):
+                    _fail(f"evaluation scenario {spec.name!r} differs between the agents' "
+                          "configs; evaluate them apart or give --scenario")  # fmt: skip
+                own = tuple(dict.fromkeys((*old.seeds, *own)))
+            specs[spec.name] = spec.model_copy(update={"seeds": own})
+    return list(specs.values())
+
+
+def _write_evaluation(out: Path, report: dict, sections: list[tuple[str, str]], ev: Any) -> None:
+    """``--out``: FILE.json, or a folder with eval.json, eval.md and eval.png."""
+    if out.suffix == ".json":
+        out.write_text(json.dumps(report, indent=1))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.json").write_text(json.dumps(report, indent=1))
+    seeds = "; ".join(f"{sc}: {_seed_ranges(v)}" for sc, v in report["seeds"].items())
+    lines = ["# Agent evaluation", ""]
+    for label, path in report.get("checkpoints", {}).items():
+        lines.append(f"- agent `{label}`: `{path}`")
+    lines += [f"- reference: {report['reference']}; seeds per scenario: {seeds}",
+              f"- no decision (relative tolerance {report['tie_rtol']:g}): "
+              f"{', '.join(report['no_decision']) or 'none'}", ""]  # fmt: skip
+    for heading, table in sections:
+        lines += [f"## {heading[0].upper()}{heading[1:]}", "", table, ""]
+    lines += ["![ratios to the reference](eval.png)", ""]
+    (out / "eval.md").write_text("\n".join(lines))
+    png = ev.ratio_figure(report["stats"], report["aggregate"], report["reference"])
+    (out / "eval.png").write_bytes(png)
+
+
+def _seed_ranges(seeds: list[int]) -> str:
+    """``[101, 102, 103, 105]`` -> ``101-103, 105``."""
+    runs: list[list[int]] = []
+    for s in sorted(seeds):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 if __name__ == "__main__":

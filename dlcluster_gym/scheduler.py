@@ -344,6 +344,12 @@ register_policy(
     "FCFS with Cassini's placement candidates and time shifts (new combination)",
 )
 register_policy(
+    "las-slots",
+    "dlcluster_gym.envs.native:LASSlotsScheduler",
+    "least attained GPU-service first over waiting and running jobs, preempts (Scheduler-env "
+    "policy run natively)",
+)
+register_policy(
     "srw",
     "dlcluster_gym.baselines.srw:ShortestRemainingWork",
     "CLAIRVOYANT reference: shortest true remaining work first, waits for the best tier",

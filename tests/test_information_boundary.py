@@ -417,6 +417,9 @@ def _env_records(
         space = env.action_space
         if isinstance(space, gym.spaces.Discrete) and mask is not None:
             action = int(act_rng.choice(np.flatnonzero(np.asarray(mask))))
+        elif isinstance(space, gym.spaces.MultiDiscrete) and mask is not None:
+            m, cuts = np.asarray(mask), np.cumsum(space.nvec)[:-1]  # one mask per head
+            action = np.array([act_rng.choice(np.flatnonzero(h)) for h in np.split(m, cuts)])
         elif isinstance(space, gym.spaces.Box):
             action = act_rng.uniform(space.low, space.high).astype(space.dtype)
         else:

@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from dlcluster_gym.envs.versions import VERSIONS
+from dlcluster_gym.envs.versions import VERSIONS, version_name
 from dlcluster_gym.errors import ConfigError
 
 ENV_KINDS = ("Placement", "DelayTimer", "Scheduler")
@@ -36,6 +36,20 @@ any other; the remaining kwargs compared there kept their class defaults.)"""
 CLASS_DEFAULTS: dict[str, Any] = {"done_jobs_of": "arrived", "known_durations": False}
 """The env classes' defaults of the ``OBSERVATION_KWARGS`` (the newest versions)."""
 
+FREE_ENV_KWARGS: frozenset[str] = frozenset(
+    {
+        "scenario", "scenario_overrides", "scenarios", "traces_dir", "render_mode",
+        "reward_weights", "reward_scale_s", "invalid_penalty", "unfinished_penalty",
+        "unfinished_penalty_s", "stall_end", "invalid_action", "max_steps", "wait_limit",
+        "max_machines", "max_racks", "skip_trivial",
+    }
+)  # fmt: skip
+"""Env kwargs that change neither what an agent observes nor what its actions do (the
+scenario, rewards, the end flag, Placement's ``wait_limit``, Scheduler's node limits of the
+dict and graph observations and ``skip_trivial``): a checkpoint runs in an env whose values
+differ (``agent_loader.check_agent_env``). Every other kwarg that defines an env version
+(``VERSIONS``) must agree between the checkpoint's version and the env's."""
+
 
 def observation_kwargs(
     kind: str, env_kwargs: Mapping[str, Any], version: int | None = None
@@ -48,6 +62,57 @@ def observation_kwargs(
         key: env_kwargs.get(key, base.get(key, CLASS_DEFAULTS[key]))
         for key in OBSERVATION_KWARGS[kind]
     }
+
+
+def recorded_version(meta: Mapping[str, Any], path: str | Path = "<metadata>") -> int | None:
+    """The version of the env id a checkpoint records (``DLCluster/Scheduler-v0`` -> 0), or
+    None when it records no env id; a clear error for an id of another env kind or a version
+    this package does not define."""
+    kind, env_id = meta["env_kind"], meta.get("env_id")
+    if not env_id:
+        return None
+    name = str(env_id).rsplit("/", 1)[-1]
+    head, sep, num = name.rpartition("-v")
+    if not sep or not num.isdigit() or head.split("-", 1)[0] != kind:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r}: env_id {env_id!r} in {META_NAME} is not a "
+            f"DLCluster/{kind}-v<N> id (its env_kind is {kind})"
+        )
+    version = int(num)
+    if version not in VERSIONS[kind]:
+        known = ", ".join(f"v{v}" for v in VERSIONS[kind])
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} was recorded for DLCluster/{kind}-v{version}, a "
+            f"version this dlcluster-gym does not define ({kind} versions: {known}); use the "
+            "dlcluster-gym release that wrote it, or a newer one"
+        )
+    return version
+
+
+def trained_env_kwargs(meta: Mapping[str, Any], path: str | Path = "<metadata>") -> dict[str, Any]:
+    """The kwargs of the env a checkpoint was trained in: the registered kwargs of its recorded
+    env id's version (``VERSIONS``), overridden by its recorded ``env_kwargs`` (what
+    ``gymnasium.make(env_id, **env_kwargs)`` made). Kwargs named in neither had the class's
+    default then and now: ``VERSIONS`` gives every older version the values in which it
+    differs from the class's defaults."""
+    version = recorded_version(meta, path)
+    base = VERSIONS[meta["env_kind"]][version] if version is not None else {}
+    return {**base, **(meta.get("env_kwargs") or {})}
+
+
+def trained_version(meta: Mapping[str, Any], path: str | Path = "<metadata>") -> int:
+    """The env version a checkpoint was trained on: the one its ``trained_env_kwargs`` define
+    (``versions.version_name``), which is the name its training env had. The shipped
+    checkpoints record ``-v0`` ids with kwargs that make a newer version; this is the newer."""
+    kind = meta["env_kind"]
+    name = version_name(kind, trained_env_kwargs(meta, path))
+    return int(name.rsplit("-v", 1)[1])
+
+
+def version_kwargs(kind: str, version: int) -> dict[str, Any]:
+    """The kwargs that define version ``version`` of ``kind``, less the ``FREE_ENV_KWARGS``:
+    what an env must be made with to act as that version for an agent."""
+    return {k: v for k, v in VERSIONS[kind][version].items() if k not in FREE_ENV_KWARGS}
 
 
 def check_agent_meta(meta: Mapping[str, Any], path: str | Path) -> None:

@@ -3,7 +3,8 @@
 ``OfferPolicyScheduler`` answers the base policy's resource offers with a Placement
 policy; ``TimerPolicyScheduler`` is Dally whose delay timers a DelayTimer policy sets at
 each decision point; ``QueuePolicyScheduler`` takes every decision with a Scheduler
-policy. All build exactly the observations the env would, so a policy trained
+policy (``EnvPolicyScheduler``: a named Scheduler-env policy, e.g. the native ``las-slots``).
+All build exactly the observations the env would, so a policy trained
 in the env behaves the same in ``dlcluster simulate`` and in leaderboards, and the results
 equal an env rollout with the same seed (including the env's ``StallGuard``: when declined
 offers leave the cluster idle with nothing scheduled, the base policy is called again an hour
@@ -17,13 +18,13 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.envs.base import StallGuard
-from dlcluster_gym.scheduler import BaseScheduler, is_clairvoyant, make_policy
+from dlcluster_gym.scheduler import BaseScheduler, _import, is_clairvoyant, make_policy
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.boundary import check_workload
 from dlcluster_gym.sim.offers import WAIT, Offer, drive
@@ -266,9 +267,74 @@ class QueuePolicyScheduler(BaseScheduler):
         try:
             next(gen)
             while True:
-                mask = env._mask
-                a = int(np.asarray(_action(self.policy, env._observe(), mask)))
-                gen.send(a if 0 <= a < mask.size and mask[a] else 0)
+                raw = _action(self.policy, env._observe(), env._mask)
+                gen.send(env.valid_or_default(raw))  # a masked choice: stop, defer or keep
         except StopIteration as stop:
             actions = stop.value
         return self._guard(view, actions)
+
+
+class EnvPolicyScheduler(QueuePolicyScheduler):
+    """A Scheduler-env policy (an entry of ``envs.policies.ENV_POLICIES["Scheduler"]``) as a
+    native policy: every decision taken by it, in a ``SchedulerEnv`` made as
+    ``Scheduler-v{env_version}`` with the policy class's ``env_kwargs`` (the env arguments it
+    needs, e.g. preemption), so a native run equals an env rollout of the policy in that env
+    with the same seed. Subclasses name the policy (``env_policy``), its class (``target``,
+    ``"module:Class"``, imported when the scheduler is made) and the env version its actions
+    are written for (``env_version``), and declare the policy's parameters in their
+    constructor (the registry checks them by name and type); ``params`` go to the policy
+    class. ``clairvoyant`` is the class's declaration or its env kwargs'
+    (``QueuePolicyScheduler``)."""
+
+    env_policy: ClassVar[str] = ""
+    target: ClassVar[str] = ""
+    env_version: ClassVar[int] = 2
+
+    def __init__(self, **params: Any) -> None:
+        from dlcluster_gym.envs.agent_meta import version_kwargs
+
+        cls = _import(self.target)
+        env_kwargs = {**version_kwargs("Scheduler", self.env_version), **cls.env_kwargs}
+        super().__init__(
+            self._make,
+            env_kwargs=env_kwargs,
+            name=self.env_policy,
+            clairvoyant_policy=getattr(cls, "clairvoyant", False) is True,
+        )
+        self.policy_params = dict(params)
+        self.params = dict(params)
+
+    def _make(self, env: gym.Env) -> Any:
+        return _import(self.target)(env, **self.policy_params)
+
+
+class LASSlotsScheduler(EnvPolicyScheduler):
+    """``las-slots`` as a native policy: least attained GPU-service first over the waiting
+    and running jobs, preempting a running job that a waiting one outranks by ``margin``
+    GPU-hours (``baselines.queue_policies.LASSlots``; deployable: it reads attained service,
+    never lengths), acting on Scheduler-v2's slot actions with its env kwargs
+    (``preemption``, ``order="las"``, ``running_order="attained"``). Parameters: those of
+    ``LASSlots`` with its defaults (the margin and the starvation guards, all off by
+    default; ``IndexSlots`` documents them)."""
+
+    name = "las-slots"
+    env_policy = "las-slots"
+    target = "dlcluster_gym.baselines.queue_policies:LASSlots"
+    env_version = 2
+
+    def __init__(
+        self,
+        margin: float = 4.0,
+        fallback: bool = False,
+        promote_knob: float = 0.0,
+        max_wait_h: float = math.inf,
+        wait_ratio: float = 0.0,
+        protected_preempts: bool = True,
+        max_preemptions: int | None = None,
+        wait_from: str = "arrival",
+    ) -> None:
+        super().__init__(
+            margin=margin, fallback=fallback, promote_knob=promote_knob, max_wait_h=max_wait_h,
+            wait_ratio=wait_ratio, protected_preempts=protected_preempts,
+            max_preemptions=max_preemptions, wait_from=wait_from,
+        )  # fmt: skip

@@ -23,9 +23,8 @@ Scheduler-v2's single categorical ``Discrete(1 + K*6)``, "no more starts now" wa
 action against dozens of start actions: a policy that starts something with probability
 0.8, spread thin, still took "stop" as its argmax and never started a job.
 
-No stall: where deferring would leave the cluster idle with nothing queued to change it
-(nothing running or started, no arrival, finish or wake-up to come), defer is masked, so a
-job that fits starts. Every instant ends: each job is decided at most once per instant, at
+No stall: where deferring would leave the cluster idle (nothing running, nothing started at
+this instant), defer is masked, so a job that fits starts. Every instant ends: each job is decided at most once per instant, at
 most ``max_waiting`` deferrals are asked per instant, and a running job is offered for
 preemption only while the preemption could make room for a blocked job and only if it was
 preempted fewer than
@@ -37,14 +36,11 @@ decisions at the latest (truncated, with the unfinished jobs charged as at a sta
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dlcluster_gym.sim.offers import NUM_CANDIDATES
-
-if TYPE_CHECKING:
-    from dlcluster_gym.envs.scheduler_env import SchedulerEnv
 
 WAITING, PREEMPTING = 1, 2
 """The focus phases (``PerJob.phase``; 0 when no decision is pending)."""
@@ -67,7 +63,8 @@ waiting slot in the waiting phase, the first running slot in the preemption phas
 class PerJob:
     """The per-job decision state of one Scheduler env episode (see the module docstring)."""
 
-    def __init__(self, env: SchedulerEnv) -> None:
+    def __init__(self, env: Any) -> None:
+        """``env``: the ``SchedulerEnv`` (``actions="per-job"``) whose decisions this holds."""
         self.env = env
         self.phase = 0
         self.focus = -1
@@ -132,10 +129,11 @@ class PerJob:
         return False
 
     def _idle(self, e: Any) -> bool:
-        """Whether deferring would leave the cluster idle with nothing to wait for: nothing
-        running or started at this instant and no arrival, finish or wake-up queued. Then
-        defer is masked: a job that fits must start (no stall by construction)."""
-        return not e.running and self.env._n_started <= 0 and not e._future_events()
+        """Whether deferring would leave the cluster idle: nothing running and nothing
+        started at this instant. Then defer is masked: a job that fits must start (no stall
+        by construction). Whether arrivals are still to come is not asked: a real scheduler
+        does not know it."""
+        return not e.running and self.env._n_started <= 0
 
     def default(self) -> np.ndarray:
         """The "no" answer (defer, keep), or, where defer is masked, a start on the first
