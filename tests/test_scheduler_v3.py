@@ -30,10 +30,10 @@ def _make(**kw):
 
 def _episode(env, choose, seed: int = 3) -> tuple[list[dict], dict]:
     """Run ``choose(env, info) -> action``; the info of every step and the last one."""
-    obs, info = env.reset(seed=seed)
+    _, info = env.reset(seed=seed)
     infos = [info]
     while True:
-        obs, _, term, trunc, info = env.step(choose(env.unwrapped, info))
+        _, _, term, trunc, info = env.step(choose(env.unwrapped, info))
         infos.append(info)
         if term or trunc:
             return infos, info
@@ -79,7 +79,7 @@ def test_the_focus_is_the_first_slot_and_every_answer_is_about_it() -> None:
 
 
 def test_greedy_starts_on_the_best_tier() -> None:
-    env = _make()
+    env = _make(auto_start=False)
     tiers = []
 
     def choose(u, info):
@@ -95,9 +95,36 @@ def test_greedy_starts_on_the_best_tier() -> None:
     assert tiers and all(best == c for best, c in tiers)
 
 
+def test_auto_start_asks_only_about_jobs_whose_best_tier_is_taken() -> None:
+    env = _make()
+    asked = 0
+
+    def choose(u, info):
+        nonlocal asked
+        if info["focus"][0] == "waiting":
+            asked += 1
+            job = info["focus"][1]
+            assert not u._cand[0, int(u.obs_state.best[job])]  # its best tier is not free
+            assert not u.action_masks()[2]
+        return u._pj.default()
+
+    _, last = _episode(env, choose)
+    assert asked > 0 and last["results"]["jobs_unfinished"] == 0
+
+
+def test_a_run_that_needs_no_decision_has_one_step() -> None:
+    env = _make(scenario_overrides={"workload": {"num_jobs": 2}})
+    _, info = env.reset(seed=1)
+    assert "results" in info and info["results"]["jobs_completed"] == 2
+    _, reward, term, trunc, info = env.step(np.array([0, 0]))
+    assert term and not trunc and reward < 0 and info["rewards"]["jct"] < 0
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(np.array([0, 0]))
+
+
 def test_always_defer_cannot_stall_the_run() -> None:
-    """Defer is masked where it would leave the cluster idle with nothing to wait for."""
-    env = _make(scenario_overrides={"workload": {"num_jobs": 20}})
+    """Defer is masked where it would leave the cluster idle."""
+    env = _make(scenario_overrides={"workload": {"num_jobs": 20}}, auto_start=False)
     _, last = _episode(env, lambda u, info: np.array([0, 0]))
     res = last["results"]
     assert res["jobs_unfinished"] == 0 and res["jobs_completed"] == 20

@@ -3,7 +3,11 @@
 At a decision instant the env puts one job in focus and asks one question about it:
 
 * **waiting phase**: the focus is the highest-priority waiting job (slot order ``order``) that
-  fits in the free GPUs and has not been decided at this instant. Answer ``(0, *)``: defer it
+  fits in the free GPUs and has not been decided at this instant. With ``auto_start=True``
+  (v3's default) a job whose most consolidated placement (one machine if it fits on one, else
+  one rack) is free starts there at once, as Dally's Algorithm 1 accepts such an offer, and
+  the agent is asked only about the others: wait for a consolidated placement, or take a
+  wider one now (delay scheduling's question). Answer ``(0, *)``: defer it
   to a later instant; ``(1, k)``: start it on its ``k``-th preferred candidate placement
   (``PREFERENCE`` over the six candidates of ``sim.offers``: machine, rack, network,
   fewest-machines, packed, first-fit).
@@ -24,13 +28,13 @@ action against dozens of start actions: a policy that starts something with prob
 0.8, spread thin, still took "stop" as its argmax and never started a job.
 
 No stall: where deferring would leave the cluster idle (nothing running, nothing started at
-this instant), defer is masked, so a job that fits starts. Every instant ends: each job is decided at most once per instant, at
-most ``max_waiting`` deferrals are asked per instant, and a running job is offered for
-preemption only while the preemption could make room for a blocked job and only if it was
-preempted fewer than
-``max_preemptions_per_h`` times in the last simulated hour (the per-job cap that keeps a
-churning policy from spending the run on checkpoints). Episodes end at ``max_steps``
-decisions at the latest (truncated, with the unfinished jobs charged as at a stall).
+this instant), defer is masked, so a job that fits starts. Every instant ends: each job is
+decided at most once per instant, at most ``max_waiting`` deferrals are asked per instant,
+and a running job is offered for preemption only while the preemption could make room for a
+blocked job and only if it was preempted fewer than ``max_preemptions_per_h`` times in the
+last simulated hour (the per-job cap that keeps a churning policy from spending the run on
+checkpoints). Episodes end at ``max_steps`` decisions at the latest (truncated, with the
+unfinished jobs charged as at a stall).
 """
 
 from __future__ import annotations
@@ -80,7 +84,17 @@ class PerJob:
     # ------------------------------------------------------------------ focus
     def refresh(self) -> bool:
         """Pick the next focus job, fill the env's slots and mask; False when the instant has
-        no decision left."""
+        no decision left. With ``auto_start``, a waiting focus whose most consolidated
+        placement is free starts there without a step."""
+        while self._pick():
+            if self.phase == WAITING and self.env.auto_start and self.env._mask[2]:
+                self.apply(np.array([1, 0]))
+                continue
+            return True
+        return False
+
+    def _pick(self) -> bool:
+        """The next focus job, its slots and mask (``refresh`` without the auto-start)."""
         env = self.env
         e, plan = env.engine, env._plan
         nf = int(plan.num_free)

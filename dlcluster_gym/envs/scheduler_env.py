@@ -62,7 +62,7 @@ SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", 
                     "order", "running_order", "known_durations", "observation", "invalid_action",
                     "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
                     "max_racks", "skip_trivial", "unfinished_penalty", "stall_end", "actions",
-                    "max_steps", "max_preemptions_per_h")  # fmt: skip
+                    "max_steps", "max_preemptions_per_h", "auto_start")  # fmt: skip
 ACTION_DESIGNS: tuple[str, ...] = ("slots", "per-job")
 PER_JOB_MAX_STEPS = 100_000  # Scheduler-v3's default episode step limit
 PER_JOB_MAX_PREEMPTIONS_PER_H = 2  # Scheduler-v3's default per-job preemption cap
@@ -253,6 +253,7 @@ class SchedulerEnv(ClusterEnv):
         actions: str = "slots",
         max_steps: int | None = None,
         max_preemptions_per_h: int | None = None,
+        auto_start: bool | None = None,
         **kwargs: Any,
     ) -> None:
         version_kw = {"unfinished_penalty": unfinished_penalty, "stall_end": stall_end,
@@ -299,6 +300,11 @@ class SchedulerEnv(ClusterEnv):
                 isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1
             ):
                 raise ConfigError(f"{name}: {key} must be an integer >= 1 or None, got {v!r}")
+        if auto_start is None:
+            auto_start = per_job
+        auto_start = check_flag(name, "auto_start", auto_start)
+        if auto_start and not per_job:
+            raise ConfigError(f"{name}: auto_start applies to actions='per-job' (Scheduler-v3)")
         if max_preemptions_per_h is not None and not per_job:
             raise ConfigError(
                 f"{name}: max_preemptions_per_h applies to actions='per-job' (Scheduler-v3)"
@@ -331,6 +337,7 @@ class SchedulerEnv(ClusterEnv):
         self.skip_trivial = flags["skip_trivial"]
         self.actions = actions
         self.per_job = per_job
+        self.auto_start = auto_start
         if per_job and "shaping" not in (kwargs.get("reward_weights") or {}):
             self.reward_weights["shaping"] = PER_JOB_SHAPING  # v3's default
         self.max_steps = None if max_steps is None else int(max_steps)
@@ -348,6 +355,7 @@ class SchedulerEnv(ClusterEnv):
             max_racks=max_racks, skip_trivial=skip_trivial,
             unfinished_penalty=unfinished_penalty, stall_end=stall_end, actions=actions,
             max_steps=max_steps, max_preemptions_per_h=max_preemptions_per_h,
+            auto_start=auto_start,
         )  # fmt: skip
         if observation != "flat":
             self._check_node_limits()
@@ -386,6 +394,7 @@ class SchedulerEnv(ClusterEnv):
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
         self._pj: PerJob | None = None
+        self._no_decision = False
         self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
 
     @property
@@ -695,11 +704,20 @@ class SchedulerEnv(ClusterEnv):
         super().reset(seed=seed)
         self._point = False
         self._at = self._start(self._episode_seed_for(seed))
+        # a run that needs no decision at all (Scheduler-v3's auto-start can start every job):
+        # reset returns its end and the next step, any valid action, ends the episode with
+        # the whole run's reward, so that an episode always has at least one step
+        self._no_decision = self._at is None
         return self._observe(), self._info({})
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self._gen is None:
             raise gym.error.ResetNeeded("call reset() before step()")
+        if self._at is None and self._no_decision:  # the run needed no decision: one step ends it
+            self._no_decision = False
+            self._per_job_action(action) if self._pj is not None else self._check_action(action)
+            reward, comps = self._take_rewards()
+            return self._observe(), reward, True, False, self._info({"rewards": comps})
         if self._at is None:
             raise gym.error.ResetNeeded("the episode is over; call reset()")
         a = self._per_job_action(action) if self._pj is not None else self._check_action(action)
