@@ -38,6 +38,7 @@ from dlcluster_gym.errors import ConfigError
 
 from .envs import ScenarioMixEnv
 from .load import AgentPolicy
+from .threads import use_one_thread
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ def clone(
     for key, arr in (("weights", weights), ("value_targets", value_targets)):
         if arr is not None and len(arr) != n:
             raise ConfigError(f"clone: {key} has {len(arr)} entries, the demonstrations {n}")
+    use_one_thread()
     policy = getattr(model, "policy", model)
     obs = th.as_tensor(demos.obs, dtype=th.float32)
     act = th.as_tensor(demos.act)
@@ -199,6 +201,7 @@ def agreement(model: Any, demos: Demonstrations) -> float:
         raise ConfigError("agreement: needs Discrete actions (the demonstrations have no masks)")
     if len(demos) == 0:
         raise ConfigError("agreement: the demonstrations are empty")
+    use_one_thread()
     got, _ = model.predict(demos.obs, deterministic=True, action_masks=demos.mask)
     return float(np.mean(np.asarray(got).reshape(-1) == demos.act.reshape(-1)))
 
@@ -209,6 +212,7 @@ def _as_env_policy(env: gym.Env, policy: EnvPolicy | Any) -> EnvPolicy:
 
     if not isinstance(policy, BaseAlgorithm):
         return policy
+    use_one_thread()
     masks = "action_masks" in inspect.signature(policy.predict).parameters
     kind = env_kind(_episode_env(env)) if masks else "DelayTimer"  # a kind that passes no masks
     return AgentPolicy(policy, {"env_kind": kind})

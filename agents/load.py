@@ -103,9 +103,9 @@ class AgentPolicy:
 
 @lru_cache(maxsize=16)
 def _load_model(path: str, mtime: float, algorithm: str, target: str | None) -> Any:
-    import torch
+    from .threads import use_one_thread
 
-    torch.set_num_threads(1)
+    use_one_thread()
     return algorithm_class(algorithm, target).load(path, device="cpu")
 
 

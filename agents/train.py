@@ -28,6 +28,7 @@ from .envs import env_id, make_mix_env, make_train_env_fn, train_specs
 from .evaluate import relative_score, run_set
 from .imitation import Demonstrations, clone, record, returns_to_go
 from .load import AgentPolicy, algorithm_class, save_checkpoint
+from .threads import use_one_thread
 
 
 @dataclass
@@ -328,7 +329,7 @@ def train(
     total = int(timesteps or cfg.train.timesteps)
     n = int(n_envs or cfg.train.n_envs)
     seed = cfg.train.seed if seed is None else int(seed)
-    th.set_num_threads(1)
+    use_one_thread()  # agents/threads.py: the rule and why
     set_random_seed(seed)
     fns = [make_train_env_fn(cfg, i, traces_dir) for i in range(n)]
     venv: Any = SubprocVecEnv(fns) if cfg.train.vec_env == "subproc" and n > 1 else DummyVecEnv(fns)

@@ -90,11 +90,20 @@ def test_pickle_round_trip_mid_episode(env_id: str) -> None:
     env = gym.make(env_id).unwrapped
     actions = _random_actions(env, 1, 30)
     env.reset(seed=3)
-    for a in actions[:5]:
+    n = 0  # steps before the episode's end (a light Scheduler-v3 run may need few)
+    for a in actions:
+        n += 1
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    cut = min(5, n - 1)
+    assert cut == 5 or env.__dict__.get("per_job"), "the episode ended within 5 steps"
+    env.reset(seed=3)
+    for a in actions[:cut]:
         _, _, term, trunc, _ = env.step(a)
         assert not (term or trunc)
     copy = pickle.loads(pickle.dumps(env))
-    for a in actions[5:]:
+    for a in actions[cut:]:
         o1, r1, t1, u1, _ = env.step(a)
         o2, r2, t2, u2, _ = copy.step(a)
         np.testing.assert_array_equal(o1, o2)
@@ -116,9 +125,14 @@ def test_episode_terminates_at_the_last_job(env_id: str) -> None:
 @pytest.mark.parametrize("env_id", IDS)
 def test_no_truncation_after_one_step(env_id: str) -> None:
     env = gym.make(env_id)
-    env.reset(seed=0)
-    _, _, term, trunc, _ = env.step(_random_actions(env, 0, 1)[0])
-    assert not term and not trunc
+    _, info = env.reset(seed=0)
+    _, _, term, trunc, last = env.step(_random_actions(env, 0, 1)[0])
+    if env.unwrapped.__dict__.get("per_job"):
+        # Scheduler-v3 auto-starts jobs whose best placement is free: a light run may need
+        # one decision or none, and then ends at this step, every job finished
+        assert not trunc and (not term or last["results"]["jobs_unfinished"] == 0)
+    else:
+        assert "results" not in info and not term and not trunc
 
 
 @pytest.mark.parametrize("kind", ["Placement", "DelayTimer", "Scheduler"])
@@ -254,7 +268,8 @@ def test_reward_components_are_named_and_weighted() -> None:
     total = 0.0
     while True:
         _, r, term, trunc, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[-1]))
-        assert set(info["rewards"]) == {"jct", "makespan", "comm", "invalid", "unfinished"}
+        assert set(info["rewards"]) == {"jct", "makespan", "comm", "invalid", "unfinished",
+                                        "shaping"}  # fmt: skip
         assert r == pytest.approx(info["rewards"]["makespan"])
         total += r
         if term or trunc:

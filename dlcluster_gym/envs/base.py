@@ -452,13 +452,14 @@ class ClusterEnv(gym.Env):
     def _final_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """Every step's info: the episode's ``scenario`` (name), ``seed`` and ``policy`` (the
         env's base policy: who takes the decisions the agent does not), then, at the end,
-        the ``results`` summary."""
+        the ``results`` summary (without ``wall_s``, the wall-clock time: the same seed and
+        actions give the same info)."""
         if self.engine is not None:
             info["scenario"] = self.episode_scenario.name
             info["seed"] = self._episode_seed
             info["policy"] = getattr(self.base, "name", type(self.base).__name__)
         if self.results is not None:
-            info["results"] = dict(self.results.summary)
+            info["results"] = {k: v for k, v in self.results.summary.items() if k != "wall_s"}
         return info
 
     # ------------------------------------------------------------------ render

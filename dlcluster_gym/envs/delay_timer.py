@@ -328,7 +328,8 @@ class DelayTimerEnv(ClusterEnv):
         for timers in actions:
             self._actions.append(timers)
             self._at_decision = self._advance(timers) is not None
-        self._pending = dict.fromkeys(self._pending, 0.0)
+        if actions:  # the last step took its rewards; with none, reset's accrual stays
+            self._pending = dict.fromkeys(self._pending, 0.0)
 
     # ------------------------------------------------------------------ observation
     def autotuner_timers(self) -> np.ndarray:

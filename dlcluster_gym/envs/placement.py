@@ -589,7 +589,8 @@ class PlacementEnv(ClusterEnv):
         for a in actions:
             self._actions.append(a)
             self._offer = self._advance(a)
-        self._pending = dict.fromkeys(self._pending, 0.0)
+        if actions:  # the last step took its rewards; with none, reset's accrual stays
+            self._pending = dict.fromkeys(self._pending, 0.0)
 
     # ------------------------------------------------------------------ observation
     def _observe(self) -> np.ndarray:

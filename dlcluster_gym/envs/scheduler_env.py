@@ -813,13 +813,15 @@ class SchedulerEnv(ClusterEnv):
 
     def _restore(self, seed: int, actions: list[Any]) -> None:
         self._at = self._start(seed)
+        self._no_decision = self._at is None and not actions
         for a in actions:
             self._actions.append(a)
             self._at = self._advance(a)
             self._steps += 1
         if self._at is not None and self.max_steps is not None and self._steps >= self.max_steps:
             self._at = self._cut()
-        self._pending = dict.fromkeys(self._pending, 0.0)
+        if actions:  # the last step took its rewards; with none, reset's accrual stays
+            self._pending = dict.fromkeys(self._pending, 0.0)
 
     def _episode_end_rewards(self) -> None:
         """The ``unfinished`` charge (class docstring, Rewards) and whether the run stalled."""

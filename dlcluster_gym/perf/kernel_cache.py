@@ -12,19 +12,29 @@ beside the cached files. When the hash differs, the kernels' cached files are de
 anything is loaded from them, and numba compiles afresh and writes them again.
 :func:`ensure_fresh` does this once per process and cache folder. The kernel modules compile
 through :func:`compiled`, which calls it before any compiled function runs.
+
+Compiling takes about 30 s (the first link-sharing run on a machine, or after the kernels'
+sources change), so the first compilation of one of these kernels in a process logs one line
+(logger ``dlcluster_gym.perf.kernel_cache``, level WARNING, so it shows on stderr without any
+logging set up) that says so and where the result is cached. A numba listener on its
+``numba:compile`` event sees only real compilations, never loads from the cache. Silence it
+with ``logging.getLogger("dlcluster_gym.perf.kernel_cache").setLevel(logging.ERROR)``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 try:  # numba is a core dependency; the Python paths remain for platforms without it
     from numba import njit
+    from numba.core import event as _numba_event
 except ImportError:  # pragma: no cover - exercised only where numba is absent
     njit = None
+    _numba_event = None
 
 HAVE_NUMBA = njit is not None
 
@@ -32,8 +42,12 @@ KERNELS = ("layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel")
 """The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
 cache (any of them may inline another's functions)."""
 MARKER = "dlcluster_kernels.sha256"
+COMPILE_S = 30
+"""About how long compiling every kernel takes, in seconds (29-32 s measured on one core of a
+2-core Xeon VM, from a first ``reset()`` of a link-sharing scenario)."""
 _HERE = Path(__file__).resolve().parent
 _checked: set[Path] = set()
+_log = logging.getLogger(__name__)
 
 
 def sources_hash(folder: Path = _HERE) -> str:
@@ -71,9 +85,7 @@ def refresh(cache_dir: Path, digest: str) -> bool:
 def ensure_fresh(dispatcher: Any) -> None:
     """Refresh the cache folder of the compiled function ``dispatcher`` (a numba dispatcher
     with ``cache=True``) once per process."""
-    cache = getattr(dispatcher, "_cache", None)
-    path = getattr(cache, "_cache_path", None)
-    cache_dir = Path(path) if path else _HERE / "__pycache__"
+    cache_dir = _cache_dir(dispatcher)
     if cache_dir in _checked:
         return
     _checked.add(cache_dir)
@@ -89,3 +101,46 @@ def compiled(fn: Callable[..., Any], *, numpy_errors: bool = True) -> Any:
     out = jit(fn)
     ensure_fresh(out)
     return out
+
+
+def _cache_dir(dispatcher: Any) -> Path:
+    path = getattr(getattr(dispatcher, "_cache", None), "_cache_path", None)
+    return Path(path) if path else _HERE / "__pycache__"
+
+
+def compile_message(cache_dir: Path) -> str:
+    """The line logged when a process first compiles one of the kernels."""
+    return (
+        f"dlcluster-gym: compiling the link-sharing kernels (first run only, about {COMPILE_S} s;"
+        f" cached afterwards in {cache_dir})"
+    )
+
+
+_Listener: Any = _numba_event.Listener if _numba_event is not None else object
+
+
+class CompileNotice(_Listener):
+    """Logs :func:`compile_message` at the first compilation of a kernel of ``KERNELS`` in
+    this process, and nothing after (numba compiles each function and signature separately;
+    one line covers them all). Listens to numba's ``numba:compile`` event."""
+
+    def __init__(self) -> None:
+        self.announced = False
+
+    def on_start(self, event: Any) -> None:
+        if self.announced:
+            return
+        dispatcher = (getattr(event, "data", None) or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "")
+        if module.rpartition(".")[2] not in KERNELS or not module.startswith(__package__ or ""):
+            return  # numba's own helpers and other libraries' functions compile silently
+        self.announced = True
+        _log.warning(compile_message(_cache_dir(dispatcher)))
+
+    def on_end(self, event: Any) -> None:
+        pass
+
+
+NOTICE = CompileNotice()
+if _numba_event is not None:
+    _numba_event.register("numba:compile", NOTICE)
