@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .save import save_agent
+    from .threads import use_one_thread
 
 AGENT_KINDS: dict[str, str] = {
     "placement": "Placement",
@@ -23,13 +24,18 @@ AGENT_KINDS: dict[str, str] = {
     "scheduler": "Scheduler",
 }
 
-__all__ = ["AGENT_KINDS", "save_agent"]
+__all__ = ["AGENT_KINDS", "save_agent", "use_one_thread"]
 
 
 def __getattr__(name: str) -> Any:
-    """``save_agent``, imported on first use (``agents.save``)."""
+    """``save_agent`` (``agents.save``) and ``use_one_thread`` (``agents.threads``), imported
+    on first use."""
     if name == "save_agent":
         from .save import save_agent
 
         return save_agent
+    if name == "use_one_thread":
+        from .threads import use_one_thread
+
+        return use_one_thread
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
