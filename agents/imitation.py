@@ -84,11 +84,14 @@ def record(env: gym.Env, teacher: str, seeds: Iterable[int | None]) -> Demonstra
     """Run the env policy named ``teacher`` (``make_env_policy``; e.g. ``"las-slots"``) for
     one episode per seed (``reset(seed=s)``; ``None`` continues the env's own seeding) and
     keep every step. The teacher is made afresh on each episode's env and acts
-    deterministically; masks are kept for ``Discrete`` actions (``env.unwrapped.
-    action_masks()``), with the teacher's choice set so that it stays learnable."""
+    deterministically; masks are kept for ``Discrete`` and ``MultiDiscrete`` actions
+    (``env.unwrapped.action_masks()``; per head, concatenated), with the teacher's choice set
+    so that it stays learnable."""
     seeds = _check_seeds(seeds, f"record({teacher!r})")
     _check_policy_name(env, teacher, "record")
-    masked = isinstance(env.action_space, gym.spaces.Discrete)
+    masked = isinstance(env.action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete)
+    heads = np.cumsum([0, *env.action_space.nvec[:-1]]) if masked and not isinstance(
+        env.action_space, gym.spaces.Discrete) else None  # MultiDiscrete: each head's offset
     cols: dict[str, list[Any]] = {"obs": [], "act": [], "mask": [], "rew": [], "end": []}
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
@@ -101,7 +104,10 @@ def record(env: gym.Env, teacher: str, seeds: Iterable[int | None]) -> Demonstra
             cols["obs"].append(obs)
             cols["act"].append(np.asarray(a))
             if mask is not None:
-                mask[int(a)] = True
+                if heads is None:
+                    mask[int(a)] = True
+                else:  # one mask per head, concatenated (sb3-contrib's convention)
+                    mask[heads + np.asarray(a, dtype=np.int64).reshape(-1)] = True
                 cols["mask"].append(mask)
             obs, r, term, trunc, _ = env.step(a)
             done = bool(term or trunc)
