@@ -17,8 +17,9 @@ writes a cProfile of each row to ``--out``/bench_ppo_<row>.prof and prints its t
 Writes ``--out``/bench_ppo.json and ``bench_ppo.md`` (the table, the command, the date and the
 load average at the start). Needs the ``agents`` extra.
 
-Usage: python experiments/bench_ppo.py [--timesteps N] [--envs Scheduler-v2 Placement-v3]
-       [--n-envs 1 2 4] [--vec dummy subproc] [--threads one|default] [--profile]
+Usage: python experiments/bench_ppo.py [--timesteps N]
+       [--envs Scheduler-v3 Scheduler-v2 Placement-v3] [--n-envs 1 2 4]
+       [--vec dummy subproc] [--threads one|default] [--profile]
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def _machine() -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timesteps", type=int, default=8192)
-    ap.add_argument("--envs", nargs="*", default=["Scheduler-v2", "Placement-v3"])
+    ap.add_argument("--envs", nargs="*", default=["Scheduler-v3", "Scheduler-v2", "Placement-v3"])
     ap.add_argument("--scenario", default="dally-poisson-4rack")
     ap.add_argument("--n-envs", nargs="*", type=int, default=[1, 2, 4])
     ap.add_argument("--vec", nargs="*", choices=["dummy", "subproc"], default=["dummy", "subproc"])
