@@ -10,14 +10,15 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from dlcluster_gym.baselines.queue_policies import _EnvActing
 from dlcluster_gym.envs.per_job import PREEMPTING, WAITING
 from dlcluster_gym.errors import ConfigError
 
 HOUR_S = 3600.0
 
 
-class _PerJobActing:
-    """``predict`` from the env's state; subclasses implement ``act``."""
+class _PerJobActing(_EnvActing):
+    """``predict`` from the env's state (``_EnvActing``); subclasses implement ``act``."""
 
     env_kwargs: ClassVar[dict[str, Any]] = {"actions": "per-job"}
 
@@ -31,15 +32,6 @@ class _PerJobActing:
 
     def act(self) -> np.ndarray:
         raise NotImplementedError
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
-        return self.act(), state
 
     def _no(self) -> np.ndarray:
         """Defer or keep (a start on the most consolidated candidate where defer is masked)."""
