@@ -105,7 +105,7 @@ class ActionMaskObservation(gym.Wrapper):
         return self._observe(obs), float(reward), terminated, truncated, info
 
 
-def make_masked_env(env_id: str = "DLCluster/Scheduler-v2", **kwargs: Any) -> ActionMaskObservation:
+def make_masked_env(env_id: str = "DLCluster/Scheduler-v3", **kwargs: Any) -> ActionMaskObservation:
     """``gym.make(env_id, **kwargs)`` wrapped in :class:`ActionMaskObservation`."""
     import dlcluster_gym  # noqa: F401  (registers the envs in this process, e.g. a Ray worker)
 

@@ -12,7 +12,7 @@ of each episode is read from the env's ``info["results"]["avg_jct_s"]`` on its l
 Needs the ``rllib`` extra (``pip install -e ".[rllib]"``; docs/agents.md, "Scaling out with
 RLlib"). Usage::
 
-    python -m dlcluster_gym.agents.rllib_example --timesteps 20000 [--env-id DLCluster/Scheduler-v2]
+    python -m dlcluster_gym.agents.rllib_example --timesteps 20000 [--env-id DLCluster/Scheduler-v3]
         [--scenario dally-poisson-4rack] [--env-runners 2] [--envs-per-runner 2]
 """
 
@@ -33,7 +33,7 @@ from .threads import use_one_thread
 
 ENV_NAME = "dlcluster-masked"
 """The name the wrapped env is registered under with Ray Tune's env registry."""
-DEFAULT_ENV_ID = "DLCluster/Scheduler-v2"
+DEFAULT_ENV_ID = "DLCluster/Scheduler-v3"
 
 
 @dataclass
