@@ -66,7 +66,11 @@ EXTRA = {"Scheduler": {"observation": "dict"}}
 
 @pytest.mark.parametrize("kind", sorted(READERS))
 def test_newest_version_divides_by_arrived_jobs(kind: str) -> None:
-    rows = _episode(f"DLCluster/{kind}-v{latest(kind)}", READERS[kind], **EXTRA.get(kind, {}))
+    # Scheduler-v3 asks about every waiting job (no auto-start), so that decision points come
+    # while jobs are still arriving
+    newest = {"auto_start": False} if kind == "Scheduler" else {}
+    rows = _episode(f"DLCluster/{kind}-v{latest(kind)}", READERS[kind], **EXTRA.get(kind, {}),
+                    **newest)  # fmt: skip
     assert any(d > 0 for _, d, _, _ in rows), "no job finished: the test checks nothing"
     assert any(d + w + r < 40 for _, d, w, r in rows), "every job arrived from the start"
     for feat, d, w, r in rows:
