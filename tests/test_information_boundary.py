@@ -402,6 +402,8 @@ def _env_records(
 
     monkeypatch.setattr(env_base, "prepare", prepared)
     env = gym.make(env_id)
+    if getattr(env.unwrapped, "per_job", False):  # Scheduler-v3: ask about every waiting job,
+        env = gym.make(env_id, auto_start=False)  # so that decisions come before a finish
     inner = env.unwrapped
     act_rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=seed)
