@@ -314,3 +314,20 @@ def test_shaping_is_on_in_v3_and_sums_to_the_same_constant_for_every_policy() ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert gym.make("DLCluster/Scheduler-v2").unwrapped.reward_weights["shaping"] == 0.0
+
+
+def test_a_v3_agent_refuses_an_env_that_changes_its_questions(tmp_path) -> None:
+    """``auto_start`` and the preemption cap change what the agent is asked: a checkpoint
+    runs only with its recorded values."""
+    sb3 = pytest.importorskip("sb3_contrib")
+    from dlcluster_gym.agents import save_agent
+    from dlcluster_gym.envs.agent_loader import load_agent_policy
+
+    env = _make(preemption=True)
+    path = save_agent(sb3.MaskablePPO("MlpPolicy", env, seed=0), tmp_path / "a.zip",
+                      {"preemption": True})  # fmt: skip
+    load_agent_policy(str(path), _make(preemption=True))  # the same questions: loads
+    for kw, key in (({"auto_start": False}, "auto_start"),
+                    ({"max_preemptions_per_h": 5}, "max_preemptions_per_h")):  # fmt: skip
+        with pytest.raises(ConfigError, match=key):
+            load_agent_policy(str(path), _make(preemption=True, **kw))

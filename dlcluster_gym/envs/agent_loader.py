@@ -60,6 +60,8 @@ AGENT_ENV_KWARGS: dict[str, tuple[str, ...]] = {
         "observation",
         "wait_retry_s",
         "done_jobs_of",
+        "auto_start",
+        "max_preemptions_per_h",
     ),
 }
 
@@ -144,7 +146,9 @@ def check_agent_env(
     ``max_timer_s`` (the action's scale), ``dally_params``, ``wait_retry_s``; Scheduler
     ``max_waiting``, ``max_running``, ``preemption``, ``requeue`` (only with preemption),
     ``move_as``, ``order``, ``running_order``, ``known_durations``, ``observation``,
-    ``wait_retry_s``; all three ``done_jobs_of``.
+    ``wait_retry_s``, ``auto_start`` and ``max_preemptions_per_h`` (Scheduler-v3: which
+    questions the agent is asked; compared as given, None meaning the version's default);
+    all three ``done_jobs_of``.
     Free (``FREE_ENV_KWARGS``: they change neither the observation nor what an action does):
     the scenario (``scenario``, ``scenario_overrides``, ``scenarios``, ``traces_dir``), the
     rewards (``reward_weights``, ``reward_scale_s``, ``invalid_penalty``,

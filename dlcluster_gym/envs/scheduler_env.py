@@ -285,6 +285,8 @@ class SchedulerEnv(ClusterEnv):
         _choice(name, "observation", observation, OBSERVATIONS)
         _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
         _choice(name, "actions", actions, ACTION_DESIGNS)
+        raw = {"max_steps": max_steps, "max_preemptions_per_h": max_preemptions_per_h,
+               "auto_start": auto_start}  # as given (None: the action design's default)
         per_job = actions == "per-job"
         if per_job and (flags["requeue"] or not flags["skip_trivial"]):
             raise ConfigError(
@@ -354,8 +356,7 @@ class SchedulerEnv(ClusterEnv):
             unfinished_penalty_s=unfinished_penalty_s, max_machines=max_machines,
             max_racks=max_racks, skip_trivial=skip_trivial,
             unfinished_penalty=unfinished_penalty, stall_end=stall_end, actions=actions,
-            max_steps=max_steps, max_preemptions_per_h=max_preemptions_per_h,
-            auto_start=auto_start,
+            **raw,
         )  # fmt: skip
         if observation != "flat":
             self._check_node_limits()
