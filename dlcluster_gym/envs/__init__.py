@@ -17,6 +17,11 @@ is True for them (and for any env made with an oracle option or a clairvoyant ba
   unbounded waiting (``wait_limit="none"``, bounded only by the stall retries).
 - ``DLCluster/DelayTimer-v1``: set Dally's delay timers per GPU-demand class; ``v0`` is v1
   with ``done_jobs_of="workload"``.
+- ``DLCluster/Scheduler-v3``: run the whole queue one job at a time (``envs.per_job``): wait
+  or start a job whose best placement is taken (on which candidate), preempt a job that
+  would make room for a blocked one; ``MultiDiscrete([2, 6])`` actions, auto-start on a free
+  best placement, per-job preemption cap, a step limit and the ``shaping`` reward. Use it for
+  new work; v0-v2 keep the slot actions below.
 - ``DLCluster/Scheduler-v2``: run the whole queue (which job, where; optionally
   preempt/move); an episode that ends with jobs unfinished charges each of them the serial
   bound, and a stall ending is ``terminated``. ``Scheduler-v1`` is v2 with
@@ -24,7 +29,7 @@ is True for them (and for any env made with an oracle option or a clairvoyant ba
   per unfinished job, stall ending ``truncated``) with the same dynamics. The shipped
   ``scheduler.zip`` trains on v0's reward with ``done_jobs_of="arrived"`` (its config's env
   kwargs). ``known_durations=True`` adds the true remaining work (an oracle option of every
-  version). Use v2 for new work.
+  version).
 
 Old versions are not frozen copies of earlier releases: later changes to the engine (the
 network model) and to the base policies (as their papers wrote them; the information
