@@ -11,10 +11,8 @@ import gymnasium as gym
 import numpy as np
 
 from dlcluster_gym.baselines.queue_policies import _EnvActing
-from dlcluster_gym.envs.per_job import PREEMPTING, WAITING
+from dlcluster_gym.envs.per_job import HOUR_S, PREEMPTING, WAITING
 from dlcluster_gym.errors import ConfigError
-
-HOUR_S = 3600.0
 
 
 class _PerJobActing(_EnvActing):
