@@ -9,9 +9,10 @@
    and vs the best plan of the same Cell), and the plans explored with and without pruning.
 2. Testbed (8.3): crius-testbed-64gpu, Crius and the four baselines, seeds 1-3 (``--seeds``):
    average JCT, queueing, completed jobs, average and peak cluster throughput, restarts per
-   job; the issue's acceptance check (Crius's average JCT below fcfs, gavel, elasticflow-ls
+   job; the acceptance check (Crius's average JCT below fcfs, gavel, elasticflow-ls
    on every seed).
-3. Large scale (8.4, ``--philly``): crius-philly-1280gpu with the same metrics.
+3. Large scale (8.4, ``--philly``): crius-philly-1280gpu with the same metrics, over the
+   same ``--seeds``.
 
 Cluster throughput at an instant = sum over running jobs that are not in a restart overhead
 of (iteration time on the requested GPUs) / (current iteration time): how many requested-
@@ -21,8 +22,8 @@ requested). Average = time average from the first arrival to the last finish; pe
 Writes --out (default experiments/results/crius/): runs.csv, cells.csv, report.md,
 testbed.png (avg JCT and throughput over time, seed 1).
 
-Usage: python experiments/reproduce_crius.py [--seeds 1 2 3] [--philly] [--out DIR]
-          [--estimate-noise 0.083] [--noise-seed 0]
+Usage: python experiments/reproduce_crius.py [--seeds 1 2 3] [--policies ...] [--philly]
+          [--philly-policies crius fcfs] [--out DIR] [--estimate-noise 0.083] [--noise-seed 0]
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ POLICIES = ("crius", "crius-noisy", "fcfs", "gandiva", "gavel", "elasticflow-ls"
 NOISE_SIGMA = 0.083  # mean |error| = sigma x sqrt(2/pi) = 6.6 %: the paper's 93.4 % accuracy
 ACCEPT_AGAINST = ("fcfs", "gavel", "elasticflow-ls")
 COUNTS = (1, 2, 4, 8, 16, 32)
+SEEDS = (1, 2, 3)
+TESTBED = "crius-testbed-64gpu"
+PHILLY = "crius-philly-1280gpu"
+PHILLY_POLICIES = ("crius", "fcfs")
 OUT = Path(__file__).resolve().parent / "results" / "crius"
 
 
@@ -370,12 +375,12 @@ def plot(out: Path, runs: list[dict]) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
-    ap.add_argument("--philly", action="store_true", help="also run crius-philly-1280gpu")
-    ap.add_argument("--philly-policies", nargs="+", default=["crius", "fcfs"])
+    ap.add_argument("--philly", action="store_true", help=f"also run {PHILLY} (over --seeds)")
+    ap.add_argument("--philly-policies", nargs="+", default=list(PHILLY_POLICIES))
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument(
         "--estimate-noise",
@@ -384,7 +389,47 @@ def main() -> None:
         help="sigma of the estimator-noise model for the noisy columns and crius-noisy",
     )
     ap.add_argument("--noise-seed", type=int, default=0)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def planned_runs(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(scenario, policy, seed) of every run: the testbed, then with --philly the large
+    scale, both over --seeds."""
+    plan = [(TESTBED, p, s) for s in args.seeds for p in args.policies]
+    if args.philly:
+        plan += [(PHILLY, p, s) for s in args.seeds for p in args.philly_policies]
+    return plan
+
+
+def run_all(args: argparse.Namespace) -> list[dict]:
+    """Every planned run, in order, with one progress line each."""
+    runs = []
+    for scenario, p, seed in planned_runs(args):
+        r = run(scenario, p, seed, args.estimate_noise, args.noise_seed)
+        runs.append(r)
+        print(f"{scenario} {p} seed {seed}: avg JCT {r['avg_jct_s']:.0f}s "
+              f"({r['wall_s']:.1f}s)", flush=True)  # fmt: skip
+    return runs
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this report (options left at their defaults omitted)."""
+    command = "python experiments/reproduce_crius.py"
+    if args.seeds != list(SEEDS):
+        command += " --seeds " + " ".join(map(str, args.seeds))
+    if args.policies != list(POLICIES):
+        command += " --policies " + " ".join(args.policies)
+    if args.philly:
+        command += " --philly"
+        if args.philly_policies != list(PHILLY_POLICIES):
+            command += " --philly-policies " + " ".join(args.philly_policies)
+    if args.estimate_noise != NOISE_SIGMA or args.noise_seed:
+        command += f" --estimate-noise {args.estimate_noise} --noise-seed {args.noise_seed}"
+    return command
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     cells = cells_study(args.estimate_noise, args.noise_seed)
@@ -393,18 +438,7 @@ def main() -> None:
         w.writeheader()
         w.writerows(cells)
     print(f"cells: {len(cells)} points in {time.perf_counter() - t0:.1f}s", flush=True)
-    runs = []
-    for seed in args.seeds:
-        for p in args.policies:
-            r = run("crius-testbed-64gpu", p, seed, args.estimate_noise, args.noise_seed)
-            runs.append(r)
-            print(f"testbed {p} seed {seed}: avg JCT {r['avg_jct_s']:.0f}s "
-                  f"({r['wall_s']:.1f}s)", flush=True)  # fmt: skip
-    if args.philly:
-        for p in args.philly_policies:
-            r = run("crius-philly-1280gpu", p, 1)
-            runs.append(r)
-            print(f"philly {p}: avg JCT {r['avg_jct_s']:.0f}s ({r['wall_s']:.1f}s)", flush=True)
+    runs = run_all(args)
     with (args.out / "runs.csv").open("w", newline="") as f:
         keys = [k for k in runs[0] if not k.startswith("_")]
         keys += sorted({k for r in runs for k in r if k not in keys and not k.startswith("_")})
@@ -412,13 +446,8 @@ def main() -> None:
         w.writeheader()
         w.writerows(runs)
     plot(args.out, runs)
-    command = "python experiments/reproduce_crius.py" + (" --philly" if args.philly else "")
-    if args.philly and args.philly_policies != ["crius", "fcfs"]:
-        command += " --philly-policies " + " ".join(args.philly_policies)
-    if args.estimate_noise != NOISE_SIGMA or args.noise_seed:
-        command += f" --estimate-noise {args.estimate_noise} --noise-seed {args.noise_seed}"
     text = write_report(
-        args.out, cells, runs, args.seeds, args.estimate_noise, args.noise_seed, command
+        args.out, cells, runs, args.seeds, args.estimate_noise, args.noise_seed, command_line(args)
     )
     print(text)
 

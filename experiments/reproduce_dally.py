@@ -610,20 +610,25 @@ def concentration_table(df: pd.DataFrame, records: list[dict]) -> list[str]:
                 f"{r.comm_overhead_weighted:.3f} | {jobs} |"
             )
     for pol in ("dally", "dally-relocate"):
+        # Compare per seed only where both policies ran that seed.
+        both = sorted(set(sub[sub.policy == pol].seed) & set(sub[sub.policy == "tiresias"].seed))
+        if not both:
+            missing = [p for p in (pol, "tiresias") if p not in set(sub.policy)]
+            why = f"no run of {', '.join(LABELS.get(p, p) for p in missing)}"
+            if not missing:
+                why = "no seed run by both"
+            out += ["", f"{LABELS.get(pol, pol)} below Tiresias: skipped ({why})."]
+            continue
+        ours = sub[sub.policy == pol].set_index("seed")
+        base = sub[sub.policy == "tiresias"].set_index("seed")
         verdicts = []
         for col, name in (
             ("avg_comm_overhead", "average"),
             ("comm_overhead_trim5", "mean without top 5"),
             ("comm_overhead_weighted", "compute-weighted"),
         ):
-            wins = [
-                seed
-                for seed in sorted(sub.seed.unique())
-                if not sub[(sub.seed == seed) & (sub.policy.isin([pol, "tiresias"]))].empty
-                and sub[(sub.seed == seed) & (sub.policy == pol)][col].iloc[0]
-                < sub[(sub.seed == seed) & (sub.policy == "tiresias")][col].iloc[0]
-            ]
-            verdicts.append(f"{name} on {len(wins)}/{sub.seed.nunique()} seeds")
+            wins = [s for s in both if ours.at[s, col] < base.at[s, col]]
+            verdicts.append(f"{name} on {len(wins)}/{len(both)} seeds")
         out += ["", f"{LABELS.get(pol, pol)} below Tiresias: " + ", ".join(verdicts) + "."]
     return out
 

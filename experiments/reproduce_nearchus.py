@@ -15,6 +15,7 @@ Usage: python experiments/reproduce_nearchus.py [--seeds 1 2 3] [--out DIR]   (~
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,44 @@ def plot_fig8(traces: dict, out: Path) -> None:
     plt.close(fig)
 
 
+def undefined_reason(a: float, b: float) -> str | None:
+    """Why a percentage of ``a`` against the baseline ``b`` is undefined, or None."""
+    a, b = float(a), float(b)
+    if math.isnan(b):
+        return "no baseline value"
+    if math.isnan(a):
+        return "no value"
+    if b == 0:
+        return "both are zero" if a == 0 else "the baseline is zero"
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return "infinite value"
+    return None
+
+
 def pct_lower(a: float, b: float) -> float:
-    return 100.0 * (b - a) / b
+    """How much lower ``a`` is than the baseline ``b``, in % of ``b``; NaN where undefined."""
+    return float("nan") if undefined_reason(a, b) else 100.0 * (b - a) / b
+
+
+def pct_over(a: float, b: float) -> float:
+    """How much higher ``a`` is than the baseline ``b``, in % of ``b``; NaN where undefined."""
+    return float("nan") if undefined_reason(a, b) else 100.0 * (a / b - 1)
+
+
+def fmt_pct(a: float, b: float, spec: str = "+.1f", kind: str = "lower") -> str:
+    """The % of ``a`` below (``kind="lower"``) or above (``"over"``) the baseline ``b``,
+    formatted with ``spec``, or "n/a (reason)" where it is undefined."""
+    reason = undefined_reason(a, b)
+    if reason:
+        return f"n/a ({reason})"
+    return format(pct_lower(a, b) if kind == "lower" else pct_over(a, b), spec)
+
+
+def fmt_lower(a: float, b: float, baseline: str) -> str:
+    """``"X% lower than <baseline>"``, or ``"n/a (reason) vs <baseline>"`` where the
+    percentage is undefined (a missing value or a zero baseline)."""
+    text = fmt_pct(a, b, ".1f")
+    return f"{text} vs {baseline}" if text.startswith("n/a") else f"{text}% lower than {baseline}"
 
 
 RESULTS = Path(__file__).parent / "results" / "nearchus"
@@ -190,12 +227,16 @@ def claims_before_after(single: pd.DataFrame, multi: pd.DataFrame) -> list[str]:
         vals = []
         for m in PS_CNNS:
             n, o = sub[(m, "nearchus")], sub[(m, "optimus")]
-            vals.append(pct_lower(n, o) if lower else 100 * (n / o - 1))
-        return f"{min(vals):+.0f} to {max(vals):+.0f} (best {max(vals):+.0f})"
+            vals.append(pct_lower(n, o) if lower else pct_over(n, o))
+        ok = [v for v in vals if not math.isnan(v)]
+        if not ok:
+            return "n/a (no model with a defined value)"
+        skipped = f", n/a for {len(vals) - len(ok)} models" if len(ok) < len(vals) else ""
+        return f"{min(ok):+.0f} to {max(ok):+.0f} (best {max(ok):+.0f}{skipped})"
 
     def multi_gain(df: pd.DataFrame, cl: str) -> str:
         m = df[df.cluster == cl].groupby("policy").avg_jct_h.mean()
-        return f"{pct_lower(m['nearchus'], m['optimus']):+.1f}"
+        return fmt_pct(m["nearchus"], m["optimus"], "+.1f")
 
     rows = [
         ("A: peak speed, Nearchus over Optimus (%)", "up to +71.4 (ResNet-50), +129.1 "
@@ -254,11 +295,12 @@ def report(single: pd.DataFrame, multi: pd.DataFrame, rup: pd.DataFrame, out: Pa
                   "|---|---:|---:|---:|---:|---:|---|---|---|"]  # fmt: skip
         for m in PS_CNNS:
             r = {p: sub[(sub.model == m) & (sub.policy == p)].iloc[0] for p in POLICIES}
-            gain = 100 * (r["nearchus"].peak_speed / r["optimus"].peak_speed - 1)
+            gain = fmt_pct(r["nearchus"].peak_speed, r["optimus"].peak_speed, "+.0f", "over")
+            gain += "" if gain.startswith("n/a") else "%"
             lines.append(
                 f"| {m} | {r['nearchus'].epochs:,.0f} | {r['nearchus'].peak_speed:.2f} | "
                 f"{r['optimus'].peak_speed:.2f} | "
-                f"{r['fa-bf'].peak_speed:.2f} | {gain:+.0f}% | {r['nearchus'].jct_h:.2f} / "
+                f"{r['fa-bf'].peak_speed:.2f} | {gain} | {r['nearchus'].jct_h:.2f} / "
                 f"{r['optimus'].jct_h:.2f} / {r['fa-bf'].jct_h:.2f} | "
                 f"{r['nearchus'].last_change_h:.2f} / {r['optimus'].last_change_h:.2f} | "
                 f"{r['nearchus'].restarts} / {r['optimus'].restarts} |"
@@ -286,11 +328,11 @@ def report(single: pd.DataFrame, multi: pd.DataFrame, rup: pd.DataFrame, out: Pa
     for cl in CLUSTERS:
         n, o, f = (mean.loc[(cl, p)] for p in ("nearchus", "optimus", "fa-bf"))
         lines.append(
-            f"- Cluster {cl}: JCT {pct_lower(n.avg_jct_h, f.avg_jct_h):.1f}% lower than FA-BF "
-            f"[23.6% on A] and {pct_lower(n.avg_jct_h, o.avg_jct_h):.1f}% lower than Optimus "
-            f"[35.6% on A]; queueing {pct_lower(n.avg_queue_h, f.avg_queue_h):.1f}% lower than "
-            f"FA-BF [67.8% on A], Optimus's {pct_lower(o.avg_queue_h, f.avg_queue_h):.1f}% "
-            f"[32.6%]; run time {pct_lower(n.avg_run_h, o.avg_run_h):.1f}% lower than Optimus "
+            f"- Cluster {cl}: JCT {fmt_lower(n.avg_jct_h, f.avg_jct_h, 'FA-BF')} "
+            f"[23.6% on A] and {fmt_lower(n.avg_jct_h, o.avg_jct_h, 'Optimus')} "
+            f"[35.6% on A]; queueing {fmt_lower(n.avg_queue_h, f.avg_queue_h, 'FA-BF')} "
+            f"[67.8% on A], Optimus's {fmt_lower(o.avg_queue_h, f.avg_queue_h, 'FA-BF')} "
+            f"[32.6%]; run time {fmt_lower(n.avg_run_h, o.avg_run_h, 'Optimus')} "
             f"[24.6% on B]; restarts/job Nearchus {n.restarts_per_job:.1f} vs Optimus "
             f"{o.restarts_per_job:.1f} [Nearchus fewer, Fig. 12]"
         )

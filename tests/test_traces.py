@@ -334,6 +334,43 @@ def test_trace_options_in_a_scenario(tmp_path):
     assert gpu_s / (16 * jobs[-1].arrival_s) == pytest.approx(0.5)
 
 
+GENERIC_DURATIONS = """id,submit,runtime,gpus,net
+a,0,1000.5,2,resnet50
+b,20000,3600,8,vgg11
+c,40000,777.25,16,bert-large
+d,60000,12345.6,32,alexnet
+e,90000,500,64,mobilenetv3
+"""
+
+
+def test_network_ideal_replays_trace_durations(tmp_path):
+    """Under ``network: ideal`` a multi-GPU job alone on the cluster runs exactly its trace
+    duration (durations become iterations at compute time, no communication)."""
+    from dlcluster_gym import simulate
+
+    p = write(tmp_path, GENERIC_DURATIONS)
+    cols = {"job_id": "id", "arrival": "submit", "duration": "runtime", "num_gpus": "gpus",
+            "model": "net"}  # fmt: skip
+    scenario = {
+        "cluster": "dally-2rack",  # 2 racks x 8 machines x 8 GPUs: 64 GPUs span machines
+        "workload": {"kind": "trace", "format": "generic", "path": str(p), "columns": cols,
+                     "models": "trace", "iterations_from": "duration"},
+        "network": "ideal",
+    }  # fmt: skip
+    res = simulate(scenario, "fcfs")
+    jobs = res.jobs
+    order = np.argsort(jobs["arrival_s"], kind="stable")
+    run = (jobs["finish_s"] - jobs["first_start_s"])[order]
+    want = [1000.5, 3600.0, 777.25, 12345.6, 500.0]
+    assert jobs["num_gpus"][order].tolist() == [2, 8, 16, 32, 64]
+    assert (jobs["finish_s"][order][:-1] < jobs["arrival_s"][order][1:]).all()  # no overlap
+    assert run.tolist() == pytest.approx(want, rel=1e-9, abs=0)
+    # The network model converts at the packed placement, where FCFS puts these jobs.
+    res = simulate({**scenario, "network": "model"}, "fcfs")
+    run = (res.jobs["finish_s"] - res.jobs["first_start_s"])[order]
+    assert run.tolist() == pytest.approx(want, rel=1e-9, abs=0)
+
+
 # --------------------------------------------------------------------------- more real files
 
 

@@ -55,7 +55,7 @@ def build_workload(
             profile=scenario.profile,
         )  # fmt: skip
     elif isinstance(wl, TraceWorkload):
-        jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile)
+        jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile, scenario.network)
     elif isinstance(wl, CriusWorkload):
         from dlcluster_gym.workload.crius import crius_jobs
 
@@ -87,7 +87,11 @@ def _trace_jobs(
     rng: np.random.Generator,
     traces_dir: str | Path | None,
     profile: str = "physics",
+    network: str = "model",
 ) -> list[Job]:
+    """Jobs of a trace workload. Durations become iterations at the iteration time of
+    ``wl.duration_tier``, or at the compute time alone under ``network: ideal`` (where the
+    engine charges no communication), so a job alone on the cluster runs its trace duration."""
     options: dict = {}
     if wl.columns is not None:
         options["columns"] = wl.columns
@@ -118,7 +122,11 @@ def _trace_jobs(
         else:
             key = (prof.name, g)
             if key not in cache:
-                cache[key] = iteration_time_s(prof, g, cluster, wl.duration_tier)
+                cache[key] = (
+                    prof.compute_s
+                    if network == "ideal"
+                    else iteration_time_s(prof, g, cluster, wl.duration_tier)
+                )
             iters = float(trace.duration_s[i]) / cache[key]
         jobs.append(Job(
             job_id=i, model=prof.name, num_gpus=g, iterations=iters, compute_s=prof.compute_s,
