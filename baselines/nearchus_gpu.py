@@ -15,6 +15,10 @@ count is elastic (the engine's ``Resize`` keeps the global batch and pays ``rest
   ``e_job < e_thd_job`` (a network bottleneck: the GPU analogue of PSN/MU) it stops growing;
 - running jobs do not grow while jobs wait.
 
+Adaptive-parallelism jobs (the Crius Table 2 models) are refused at admission
+(``NotApplicableError``): their parallelism plans fit only some GPU counts in memory, which the
+rule's fractional start sizes do not respect.
+
 Growth attempts that cannot succeed are skipped (``fast_paths``, same decisions): a job whose
 placement is efficient but whose next larger one is not stays "growing" and would retry its
 growth search whenever the free GPUs change. When the network model's overhead of a
@@ -33,9 +37,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.errors import NotApplicableError
 from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Resize
+from dlcluster_gym.sim.boundary import JobTable
 from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import check_positive, check_unit
@@ -132,6 +138,16 @@ class NearchusGPU(BaseScheduler):
         self.interval = check_positive("check_interval_s", check_interval_s)
         self.done: set[int] = set()
         self._wake = -1.0
+
+    def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
+        """Admission: data-parallel GPU jobs only (no adaptive-parallelism models)."""
+        adaptive = sorted({j.model for j in jobs if is_adaptive_model(j.model)})
+        if adaptive:
+            raise NotApplicableError(
+                f"{self.name} scales data-parallel GPU jobs; scenario {view.scenario.name} has "
+                f"adaptive-parallelism jobs ({', '.join(adaptive[:5])}"
+                f"{', ...' if len(adaptive) > 5 else ''}), whose plans fit only some GPU counts"
+            )
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)

@@ -16,6 +16,7 @@ from dlcluster_gym.envs import VERSIONS, env_ids, latest
 from dlcluster_gym.envs.base import serial_remaining_s
 from dlcluster_gym.envs.policies import make_env_policy, rollout
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.sim.bounds import isolated_run
 
 V0, V1 = "DLCluster/Scheduler-v0", "DLCluster/Scheduler-v1"
 SMALL = {"workload": {"num_jobs": 30}}
@@ -99,9 +100,11 @@ def test_serial_charge_is_the_summed_isolated_remaining_time_per_unfinished_job(
     rem = serial_remaining_s(env.engine)
     assert rem.size == 30 and (rem > 0).all()
     assert comps["unfinished"] == pytest.approx(-30 * rem.sum() / 3600.0, rel=1e-12)
-    # nothing ran: each job's remaining time is its isolated run time (the `ideal` bound's)
-    ideal = simulate(load_scenario(env.episode_scenario.model_dump()), "ideal", seed=0)
-    np.testing.assert_allclose(np.sort(rem), np.sort(ideal.jobs["jct_s"]), rtol=1e-12)
+    # nothing ran: each job's remaining time is its run time alone on its most consolidated
+    # placement of the empty cluster
+    e = env.engine
+    alone = [isolated_run(e.cluster, j, e.scenario.profile, e.scenario.network)[0] for j in e.jobs]
+    np.testing.assert_allclose(np.sort(rem), np.sort(alone), rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------- item 2

@@ -15,7 +15,7 @@ import numpy as np
 
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.config import MAX_SEED, ScenarioConfig, load_scenario
 from dlcluster_gym.envs.features import DONE_OF
 from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
 from dlcluster_gym.envs.sampling import ScenarioSampler, one_line_error
@@ -78,9 +78,11 @@ def check_flag(env: str, key: str, value: Any) -> bool:
     return bool(value)
 
 
-def check_reset_options(env: str, options: Mapping[str, Any] | None) -> None:
+def check_reset_options(env: str, options: Mapping[str, Any] | None, seed: Any = None) -> None:
     """``reset(options=...)``: the envs take no options (``None`` or ``{}``); the scenario is
-    chosen at construction (``scenario=`` / ``scenarios=``)."""
+    chosen at construction (``scenario=`` / ``scenarios=``). ``seed``: see
+    :func:`check_reset_seed`."""
+    check_reset_seed(env, seed)
     if options is None:
         return
     if not isinstance(options, Mapping):
@@ -89,6 +91,23 @@ def check_reset_options(env: str, options: Mapping[str, Any] | None) -> None:
         raise ConfigError(
             f"{env}: reset() takes no options, got {', '.join(map(repr, sorted(options)))}; "
             "choose scenarios at construction (scenario=, scenario_overrides=, scenarios=)"
+        )
+
+
+def check_reset_seed(env: str, seed: Any) -> None:
+    """``reset(seed=...)``: None or an integer in ``[0, 2**63 - 1]`` (what numpy's generators
+    and the results' int64 columns hold); a ``ConfigError`` (a ``ValueError``) naming seed."""
+    if seed is None:
+        return
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
+        raise ConfigError(
+            f"{env}: reset(seed=...) must be an integer in [0, {MAX_SEED}] or None, got "
+            f"{seed!r} ({type(seed).__name__})"
+        )
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise ConfigError(
+            f"{env}: reset(seed={seed}) is out of range; seed must be an integer in "
+            f"[0, {MAX_SEED}] (2**63 - 1) or None"
         )
 
 
@@ -101,7 +120,8 @@ def stalled(engine: Engine) -> bool:
 
 def isolated_iter_s(engine: Engine) -> np.ndarray:
     """Per job of ``engine``: its per-iteration time alone on the most consolidated placement
-    of an empty cluster (``sim.bounds.isolated_run``, the ``ideal`` bound's run time)."""
+    of an empty cluster (``sim.bounds.isolated_run``; the ``ideal`` bound takes the fastest
+    placement, which may be more spread)."""
     scen, cluster = engine.scenario, engine.cluster
     per_iter: dict[tuple[str, int, float], float] = {}
     out = np.zeros(len(engine.jobs))

@@ -127,6 +127,8 @@ def _sensitivity(
         if racks >= 2
         else None
     )
+    if m is None and r is None and n is None:
+        return 0.0, 0.0, 0.0  # no placement at all: a job larger than the cluster (dropped)
     r = r if r is not None else n if n is not None else m
     n = n if n is not None else r
     m = m if m is not None else r
@@ -498,7 +500,7 @@ class PlacementEnv(ClusterEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        check_reset_options(self.env_name, options)
+        check_reset_options(self.env_name, options, seed)
         super().reset(seed=seed)
         self._offer = self._start(self._episode_seed_for(seed))
         return self._observe(), self._info({})

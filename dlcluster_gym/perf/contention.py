@@ -880,7 +880,9 @@ def _quantised_layout(iteration_s: np.ndarray, max_sectors: int) -> Layout:
     """``circle_layout`` at the engine's precision, with its operations: the quantum and the
     quantised times (again with a coarser quantum when one exceeds the cap), then the
     perimeter and the fitted sectors, a function of (quantum, quantised times) shared by the
-    times that quantise alike."""
+    times that quantise alike. No times: an empty circle of one sector."""
+    if iteration_s.size == 0:
+        return DEFAULT_PRECISION_S, 1, np.zeros(0, dtype=np.int64)
     times = iteration_s.tolist()
     q = min(DEFAULT_PRECISION_S, min(times) / MIN_SECTORS_PER_ITERATION)  # _precision
     ns = _quantise(iteration_s, times, q)

@@ -120,7 +120,10 @@ def _layout(
     """(seconds per sector, perimeter in sectors, each time's sectors) of the unified circle
     of ``times`` (``contention._quantised_layout``); ``rows``/``slot``/``used``: a
     :class:`RowTable` of ``max_sectors``. A perimeter of -1: not done here (a length past
-    the cap or more lengths than the table holds)."""
+    the cap or more lengths than the table holds). No times: an empty circle of one sector
+    at ``precision_s``, as the numpy path gives."""
+    if times.size == 0:
+        return precision_s, 1, np.zeros(0, dtype=np.int64)
     shortest = times[0]
     for j in range(times.size):
         if times[j] < shortest:

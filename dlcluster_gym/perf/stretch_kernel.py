@@ -221,6 +221,8 @@ def _level(
 ) -> float:  # fmt: skip
     """Max-min fair level of one over-subscribed row (``contention.water_level``) over the
     flows ``order[:a]`` sorted by per-flow demand, the operations in numpy's order."""
+    if a == 0:
+        return 1.0  # no flow to share the row: nothing is limited
     run = 0.0
     for i in range(a):
         d = per_flow[order[i]]

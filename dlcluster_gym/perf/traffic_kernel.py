@@ -133,7 +133,10 @@ def _maxmin(
 
 
 def _nan_max(a: np.ndarray) -> float:
-    """``float(a.max())`` (NaN propagates) of a non-empty array."""
+    """``float(a.max())`` (NaN propagates); 0.0 for an empty array (the callers pass
+    non-empty ones; the guard keeps an empty one from reading past its end)."""
+    if a.size == 0:
+        return 0.0
     res = a[0]
     for i in range(a.size):
         v = a[i]
