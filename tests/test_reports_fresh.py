@@ -1,0 +1,97 @@
+"""The committed reproduction results are what their scripts compute now.
+
+Each report under ``experiments/results/`` is written by its script from the rows of a
+committed CSV. For every reproduction, one quick cell is run again with the script's own
+function and compared with its committed row: a change to the simulator that moves a
+published number fails here until the script is re-run and its results committed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
+RTOL = 1e-9
+NOT_COMPARED = {"wall_s", "decision_ms_mean", "scenario"}  # machine-dependent or labels
+
+
+def _script(name: str):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "experiments"))
+
+
+def _row(csv: Path, **where) -> pd.Series:
+    df = pd.read_csv(csv)
+    for k, v in where.items():
+        df = df[df[k] == v]
+    assert len(df) == 1, f"{csv}: {len(df)} rows for {where}"
+    return df.iloc[0]
+
+
+def _same(committed: pd.Series, now: dict, where: str) -> None:
+    compared = 0
+    for key, want in committed.items():
+        if key in NOT_COMPARED or key not in now:
+            continue
+        got = now[key]
+        if isinstance(want, str) or isinstance(got, str):
+            assert str(got) == str(want), f"{where}: {key} is {got!r}, committed {want!r}"
+        elif isinstance(want, float) and math.isnan(want):
+            assert got is None or (isinstance(got, float) and math.isnan(got)), (where, key)
+        else:
+            assert got == pytest.approx(float(want), rel=RTOL, abs=1e-12), (
+                f"{where}: {key} is {got!r} now, {want!r} in the committed results; re-run "
+                "the script and commit its results"
+            )
+        compared += 1
+    assert compared >= 5, f"{where}: only {compared} columns compared"
+
+
+def test_dally_reproduction_cell() -> None:
+    mod = _script("reproduce_dally")
+    cell = mod.run_cell("batch", 2, "gandiva", 1)
+    want = _row(RESULTS / "dally" / "runs.csv", arrival="batch", racks=2, policy="gandiva", seed=1)
+    _same(want, cell["summary"], "dally batch 2 racks gandiva seed 1")
+
+
+@pytest.mark.parametrize("policy", ["ideal", "random"])
+def test_cassini_reproduction_cell(policy: str) -> None:
+    mod = _script("reproduce_cassini")
+    got = mod.run("cassini-testbed-poisson", policy, 1)
+    csv = RESULTS / "cassini" / "runs.csv"
+    want = _row(csv, scenario="cassini-testbed-poisson", policy=policy, seed=1)
+    _same(want, got, f"cassini-testbed-poisson {policy} seed 1")
+
+
+def test_crius_reproduction_cell() -> None:
+    mod = _script("reproduce_crius")
+    got = mod.run("crius-testbed-64gpu", "crius", 1)
+    want = _row(
+        RESULTS / "crius" / "runs.csv", scenario="crius-testbed-64gpu", policy="crius", seed=1
+    )
+    _same(want, got, "crius-testbed-64gpu crius seed 1")
+
+
+def test_nearchus_reproduction_cell(monkeypatch) -> None:
+    mod = _script("reproduce_nearchus")
+    monkeypatch.setattr(mod, "CLUSTERS", ("A",))
+    got = mod.run_multi([1])
+    committed = pd.read_csv(RESULTS / "nearchus" / "multi.csv")
+    for _, row in got.iterrows():
+        want = committed[
+            (committed.cluster == row.cluster)
+            & (committed.seed == row.seed)
+            & (committed.policy == row.policy)
+        ]
+        assert len(want) == 1, (row.cluster, row.seed, row.policy)
+        _same(want.iloc[0], row.to_dict(), f"nearchus multi {row.cluster} {row.policy} seed 1")
