@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_traffic_kernel import assert_grouping_equals_numpy
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ClusterConfig
@@ -95,13 +96,7 @@ def test_traffic_signature_and_grouping_equal_numpy(name: str, monkeypatch) -> N
             m.setattr(contention, "_signature_arrays", None)
             key2, ids2, crossed2 = contention.placement_signature(cluster, gpus)
         assert key == key2 and ids.tobytes() == ids2.tobytes() and crossed == crossed2
-    got = [contention.link_phases(t, "data") for t in traffics]
-    monkeypatch.setattr(contention, "_group_by_link", None)
-    want = [contention.link_phases(t, "data") for t in traffics]
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == list(w)
-        for link in w:
-            assert g[link].packed.tobytes() == w[link].packed.tobytes()
+    assert_grouping_equals_numpy(traffics, monkeypatch)
 
 
 def test_link_usage_with_no_links_and_no_busy_links() -> None:

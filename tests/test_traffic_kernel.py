@@ -73,15 +73,22 @@ def test_placement_traffic_dispatches_by_collective():
 def test_compiled_link_grouping_equals_numpy(name, monkeypatch):
     """``link_phases`` of data-parallel traffic: the compiled grouping gives the numpy
     path's phases (rows, order, peaks) on every link."""
-    from dlcluster_gym.perf import contention
 
     cluster = Cluster(load_cluster(name))
     rng = np.random.default_rng(9)
     profile = get_model("bert-large")
     traffics = [nw.placement_traffic(cluster, profile, g) for g in _placements(cluster, rng, 60)]
+    assert_grouping_equals_numpy(traffics, monkeypatch)
+
+
+def assert_grouping_equals_numpy(traffics: list, monkeypatch) -> None:
+    """``link_phases`` of each traffic: the compiled grouping against the numpy path."""
+    from dlcluster_gym.perf import contention
+
     got = [contention.link_phases(t, "data") for t in traffics]
-    monkeypatch.setattr(contention, "_group_by_link", None)
-    want = [contention.link_phases(t, "data") for t in traffics]
+    with monkeypatch.context() as m:
+        m.setattr(contention, "_group_by_link", None)
+        want = [contention.link_phases(t, "data") for t in traffics]
     for g, w in zip(got, want, strict=True):
         assert list(g) == list(w)
         for link in w:
