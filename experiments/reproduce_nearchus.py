@@ -210,66 +210,87 @@ def fmt_lower(a: float, b: float, baseline: str) -> str:
     return f"{text} vs {baseline}" if text.startswith("n/a") else f"{text}% lower than {baseline}"
 
 
-RESULTS = Path(__file__).parent / "results" / "nearchus"
+def verdict_up_to(ours: float, paper: float) -> str:
+    """A claim "Nearchus better by up to ``paper`` %" against our best value."""
+    if math.isnan(ours):
+        return "n/a (no defined value)"
+    if ours <= 0:
+        return f"no (Nearchus not better: {ours:+.0f} %)"
+    if abs(ours - paper) <= 0.25 * abs(paper):
+        return f"yes ({ours:+.0f} % within 25 % of {paper:+.1f} %)"
+    return f"direction only ({ours:+.0f} % against {paper:+.1f} %)"
 
 
-def claims_before_after(single: pd.DataFrame, multi: pd.DataFrame) -> list[str]:
-    """The paper's V claims against Optimus, before issue 16 (Optimus profiled on at most 9
-    nodes, 30-epoch single jobs on both clusters: the *_before_issue16.csv files) and now."""
-    b_single = RESULTS / "single_before_issue16.csv"
-    b_multi = RESULTS / "multi_before_issue16.csv"
-    if not (b_single.exists() and b_multi.exists()):
-        return []
-    before = (pd.read_csv(b_single), pd.read_csv(b_multi))
+def verdict_similar(vals: list[float], tol: float = 10.0) -> str:
+    """A claim "similar" (within ``tol`` %) over the models."""
+    ok = [v for v in vals if not math.isnan(v)]
+    if not ok:
+        return "n/a (no defined value)"
+    close = sum(abs(v) <= tol for v in ok)
+    if close == len(ok):
+        return f"yes (all {len(ok)} models within {tol:.0f} %)"
+    if close:
+        return f"partly ({close} of {len(ok)} models within {tol:.0f} %)"
+    return f"no (no model within {tol:.0f} %)"
 
-    def single_gain(df: pd.DataFrame, cl: str, col: str, lower: bool) -> str:
-        sub = df[df.cluster == cl].set_index(["model", "policy"])[col]
-        vals = []
+
+def claims_table(single: pd.DataFrame, multi: pd.DataFrame) -> list[str]:
+    """The paper's V claims against Optimus: the paper's figure, ours and a verdict."""
+
+    def single_vals(cl: str, col: str, lower: bool) -> list[float]:
+        sub = single[single.cluster == cl].set_index(["model", "policy"])[col]
+        out = []
         for m in PS_CNNS:
             n, o = sub[(m, "nearchus")], sub[(m, "optimus")]
-            vals.append(pct_lower(n, o) if lower else pct_over(n, o))
+            out.append(pct_lower(n, o) if lower else pct_over(n, o))
+        return out
+
+    def fmt_range(vals: list[float]) -> str:
         ok = [v for v in vals if not math.isnan(v)]
         if not ok:
             return "n/a (no model with a defined value)"
         skipped = f", n/a for {len(vals) - len(ok)} models" if len(ok) < len(vals) else ""
         return f"{min(ok):+.0f} to {max(ok):+.0f} (best {max(ok):+.0f}{skipped})"
 
-    def multi_gain(df: pd.DataFrame, cl: str) -> str:
-        m = df[df.cluster == cl].groupby("policy").avg_jct_h.mean()
-        return fmt_pct(m["nearchus"], m["optimus"], "+.1f")
+    def best(vals: list[float]) -> float:
+        ok = [v for v in vals if not math.isnan(v)]
+        return max(ok) if ok else float("nan")
 
+    def multi_gain(cl: str) -> float:
+        m = multi[multi.cluster == cl].groupby("policy").avg_jct_h.mean()
+        return pct_lower(m["nearchus"], m["optimus"])
+
+    a_speed = single_vals("A", "peak_speed", False)
+    a_jct = single_vals("A", "jct_h", True)
+    b_speed = single_vals("B", "peak_speed", False)
+    b_jct = single_vals("B", "jct_h", True)
+    seeds = ", ".join(map(str, sorted(multi.seed.unique())))
     rows = [
         ("A: peak speed, Nearchus over Optimus (%)", "up to +71.4 (ResNet-50), +129.1 "
-         "(InceptionV3)", lambda d: single_gain(d[0], "A", "peak_speed", False)),
+         "(InceptionV3)", fmt_range(a_speed), verdict_up_to(best(a_speed), 129.1)),
         ("A: single-job JCT, Nearchus lower than Optimus (%)", "up to 37.2",
-         lambda d: single_gain(d[0], "A", "jct_h", True)),
-        ("B: peak speed, Nearchus over Optimus (%)", "similar",
-         lambda d: single_gain(d[0], "B", "peak_speed", False)),
+         fmt_range(a_jct), verdict_up_to(best(a_jct), 37.2)),
+        ("B: peak speed, Nearchus over Optimus (%)", "similar", fmt_range(b_speed),
+         verdict_similar(b_speed)),
         ("B: single-job JCT, Nearchus lower than Optimus (%)", "up to 61.6 (NasNetLarge)",
-         lambda d: single_gain(d[0], "B", "jct_h", True)),
-        ("A: multi-job avg JCT, Nearchus lower than Optimus (%)", "35.6",
-         lambda d: multi_gain(d[1], "A")),
-        ("B: multi-job avg JCT, Nearchus lower than Optimus (%)", "-",
-         lambda d: multi_gain(d[1], "B")),
+         fmt_range(b_jct), verdict_up_to(best(b_jct), 61.6)),
+        (f"A: multi-job avg JCT, Nearchus lower than Optimus (%, seeds {seeds})", "35.6",
+         f"{multi_gain('A'):+.1f}", verdict_up_to(multi_gain("A"), 35.6)),
+        (f"B: multi-job avg JCT, Nearchus lower than Optimus (%, seeds {seeds})", "-",
+         f"{multi_gain('B'):+.1f}", "n/a (no paper figure)"),
     ]  # fmt: skip
     lines = [
-        "## Claims against Optimus: paper, before issues 15-16, now",
+        "## Claims against Optimus",
         "",
-        "Before: Optimus profiled on the 20 smallest configurations (at most 9 nodes), "
-        "30-epoch single jobs on both clusters, and every job with its servers' whole NICs "
-        "(the committed `*_before_issue16.csv`). Now: the paper's profiling range, converged "
-        "single jobs on B (issue 16), and PS jobs on one server sharing its NIC max-min "
-        "(issue 15, `perf.ps.share_nics`: it slows co-located Optimus and FA-BF jobs more than "
-        "Nearchus's, e.g. cluster A seed 1: Optimus 8.93 -> 9.45 h, FA-BF 7.42 -> 7.86 h, "
-        "Nearchus 5.79 -> 5.77 h, measured before the issue-16 profiling change). Ranges "
-        "over the five CNNs (single job) or seed means "
-        "(multi-job).",
+        "Ranges over the five CNNs (single job) or the mean over seeds (multi-job). Verdict: "
+        "**yes** = Nearchus better and our figure within 25 % of the paper's; **direction "
+        "only** = better, outside that; **no** = not better; for 'similar', the share of "
+        "models within 10 %.",
         "",
-        "| claim | paper | before | now |",
+        "| claim | paper | ours | verdict |",
         "|---|---|---|---|",
     ]
-    for what, paper, f in rows:
-        lines.append(f"| {what} | {paper} | {f(before)} | {f((single, multi))} |")
+    lines += [f"| {what} | {paper} | {ours} | {v} |" for what, paper, ours, v in rows]
     return [*lines, ""]
 
 
@@ -283,7 +304,7 @@ def report(single: pd.DataFrame, multi: pd.DataFrame, rup: pd.DataFrame, out: Pa
               f"epochs that FA-BF needs {CONVERGE_FACTOR}x Optimus's ramp from 3 to 60 nodes "
               "(one node per 10 min + 60 s restart), so the ramps converge before the end.",
               ""]  # fmt: skip
-    lines += claims_before_after(single, multi)
+    lines += claims_table(single, multi)
     lines += ["## Single job (V-A, Fig. 7 and 9)", ""]
     for cl in CLUSTERS:
         sub = single[single.cluster == cl]
