@@ -385,26 +385,16 @@ def verdict(vals: dict[int, float], lo: float, hi: float) -> str:
     return "no"
 
 
-BEFORE = Path(__file__).resolve().parent / "results" / "dally" / "runs_before_issue16.csv"
-
-
-def claims_table(df: pd.DataFrame, before: pd.DataFrame | None = None) -> list[str]:
-    """Every Section 5 claim: the paper, ours before issue 16 (``before``: the runs.csv of
-    the earlier version, relocation preemption and fixed Tiresias thresholds), and ours now
-    for the default Dally and the relocation variant."""
+def claims_table(df: pd.DataFrame) -> list[str]:
+    """Every Section 5 claim: the paper's figure, ours for the default Dally and for the
+    relocation variant, each with a verdict."""
     lines = [
-        "| claim | paper (5.2) | before issue 16 (relocation, fixed Tiresias thresholds, "
-        "seeds 1-3) | reproduced | now: Dally (paper's preemption) | reproduced | "
-        "now: Dally (relocate variant) | reproduced |",
-        "|---|---|---|---|---|---|---|---|",
+        "| claim | paper (5.2) | Dally (paper's preemption) | reproduced | "
+        "Dally (relocate variant) | reproduced |",
+        "|---|---|---|---|---|---|",
     ]
     for what, paper, sec, (arr, metric, base), (lo, hi) in PAPER_CLAIMS:
         cols = []
-        if before is not None and metric in before.columns:
-            vals = improvement(before, arr, metric, base)
-            cols += [fmt_range(vals), verdict(vals, lo, hi)]
-        else:
-            cols += ["-", "-"]
         for dally in ("dally", "dally-relocate"):
             vals = improvement(df, arr, metric, base, dally)
             cols += [fmt_range(vals), verdict(vals, lo, hi)]
@@ -806,7 +796,7 @@ def write_report(
         "**partly** = better on some rack counts; **no** = never better. For the relocate "
         "column the Dally-manual baseline is Dally-manual (relocate).",
         "",
-        *claims_table(df, pd.read_csv(BEFORE) if BEFORE.exists() else None),
+        *claims_table(df),
         "",
         "## Makespan over the seeds, and a robust alternative",
         "",
@@ -816,11 +806,11 @@ def write_report(
         lines += ["", f"### {arrival} arrivals", "", *spread_table(df, arrival)]
     lines += [
         "",
-        "## Acceptance (issue #4): dally-batch-8rack",
+        "## Acceptance: dally-batch-8rack",
         "",
         *acceptance(df),
         "",
-        "### What sets the comm-overhead check (issue 16 item 1)",
+        "### What sets the comm-overhead check",
         "",
         "The average comm overhead is a per-job mean of exposed comm / compute. With the "
         "`dally-table1` profiles a MobileNetV3 job placed across racks has an overhead of "
