@@ -190,6 +190,90 @@ def _fmt(x: float, d: int = 0) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{d}f}"
 
 
+BASELINES = ("fcfs", "gandiva", "gavel", "elasticflow-ls")
+# (scenario, claim, paper value, metric, how ours is read): "lower" = % below the baseline,
+# "times" = Crius's value over the baseline's, "value" = Crius's own (Crius 8.3 and 8.4).
+PAPER_CLAIMS = (
+    ("crius-testbed-64gpu", "avg JCT lower than the baselines (%), best", 48.9, "avg_jct_s",
+     "lower"),
+    ("crius-testbed-64gpu", "avg queueing lower than the baselines (%), best", 71.0,
+     "avg_queue_s", "lower"),
+    ("crius-testbed-64gpu", "avg throughput over the baselines (x), best", 1.49,
+     "avg_throughput", "times"),
+    ("crius-testbed-64gpu", "peak throughput over the baselines (x), best", 1.36,
+     "peak_throughput", "times"),
+    ("crius-philly-1280gpu", "avg JCT lower than FCFS (%)", 81.3, "avg_jct_s", "lower:fcfs"),
+    ("crius-philly-1280gpu", "avg JCT lower than ElasticFlow-LS (%)", 75.8, "avg_jct_s",
+     "lower:elasticflow-ls"),
+    ("crius-philly-1280gpu", "avg JCT lower than Gandiva (%)", 80.1, "avg_jct_s",
+     "lower:gandiva"),
+    ("crius-philly-1280gpu", "avg JCT lower than Gavel (%)", 66.4, "avg_jct_s", "lower:gavel"),
+    ("crius-philly-1280gpu", "avg throughput over the baselines (x), best", 1.54,
+     "avg_throughput", "times"),
+    ("crius-philly-1280gpu", "peak throughput over the baselines (x), best", 1.57,
+     "peak_throughput", "times"),
+    ("crius-philly-1280gpu", "restarts per job", 2.29, "restarts_per_job", "value"),
+)  # fmt: skip
+
+
+def claim_verdict(ours: float, paper: float, better: bool) -> str:
+    """**yes**: Crius better and within 25 % of the paper's figure; **direction only**:
+    better, outside that; **no**: not better."""
+    if math.isnan(ours):
+        return "n/a (not run)"
+    if not better:
+        return "no (Crius not better)"
+    if abs(ours - paper) <= 0.25 * abs(paper):
+        return "yes"
+    return "direction only"
+
+
+def claims_table(runs: list[dict]) -> list[str]:
+    """Crius 8.3 / 8.4 claims: the paper's figure, ours (means over seeds) and a verdict."""
+    mean: dict[tuple[str, str], dict[str, float]] = {}
+    seeds: dict[str, set[int]] = {}
+    for r in runs:
+        acc = mean.setdefault((r["scenario"], r["policy"]), {})
+        for k in ("avg_jct_s", "avg_queue_s", "avg_throughput", "peak_throughput",
+                  "restarts_per_job"):  # fmt: skip
+            acc.setdefault(k, []).append(r[k])  # type: ignore[attr-defined]
+        seeds.setdefault(r["scenario"], set()).add(r["seed"])
+    mean = {key: {k: float(np.mean(v)) for k, v in d.items()} for key, d in mean.items()}
+    lines = [
+        "## Claims (8.3, 8.4): paper vs ours",
+        "",
+        "Means over the seeds run. Verdict: **yes** = Crius better and within 25 % of the "
+        "paper's figure; **direction only** = better, outside that; **no** = not better.",
+        "",
+        "| scenario | claim | paper | ours | verdict |",
+        "|---|---|---:|---:|---|",
+    ]
+    for scen, what, paper, metric, how in PAPER_CLAIMS:
+        crius = mean.get((scen, "crius"))
+        if crius is None:
+            continue
+        kind, _, only = how.partition(":")
+        bases = [b for b in ((only,) if only else BASELINES) if (scen, b) in mean]
+        if kind == "value":
+            ours, better, shown = crius[metric], True, f"{crius[metric]:.2f}"
+        elif not bases:
+            ours, better, shown = float("nan"), False, "n/a (no baseline run)"
+        elif kind == "lower":
+            vals = [100.0 * (1.0 - crius[metric] / mean[(scen, b)][metric]) for b in bases]
+            ours, better = max(vals), min(vals) > 0
+            shown = f"{ours:+.1f}" if only else f"{min(vals):+.1f} to {ours:+.1f}"
+        else:
+            vals = [crius[metric] / mean[(scen, b)][metric] for b in bases]
+            ours, better = max(vals), min(vals) > 1.0
+            shown = f"{min(vals):.2f}x to {ours:.2f}x"
+        note = f" (seeds {', '.join(map(str, sorted(seeds[scen])))})"
+        lines.append(
+            f"| `{scen}`{note} | {what} | {paper:g} | {shown} | "
+            f"{claim_verdict(ours, paper, better)} |"
+        )
+    return [*lines, ""]
+
+
 def write_report(
     out: Path,
     cells: list[dict],
@@ -348,6 +432,7 @@ def write_report(
                     "1.54x average and 1.57x peak throughput; 2.29 restarts per job.",
                     "",
                 ]
+    lines += claims_table(runs)
     text = "\n".join(lines)
     (out / "report.md").write_text(text)
     return text
