@@ -800,7 +800,7 @@ def conserve_capacity(
     :func:`link_stretch` shares the link among the jobs' *unstretched* phases; once the slowed
     jobs' Up phases are longer they overlap more, and where the summed demand is about twice
     the capacity the stretched jobs can still carry more bytes per second than the link
-    holds (up to 16 % over in random runs with 2:1 and 4:1 ToR uplinks, issue 15 audit). A
+    holds (up to 16 % over in random runs with 2:1 and 4:1 ToR uplinks). A
     link cannot carry more than its capacity on average, so when
     ``sum_j carry_j * up_j / (compute_j + comm_j * f_j) > capacity`` the slowed jobs'
     extra factors ``f_j - 1`` are scaled by one common ``k > 1`` (bisection to 1e-12) until

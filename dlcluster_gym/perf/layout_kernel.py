@@ -3,8 +3,8 @@
 The engine lays the jobs of every over-subscribed link on their unified circle
 (``contention._quantised_layout``: quantum, quantised iteration times, LCM perimeter, and
 past the sector cap ``geometry.fit_perimeter``'s best perimeter and divisors). The same set of
-iteration times rarely comes back (15 % of 17,881 links on ``philly-1024gpu`` at preset (a),
-issue #15 Speed), so its Python caches mostly missed, and a fit took tens of small numpy calls.
+iteration times rarely comes back (15 % of 17,881 links on ``philly-1024gpu`` at preset (a)),
+so its Python caches mostly missed, and a fit took tens of small numpy calls.
 This module computes the same layout in one compiled call (numba) with the same operations,
 so the result is identical (``tests/test_layout_kernel.py`` compares both):
 

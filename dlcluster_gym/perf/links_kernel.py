@@ -2,8 +2,8 @@
 links (the dirty links of one engine flush).
 
 Per over-subscribed link the engine spent about 60 us in Python around the compiled sweep
-(gathering the jobs' times and phases, the layout lookup, the capacity check; issue #15
-Speed: 17,881 such links on ``philly-1024gpu`` at preset (a)). This module takes every link of
+(gathering the jobs' times and phases, the layout lookup, the capacity check;
+17,881 such links on ``philly-1024gpu`` at preset (a)). This module takes every link of
 a flush at once, flattened, and runs for each: the fast-path test on the summed capped peaks,
 the circle layout (``perf.layout_kernel``), the sweep (``perf.stretch_kernel``) and the
 capacity conservation, with the operations of the Python functions in their order, so the

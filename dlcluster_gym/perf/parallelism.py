@@ -33,7 +33,7 @@ gradient synchronisation ``AR_i`` after the pipeline drains (stages sync in para
   micro-batches (1F1B: stage ``i`` of ``S`` holds ``S - i``), and a fixed workspace. Plans over
   the GPU's memory are infeasible (OOM).
 
-**Network** (issue 15; our extension, the paper is silent). Crius 5.1 prices a communication
+**Network** (our extension, the paper is silent). Crius 5.1 prices a communication
 operator from its volume on the interconnect it runs on (operators profiled offline per GPU
 and interconnect, "traffic-based interpolation"), with no topology above the machine. Here a
 job's placement decides that interconnect for traffic between racks too

@@ -1,6 +1,6 @@
 """What an adaptive-parallelism (Crius) job sends over the shared links, as Cassini phases.
 
-Issue 15: every job's flows sit on real links shared max-min fairly with every other job
+Every job's flows sit on real links shared max-min fairly with every other job
 (``perf.contention``). An adaptive-parallelism job runs the best plan of ``perf.parallelism``
 (Crius 5.1, Fig. 10); this module turns that plan's communication into per-link
 :class:`~dlcluster_gym.perf.contention.LinkPhases`, so that the engine shares its links with the

@@ -3,7 +3,7 @@
 The engine recomputes the stretch of every over-subscribed link a start or finish touches,
 all of one update in one compiled call (``perf.links_kernel``). Gathering that call's inputs
 per (link, job) in Python (dict look-ups, lists of phases, their concatenation) cost about as
-much as the kernel itself (issue #15 Speed). Here each distinct phases object on a link of a
+much as the kernel itself. Here each distinct phases object on a link of a
 given capacity gets a row once: its columns in one pool, its phase count, peak and carried
 rate. The engine keeps, per link, the row of each job on it, and one call of
 :meth:`PhasePool.factors` gathers the entries inside the kernel, with the arithmetic of

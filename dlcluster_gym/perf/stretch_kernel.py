@@ -1,7 +1,7 @@
 """Compiled sweep of :func:`perf.contention.link_stretch` over one link's unified circle.
 
-``link_stretch`` spent its time in about 45 small numpy calls per link (issue #15 Speed:
-17,881 over-subscribed links on ``philly-1024gpu`` at preset (a), most with 2 jobs and 44
+``link_stretch`` spent its time in about 45 small numpy calls per link
+(17,881 over-subscribed links on ``philly-1024gpu`` at preset (a), most with 2 jobs and 44
 phase instances), none of them dominant, and the same link set rarely repeats (12% of the
 calls), so no algorithmic shortcut removes the per-call overhead. This module runs the same
 sweep as one compiled loop (numba), **operation for operation** in the order numpy performs

@@ -2,7 +2,7 @@
 
 A structurally new placement's traffic (its NICs, uplinks and spine; the rack and network
 stages' flows shared max-min fairly on the job's own links; per link the bytes and rate of
-each stage) took about 60 small numpy calls (issue #15 Speed: 3,225 new placements on
+each stage) took about 60 small numpy calls (3,225 new placements on
 ``philly-1024gpu`` at preset (a), about 200 us each). This module runs the same computation
 as one compiled function (numba), **operation for operation** in the order the numpy path
 performs it, so the floats are bit-identical (``tests/test_traffic_kernel.py`` compares both):
