@@ -51,10 +51,10 @@ lays any job's Up phases, by the converter data-parallel jobs use
 plan whose cross-rack traffic is nil leaves the uplinks alone). Where a plan's operators
 overlap on a link beyond its capacity (back-to-back boundaries at line rate, rounded; or
 operators that start together), the summed demand is capped at the capacity
-(``_cap_overlaps``; our choice, as each phase is capped alone). Data-parallel jobs keep
-their profiles.
+(``perf.contention.cap_overlaps``; our choice, as each phase is capped alone); so are a
+data-parallel job's stages that meet on a link by rounding.
 
-Implementation at trace scale (issue #19; the decisions are those of the direct form, checked
+Implementation at trace scale (the decisions are those of the direct form, checked
 bit for bit on Philly and ITP prefixes): the running jobs that cross shared links are kept
 across decisions in start order (the Affinity graph's node order) with their link profiles;
 the graph is a ``baselines.affinity_index.AffinityIndex`` (link memberships + union-find), so
@@ -100,7 +100,7 @@ from typing import Any
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
-from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.errors import ConfigError, DLClusterError
 from dlcluster_gym.perf.contention import SharedLinks, _profiles_on_links, job_link_profiles
 from dlcluster_gym.perf.geometry import (
     JOB,
@@ -111,7 +111,7 @@ from dlcluster_gym.perf.geometry import (
     link_compatibility,
 )
 from dlcluster_gym.perf.parallelism import is_adaptive_model
-from dlcluster_gym.scheduler import BaseScheduler, is_clairvoyant, make_policy
+from dlcluster_gym.scheduler import BaseScheduler, is_clairvoyant, make_policy, resolve_policy
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, SetTimeShift, Start
 from dlcluster_gym.sim.view import ClusterView
@@ -124,28 +124,6 @@ _PROFILE_CACHE_MAX = 20_000  # profiles per (model, compute, GPUs) without fast 
 _Entry = tuple[bytes, Mapping[int, CommProfile], list[int]]  # GPUs as bytes, profiles, links
 _Moves = tuple[tuple[int, np.ndarray], ...]  # incumbents a candidate moves: (job, new GPUs)
 CANDIDATES = ("auction", "new-only")
-
-
-def _cap_overlaps(profile: CommProfile, capacity: float) -> CommProfile:
-    """``profile`` with the summed demand of its overlapping phases capped at ``capacity``.
-
-    A plan's operators can meet on one link: back-to-back pipeline boundaries through one NIC,
-    each at line rate, whose rounded end and start overlap on the circle (found on
-    ``crius-philly-1280gpu``), or operators that start together on a link (every stage's
-    all-reduce starts after the flush). A link carries at most its capacity, in isolation
-    too (``_profiles_on_links`` caps each phase alone; Cassini's geometry rejects a profile
-    whose own peak exceeds the link). Unchanged when its peak fits; otherwise one phase per
-    interval between phase boundaries."""
-    if profile.peak_demand <= capacity:
-        return profile
-    phases = profile.phases
-    cuts = sorted({t for p in phases for t in (p.start, p.end)})
-    out = []
-    for a, b in itertools.pairwise(cuts):
-        level = sum(p.demand for p in phases if p.start <= a and b <= p.end)
-        if level > 0.0:
-            out.append((a, b - a, min(level, capacity)))
-    return CommProfile.multi_phase(profile.iteration_time, out, profile.name)
 
 
 class _ByModel(dict):
@@ -188,6 +166,16 @@ class Cassini(BaseScheduler):
         if max_candidates < 1:
             raise ConfigError(f"max_candidates must be an integer >= 1, got {max_candidates!r}")
         base = base or self.default_base
+        try:
+            factory = resolve_policy(base)[0]
+        except DLClusterError as exc:
+            raise ConfigError(f"policy {self.name!r}: parameter 'base': {exc}") from None
+        if isinstance(factory, type) and issubclass(factory, Cassini):
+            raise ConfigError(
+                f"policy {self.name!r}: base {base!r} is itself a Cassini policy; Cassini "
+                "augments a base that decides who runs (e.g. themis, dally, fcfs, tiresias), "
+                "not another Cassini"
+            )
         super().__init__(
             base=base,
             base_params=dict(base_params or {}),
@@ -289,7 +277,6 @@ class Cassini(BaseScheduler):
         made = _profiles_on_links(
             profile, compute, comm / compute, list(zip(caps, phases.values(), strict=True))
         )
-        made = [_cap_overlaps(p, cap) for p, cap in zip(made, caps, strict=True)]
         return dict(zip(phases, made, strict=True)), list(phases)
 
     def _crossed(self, view: ClusterView, job: int, gpus: np.ndarray) -> list[int]:

@@ -7,9 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlcluster_gym.baselines.cassini import _cap_overlaps
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.perf.contention import SharedLinks, _profiles_on_links, job_link_profiles
+from dlcluster_gym.perf import contention
+from dlcluster_gym.perf.contention import (
+    SharedLinks,
+    _profiles_on_links,
+    cap_overlaps,
+    job_link_profiles,
+)
 from dlcluster_gym.perf.geometry import CommProfile
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds
 from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
@@ -124,7 +129,7 @@ def test_cassini_on_adaptive_jobs_is_deterministic():
     assert np.isfinite(np.asarray(a.jobs["finish_s"], dtype=float)).all()
 
 
-def test_touching_operators_are_capped_at_the_link_capacity():
+def test_touching_operators_are_capped_at_the_link_capacity(monkeypatch):
     # wresnet-0.5b on 16 GPUs (8 machines) runs 8 stages; machine 2's NIC carries two
     # pipeline boundaries back to back, each at the NIC's line rate: on the circle the first
     # one's end, rounded, passes the second's start, and the two would add up to ~2x the NIC
@@ -135,7 +140,9 @@ def test_touching_operators_are_capped_at_the_link_capacity():
     assert list(profiles) == list(phases) == links
     compute, comm = eng.par.speed("wresnet-0.5b", gpus)
     cap = float(eng.cluster.link_capacity_Bps[2])
-    raw = _profiles_on_links(view.model_profile(0), compute, comm / compute, [(cap, phases[2])])
+    with monkeypatch.context() as m:  # the profile as laid out, before the cap
+        m.setattr(contention, "cap_overlaps", lambda profile, capacity: profile)
+        raw = _profiles_on_links(view.model_profile(0), compute, comm / compute, [(cap, phases[2])])
     assert raw[0].peak_demand > 1.9 * cap
     for link, p in profiles.items():
         assert p.peak_demand <= float(eng.cluster.link_capacity_Bps[link])
@@ -144,10 +151,10 @@ def test_touching_operators_are_capped_at_the_link_capacity():
 
 def test_cap_overlaps_splits_at_phase_boundaries():
     p = CommProfile.multi_phase(4.0, [(0.0, 2.0, 6.0), (1.0, 2.0, 6.0)])
-    got = _cap_overlaps(p, 10.0)
+    got = cap_overlaps(p, 10.0)
     assert [(q.start, q.duration, q.demand) for q in got.phases] == [
         (0.0, 1.0, 6.0),
         (1.0, 1.0, 10.0),
         (2.0, 1.0, 6.0),
     ]
-    assert _cap_overlaps(p, 12.0) is p
+    assert cap_overlaps(p, 12.0) is p

@@ -136,3 +136,32 @@ def test_shared_links_of_a_degenerate_cluster(name: str) -> None:
     profile = get_model("resnet50")
     for gpus in _placements(cluster)[1:]:
         assert isinstance(links.phases(profile, gpus), dict)
+
+
+@pytest.mark.parametrize("name", ["a100-4nic-tor3", "h100-rail-spine2", "cassini-testbed"])
+def test_isolated_link_profiles_fit_their_links(name: str) -> None:
+    """A job alone never demands more than a link carries: its stages meeting on a link by
+    rounding (an 8-GPU alexnet over four machines on two racks did) are capped."""
+    from dlcluster_gym.config import load_cluster
+    from dlcluster_gym.workload.profiles import model_profile
+
+    cluster = Cluster(load_cluster(name))
+    links = contention.SharedLinks(cluster)
+    rng = np.random.default_rng(5)
+    checked = 0
+    for model in ("alexnet", "resnet50", "bert-large", "vgg16"):
+        profile = model_profile(model, "physics")
+        for _ in range(40):
+            n = int(rng.choice([2, 4, 8, 16]))
+            gpus = np.sort(rng.choice(cluster.num_gpus, size=n, replace=False))
+            for link, p in contention.job_link_profiles(
+                links, profile, profile.compute_s, gpus
+            ).items():
+                assert p.peak_demand <= links.capacity_Bps[link] * (1 + 1e-12), (model, gpus)
+                checked += 1
+    alexnet = model_profile("alexnet", "physics")
+    if name == "a100-4nic-tor3":
+        gpus = np.array([111, 114, 124, 125, 310, 311, 312, 313])
+        got = contention.job_link_profiles(links, alexnet, alexnet.compute_s, gpus)
+        assert all(p.peak_demand <= links.capacity_Bps[k] for k, p in got.items())
+    assert checked > 0

@@ -593,8 +593,30 @@ def _profiles_on_links(
             (float(s), float(d), float(min(v, cap)))
             for s, d, v in zip(starts, ph.length * up, ph.rate, strict=True)
         ]
-        out.append(CommProfile.multi_phase(iteration, phases, profile.name))
+        out.append(cap_overlaps(CommProfile.multi_phase(iteration, phases, profile.name), cap))
     return out
+
+
+def cap_overlaps(profile: CommProfile, capacity: float) -> CommProfile:
+    """``profile`` with the summed demand of its overlapping phases capped at ``capacity``.
+
+    Phases can meet on one link: back-to-back stages or pipeline boundaries through one NIC,
+    each at line rate, whose rounded end and start overlap on the circle (a data-parallel
+    job's stages on ``a100-4nic-tor3``, a plan's boundaries on ``crius-philly-1280gpu``), or
+    operators that start together on a link (every stage's all-reduce starts after the
+    flush). A link carries at most its capacity, in isolation too (Cassini's geometry rejects
+    a profile whose own peak exceeds the link). Unchanged when its peak fits; otherwise one
+    phase per interval between phase boundaries."""
+    if profile.peak_demand <= capacity:
+        return profile
+    phases = profile.phases
+    cuts = sorted({t for p in phases for t in (p.start, p.end)})
+    out = []
+    for a, b in itertools.pairwise(cuts):
+        level = sum(p.demand for p in phases if p.start <= a and b <= p.end)
+        if level > 0.0:
+            out.append((a, b - a, min(level, capacity)))
+    return CommProfile.multi_phase(profile.iteration_time, out, profile.name)
 
 
 # ----------------------------------------------------------------------------- stretch
