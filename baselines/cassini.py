@@ -41,7 +41,7 @@ uncontended Up/Down patterns on the placement (``perf.contention.job_link_profil
 Cassini profiles jobs in isolation. Migrations and other actions of the base pass through.
 
 Adaptive-parallelism (Crius) jobs are profiled from the traffic the engine simulates for them
-(issue #15 item 2: one model for the engine and Cassini's profiles): their plan's phases per
+(one model for the engine and Cassini's profiles): their plan's phases per
 shared link (``perf.parallelism_links.AdaptiveTraffic``, Crius 5.1's tensor-parallel,
 send/recv and data-parallel terms, through ``ClusterView.plan_traffic``: the engine's own
 object and cache) on an iteration of the plan's compute + communication seconds with Up =
@@ -145,7 +145,7 @@ class Cassini(BaseScheduler):
 
     name = "cassini"
     default_base = "themis"
-    # Shortcuts that give the same decisions as the direct form (issue 19); False scores
+    # Shortcuts that give the same decisions as the direct form; False scores
     # every incumbent-moving candidate on a graph built afresh (tests compare the two).
     fast_paths: bool = True
 

@@ -56,7 +56,7 @@ Choices the paper leaves open (all are parameters):
     in the queue (Algorithm 1 with its restarted starvation: it rejects wider offers until
     its timers expire) and is offered the next free GPUs before newer jobs. Acceptances of
     victims update the auto-tuner's lists like any acceptance (Algorithm 1 lines 7, 15).
-  - ``"relocate"`` (our extension, the policy before issue 16): the same suffering jobs are
+  - ``"relocate"`` (our extension, the earlier default): the same suffering jobs are
     offered their tightest tier in the same Nw_sens order as the waiting jobs, and one that
     gets it is preempted and restarted there at the same instant (a move paying checkpoint +
     restore); it never waits, so every waiting job has Nw_sens = 1 and the order is FIFO.
@@ -201,7 +201,7 @@ class Dally(BaseScheduler):
     """Dally with the auto-tuner (Algorithms 1 and 2) and network-sensitive preemption."""
 
     name = "dally"
-    # Shortcuts that give the same decisions as the general loop (issue 19); False runs the
+    # Shortcuts that give the same decisions as the general loop; False runs the
     # general loop everywhere (tests compare the two).
     fast_paths: bool = True
 

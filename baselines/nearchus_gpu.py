@@ -118,7 +118,7 @@ class NearchusGPU(BaseScheduler):
 
     name = "nearchus-gpu"
     # Skip a growth attempt that failed on the same held and free GPUs (the same inputs give
-    # the same answer; issue 19). False re-tries it at every decision (tests compare).
+    # the same answer). False re-tries it at every decision (tests compare).
     fast_paths: bool = True
     elastic_gpu_jobs = True  # the engine accepts Start on fewer GPUs than the demand
 

@@ -52,7 +52,7 @@ thesis's description and documents what it fills in:
   GPU demands. Also not modelled: the fairness-knob filter that lets only the worst 1-f of
   jobs bid (every job bids).
 
-Implementation at trace scale (issue #19, ``fast_paths``; per-job results bit-identical to
+Implementation at trace scale (``fast_paths``; per-job results bit-identical to
 waking up for every expiry, checked in ``tests/test_speed_paths.py``): while no job waits, a
 lease expiry in which only one-rack jobs bid is a renewal of each on its own GPUs (no
 placement has a smaller penalty and the bidders' own GPUs are free), so it changes nothing
@@ -70,7 +70,7 @@ falls; a bidder whose demand exceeds it wins nothing, so only the bidders that f
 GPUs at the start are ranked (rho per job, the fair share still over all bidders) and the loop
 stops once the free GPUs are below every ranked demand; an expired one-rack job whose GPUs
 are still free renews without a placement search (no placement has a smaller penalty).
-Per-call costs (issue 19, fifth pass; the same floats and decisions, checked in
+Per-call costs (the same floats and decisions, checked in
 ``tests/test_speed_paths.py``): the bidders' rho reads ``done_iters`` and the few expired
 (running) bidders' ``iterations_done`` instead of ``view.live`` over every bidder, with
 iterations x compute taken once per job at reset; the penalty placement scans one rack's
@@ -109,7 +109,7 @@ class Themis(BaseScheduler):
     """Finish-time fair allocation with per-job leases and re-auctions of released GPUs."""
 
     name = "themis"
-    # Shortcuts that give the same decisions as the general loop (issue 19); False runs the
+    # Shortcuts that give the same decisions as the general loop; False runs the
     # general loop everywhere (tests compare the two).
     fast_paths: bool = True
 

@@ -1,4 +1,4 @@
-"""Warm-start teachers for the Scheduler-v0 agent, measured on VALIDATION seeds only (issue #17).
+"""Warm-start teachers for the Scheduler-v0 agent, measured on VALIDATION seeds only.
 
 Each policy acts in ``DLCluster/Scheduler-v0`` (env rollouts) with the env arguments it declares
 (the teachers: 16 waiting and 16 running slots as the agent's config). Scenarios and seeds are
@@ -97,7 +97,7 @@ VAL_TRACE = ScenarioSpec(
 
 PAPER_HEURISTICS = ("dally", "tiresias", "gandiva")
 TARGETS = (
-    "Issue #17 targets, applied to the validation set (fixed before the combos were run): mean "
+    "The targets, applied to the validation set (fixed before the combos were run): mean "
     "avg ratio <= 0.85, avg JCT below Dally, Tiresias and Gandiva on every scenario (the paper "
     "heuristics that act in Scheduler-v0; Themis and Cassini run only natively), and the "
     "largest P99 ratio <= 1.10."
@@ -171,7 +171,7 @@ def main() -> None:
         "JCT / Dally's avg JCT; P99 likewise; preemptions: total over the seeds).",
         "",
         "| policy | " + " | ".join(f"{s} avg / P99 (preempt.)" for s in scen)
-        + " | mean avg | max P99 |" + (" issue #17 targets |" if check else ""),
+        + " | mean avg | max P99 |" + (" targets |" if check else ""),
         "|---|" + "---:|" * (len(scen) + 2) + ("---|" if check else ""),
     ]  # fmt: skip
     heur = {s: min(_ratio(rows, ref, h, s) for h in PAPER_HEURISTICS) for s in scen}

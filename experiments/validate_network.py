@@ -279,14 +279,11 @@ def hotnets_rows() -> list[tuple]:
 
 
 HOTNETS_WHY = [
-    "What changed (issue 15 item 6, this session): the testbed profiles now declare the rate "
-    "their flows reach (`flow_rate: up-rate` in `configs/profiles/cassini-testbed.yaml`, "
-    "`CommParams.rate_cap_Bps`): a testbed job sends its bytes over its whole Up phase at its "
-    "profiled Up rate (35-45 Gb/s), not at the 50 Gb/s line rate in shorter bursts (the "
-    "'before' column). That is the profile's own shape, so a fair share below the Up rate "
-    "stretches the job as the profile says (VGG16 + VGG16: +40 % of the Up phase instead of "
-    "+100 % of a shorter one). Group 4 went from +22 % to +10 %, group 1's VGG19 from +19 % to "
-    "+14 %, group 5 from +3-5 % to -1 %; groups 2 and 3 barely moved.",
+    "The testbed profiles declare the rate their flows reach (`flow_rate: up-rate` in "
+    "`configs/profiles/cassini-testbed.yaml`, `CommParams.rate_cap_Bps`): a testbed job sends "
+    "its bytes over its whole Up phase at its profiled Up rate (35-45 Gb/s), not at the "
+    "50 Gb/s line rate in shorter bursts. That is the profile's own shape, so a fair share "
+    "below the Up rate stretches the job as the profile says.",
     "",
     "Why groups 1, 3 and 4 still miss: the profiles are fixed from solo and unfair "
     "(~isolated) numbers and the fair times are predicted, not fitted.",
@@ -301,8 +298,7 @@ HOTNETS_WHY = [
     "only +8 % over its unfair 273 ms: the real phases overlapped less. The fluid model of "
     "`perf.testbed` (phases slide with the 1.5 ms period difference) is within 4 %; we keep "
     "it for reproductions and do not make the engine's stretch slide, because that is not "
-    "the papers' model of fair sharing and it would change every Cassini result (issue 15 "
-    "item 6 step 2: documented, not changed).",
+    "the papers' model of fair sharing and it would change every Cassini result.",
     "- Group 1 (BERT 8 + VGG19 1200): VGG19 at batch 1200 is not measured anywhere; scaling "
     "its Down linearly from the derived 1400-batch profile gives 291 ms alone, and the paper's "
     "297 ms fair time means VGG19 hardly slowed, which max-min sharing cannot give while "
@@ -509,7 +505,7 @@ def main() -> int:
     ddp_rows = pollux_rows(root, pollux_cluster(ddp_eff), REPORTED, "physics-ddp")
     ddp_per = {m: statistics.fmean(abs(r[6]) for r in ddp_rows if r[0] == m) for m in REPORTED}
     lines += [
-        "Compute/communication overlap (issue 15 item 6 step 3): PyTorch DDP's bucket "
+        "Compute/communication overlap: PyTorch DDP's bucket "
         "all-reduce behind the backward pass, one rule for every model (profile source "
         "`physics-ddp`, backward = 2/3 of compute, `workload.models.ddp_exposed_s`; fixed "
         "from the literature before any error was computed), efficiency re-fitted on "
