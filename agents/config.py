@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -19,7 +18,7 @@ from pydantic import (
     field_validator,
 )
 
-from dlcluster_gym.config import load_scenario
+from dlcluster_gym.config import load_scenario, load_yaml_file
 from dlcluster_gym.envs.base import deep_merge
 from dlcluster_gym.envs.sampling import one_line_error
 from dlcluster_gym.errors import ConfigError, DLClusterError
@@ -214,10 +213,8 @@ def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
             known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
             raise ConfigError(f"agent config {str(spec)!r} not found (built-in: {known})")
         source = str(path)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        data = load_yaml_file(path)
+        data = {} if data is None else data
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a mapping at the top level")
     try:

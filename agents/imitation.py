@@ -90,8 +90,11 @@ def record(env: gym.Env, teacher: str, seeds: Iterable[int | None]) -> Demonstra
     seeds = _check_seeds(seeds, f"record({teacher!r})")
     _check_policy_name(env, teacher, "record")
     masked = isinstance(env.action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete)
-    heads = np.cumsum([0, *env.action_space.nvec[:-1]]) if masked and not isinstance(
-        env.action_space, gym.spaces.Discrete) else None  # MultiDiscrete: each head's offset
+    heads = (
+        np.cumsum([0, *env.action_space.nvec[:-1]])
+        if masked and not isinstance(env.action_space, gym.spaces.Discrete)
+        else None
+    )  # MultiDiscrete: each head's offset
     cols: dict[str, list[Any]] = {"obs": [], "act": [], "mask": [], "rew": [], "end": []}
     for seed in seeds:
         obs, _ = env.reset(seed=seed)

@@ -113,5 +113,15 @@ def load_policy(path: str | Path, meta: dict[str, Any] | None = None) -> AgentPo
     """The checkpoint at ``path`` as an ``AgentPolicy`` (models are cached per file)."""
     meta = meta or read_agent_meta(path)
     p = Path(path).resolve()
-    model = _load_model(str(p), p.stat().st_mtime, meta["algorithm"], meta.get("algorithm_class"))
+    algorithm, target = meta["algorithm"], meta.get("algorithm_class")
+    algorithm_class(algorithm, target)  # an unknown algorithm is its own clear error
+    try:
+        model = _load_model(str(p), p.stat().st_mtime, algorithm, target)
+    except Exception as exc:  # a damaged or foreign model inside a valid zip
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r}: its {algorithm} model does not load "
+            f"({type(exc).__name__}: {first}); the file is damaged or was not written by "
+            "`dlcluster train` / save_agent: train or copy it again"
+        ) from None
     return AgentPolicy(model, meta)

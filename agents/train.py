@@ -324,6 +324,16 @@ def train(
 
     t0 = time.perf_counter()
     train_specs(cfg, traces_dir, config_source)  # before any output: no traces, no training
+    rmeta = None
+    if resume is not None:  # before any env is made: a bad checkpoint is its own error
+        from dlcluster_gym.envs.agent_loader import read_agent_meta
+
+        rmeta = read_agent_meta(resume)
+        if rmeta["agent"] != cfg.agent or rmeta["algorithm"] != cfg.algorithm:
+            raise ConfigError(
+                f"cannot resume {cfg.agent} ({cfg.algorithm}) training from {str(resume)!r}: "
+                f"it is a {rmeta['agent']} ({rmeta['algorithm']}) checkpoint"
+            )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     total = int(timesteps or cfg.train.timesteps)
@@ -344,16 +354,15 @@ def train(
         "n_envs": n,
         "total_timesteps": total,
     }
-    if resume is not None:
-        from dlcluster_gym.envs.agent_loader import read_agent_meta
-
-        rmeta = read_agent_meta(resume)
-        if rmeta["agent"] != cfg.agent or rmeta["algorithm"] != cfg.algorithm:
+    if resume is not None and rmeta is not None:
+        try:
+            model = algo.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
+        except Exception as exc:  # a damaged model inside a readable zip
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise ConfigError(
-                f"cannot resume {cfg.agent} ({cfg.algorithm}) training from {str(resume)!r}: "
-                f"it is a {rmeta['agent']} ({rmeta['algorithm']}) checkpoint"
-            )
-        model = algo.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
+                f"cannot resume from {str(resume)!r}: its model does not load "
+                f"({type(exc).__name__}: {first})"
+            ) from None
         extra["resumed_from"] = str(resume)
         extra["warm_start"] = rmeta.get("warm_start")
     else:

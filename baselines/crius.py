@@ -116,12 +116,16 @@ class Crius(BaseScheduler):
             raise ConfigError(f"noise_seed must be an integer >= 0, got {noise_seed!r}")
         self.estimate_noise = float(estimate_noise)
         self.noise_seed = int(noise_seed)
+        if not (float(starvation_s) >= 0):  # inf: never starving; NaN fails too
+            raise ConfigError(f"starvation_s must be a number >= 0, got {starvation_s!r}")
+        if not (math.isfinite(min_gain) and min_gain >= 0):
+            raise ConfigError(f"min_gain must be a finite number >= 0, got {min_gain!r}")
         self.starvation_s = float(starvation_s)
         if act_on not in ("events", "rounds"):
-            raise ValueError(f"act_on must be 'events' or 'rounds', got {act_on!r}")
+            raise ConfigError(f"act_on must be 'events' or 'rounds', got {act_on!r}")
         self.act_on = act_on
         if search_depth < 0:
-            raise ValueError(f"search_depth must be >= 0, got {search_depth}")
+            raise ConfigError(f"search_depth must be an integer >= 0, got {search_depth}")
         self.search_depth = int(search_depth)
         self.min_gain = float(min_gain)
         self.opportunistic = bool(opportunistic)

@@ -55,6 +55,7 @@ from dlcluster_gym.workload.ps import MIN_CONFIG_NODES
 
 from .ps_common import (
     Resources,
+    check_nonnegative,
     check_positive,
     check_ps_workload,
     check_unit,
@@ -114,7 +115,7 @@ class Nearchus(BaseScheduler):
         self.r_up = check_positive("r_up", r_up)
         self.interval = check_positive("sample_interval_s", sample_interval_s)
         self.min_node = check_positive("min_node_vcpus", min_node_vcpus)
-        self.min_gain = float(min_gain)
+        self.min_gain = check_nonnegative("min_gain", min_gain)
         for name, v in (("n_comp", n_comp), ("n_net", n_net), ("patience", patience)):
             if not (isinstance(v, int) and v >= 1):
                 raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")

@@ -38,6 +38,7 @@ from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import (
     Resources,
+    check_nonnegative,
     check_positive,
     check_ps_workload,
     fit,
@@ -122,7 +123,7 @@ class Optimus(BaseScheduler):
         self.profile_mode = profile
         self.node_vcpus = check_positive("node_vcpus", node_vcpus)
         self.interval = check_positive("interval_s", interval_s)
-        self.noise = float(profile_noise)
+        self.noise = check_nonnegative("profile_noise", profile_noise)
         self.models: dict[int, SpeedModel] = {}
         self.next_add: dict[int, float] = {}
         self.profiled: dict[int, list[tuple[int, int]]] = {}  # job -> configurations profiled

@@ -68,6 +68,12 @@ def check_positive(name: str, value: float) -> float:
     return float(value)
 
 
+def check_nonnegative(name: str, value: float) -> float:
+    if not (isinstance(value, int | float) and np.isfinite(value) and float(value) >= 0.0):
+        raise ConfigError(f"{name} must be finite and >= 0, got {value!r}")
+    return float(value)
+
+
 def check_node_fits(
     ps: PSView, view: ClusterView, jobs: JobTable, node_vcpus: float, policy: str
 ) -> None:

@@ -188,8 +188,8 @@ class DallyInScheduler(NativeInScheduler):
 
 
 class DallyRelocateInScheduler(DallyInScheduler):
-    """``dally-relocate``: Dally with ``preemption="relocate"`` (our extension, the policy
-    before issue 16): a suffering job is preempted and restarted on its tightest tier at
+    """``dally-relocate``: Dally with ``preemption="relocate"`` (our extension, the earlier
+    default): a suffering job is preempted and restarted on its tightest tier at
     the same instant, a move with ``move_as="restart"``."""
 
     env_kwargs: ClassVar[dict[str, Any]] = {
@@ -355,6 +355,46 @@ class IndexSlots(_EnvActing):
         "preemption": True, "order": "las", "running_order": "attained"}  # fmt: skip
     _tables: ClassVar[dict[str, tuple[np.ndarray, np.ndarray]]] = {}
 
+    @staticmethod
+    def check_params(
+        rule: str = "gittins",
+        margin: float = 1.0,
+        promote_knob: float = 0.0,
+        max_wait_h: float = math.inf,
+        wait_ratio: float = 0.0,
+        max_preemptions: int | None = None,
+        wait_from: str = "arrival",
+        **_: Any,
+    ) -> None:
+        """The parameters' values (their types are checked by the registry): a clear
+        ``ConfigError`` naming the parameter, when the policy is made rather than at the first
+        decision (``envs.native.EnvPolicyScheduler`` calls this)."""
+        if rule not in ("gittins", "las"):
+            raise ConfigError(f"index-slots: rule must be 'gittins' or 'las', got {rule!r}")
+        for key, v, lo in (("promote_knob", promote_knob, 0.0), ("wait_ratio", wait_ratio, 0.0),
+                           ("max_wait_h", max_wait_h, 0.0), ("margin", margin, 0.0)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v >= lo:
+                raise ConfigError(f"index-slots: {key} must be a number >= {lo:g}, got {v!r}")
+        if not math.isfinite(promote_knob) or not math.isfinite(wait_ratio):
+            raise ConfigError(
+                "index-slots: promote_knob and wait_ratio must be finite, got "
+                f"promote_knob={promote_knob!r}, wait_ratio={wait_ratio!r}"
+            )
+        if not math.isfinite(margin):
+            raise ConfigError(f"index-slots: margin must be finite, got {margin!r}")
+        if max_preemptions is not None and (
+            isinstance(max_preemptions, bool) or not isinstance(max_preemptions, int)
+            or max_preemptions < 1
+        ):  # fmt: skip
+            raise ConfigError(f"index-slots: max_preemptions must be an integer >= 1 or None, "
+                              f"got {max_preemptions!r}")  # fmt: skip
+        if wait_from not in ("arrival", "first_start"):
+            raise ConfigError(f"index-slots: wait_from must be 'arrival' or 'first_start', "
+                              f"got {wait_from!r}")  # fmt: skip
+        guarded = promote_knob > 0 or math.isfinite(max_wait_h) or max_preemptions is not None
+        if guarded and rule != "las":
+            raise ConfigError("index-slots: the starvation guards need rule='las'")
+
     def __init__(
         self,
         env: gym.Env,
@@ -368,26 +408,10 @@ class IndexSlots(_EnvActing):
         max_preemptions: int | None = None,
         wait_from: str = "arrival",
     ) -> None:
-        if rule not in ("gittins", "las"):
-            raise ConfigError(f"index-slots: rule must be 'gittins' or 'las', got {rule!r}")
-        for key, v, lo in (("promote_knob", promote_knob, 0.0), ("wait_ratio", wait_ratio, 0.0),
-                           ("max_wait_h", max_wait_h, 0.0)):  # fmt: skip
-            if isinstance(v, bool) or not isinstance(v, int | float) or not v >= lo:
-                raise ConfigError(f"index-slots: {key} must be a number >= {lo:g}, got {v!r}")
-        if not math.isfinite(promote_knob) or not math.isfinite(wait_ratio):
-            raise ConfigError("index-slots: promote_knob and wait_ratio must be finite")
-        if max_preemptions is not None and (
-            isinstance(max_preemptions, bool) or not isinstance(max_preemptions, int)
-            or max_preemptions < 1
-        ):  # fmt: skip
-            raise ConfigError(f"index-slots: max_preemptions must be an integer >= 1 or None, "
-                              f"got {max_preemptions!r}")  # fmt: skip
-        if wait_from not in ("arrival", "first_start"):
-            raise ConfigError(f"index-slots: wait_from must be 'arrival' or 'first_start', "
-                              f"got {wait_from!r}")  # fmt: skip
-        guarded = promote_knob > 0 or math.isfinite(max_wait_h) or max_preemptions is not None
-        if guarded and rule != "las":
-            raise ConfigError("index-slots: the starvation guards need rule='las'")
+        self.check_params(
+            rule=rule, margin=margin, promote_knob=promote_knob, max_wait_h=max_wait_h,
+            wait_ratio=wait_ratio, max_preemptions=max_preemptions, wait_from=wait_from,
+        )  # fmt: skip
         self.env = env.unwrapped
         if not getattr(self.env, "preemption", False):
             teacher = "las-slots" if rule == "las" else "gittins-slots"
@@ -530,3 +554,7 @@ class LASSlots(IndexSlots):
         name = "las-slots (takes gittins-slots' parameters; its defaults: rule 'las', margin 4.0)"
         p = check_policy_params(name, given, IndexSlots, bound=("env",))
         super().__init__(env, **p)
+
+    @staticmethod
+    def check_params(rule: str = "las", margin: float = 4.0, **params: Any) -> None:
+        IndexSlots.check_params(rule=rule, margin=margin, **params)

@@ -10,7 +10,7 @@ import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
-from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.errors import ConfigError, TraceError, UnknownNameError
 from dlcluster_gym.scheduler import (
     check_policy_params,
     instantiate,
@@ -19,6 +19,7 @@ from dlcluster_gym.scheduler import (
     resolve_policy,
 )
 from dlcluster_gym.sim.engine import Engine
+from dlcluster_gym.sim.limits import check_time_limit, time_limit
 from dlcluster_gym.sim.results import Results
 
 
@@ -39,7 +40,13 @@ def prepare(
     cfg = load_scenario(scenario, seed=seed)
     cluster = Cluster(cfg.cluster)
     wl_rng, pol_rng = rngs(cfg.seed)
-    jobs = build_workload(cfg, cluster, wl_rng, traces_dir=traces_dir)
+    try:
+        jobs = build_workload(cfg, cluster, wl_rng, traces_dir=traces_dir)
+    except TraceError:
+        raise  # names the trace file, line and column
+    except (ConfigError, UnknownNameError) as exc:  # a workload value only checked here
+        source = str(scenario) if isinstance(scenario, str | Path) else f"scenario {cfg.name}"
+        raise ConfigError(f"{source}: workload: {exc}") from None
     return cfg, cluster, jobs, pol_rng
 
 
@@ -52,6 +59,8 @@ def simulate(
     traces_dir: str | Path | None = None,
     record_events: bool = False,
     progress: Any = None,
+    time_limit_s: float | None = None,
+    time_limit_of: str = "the run",
 ) -> Results:
     """Run ``policy`` on ``scenario`` (a preset name, YAML path, mapping or config).
 
@@ -59,7 +68,25 @@ def simulate(
     (built with ``policy_params``) or a policy object (``policy_params`` must then be empty).
     ``seed`` overrides the scenario's seed. Same inputs -> identical results (except wall_s).
     The results record the policy's kind (``Results.kind``: deployable, clairvoyant or bound).
+    ``time_limit_s``: a wall-clock limit on the whole run, loading included; past it, a
+    :class:`~dlcluster_gym.errors.TimeLimitError` (naming the policy, the simulated time and
+    the trigger when it strikes inside ``schedule()``; ``time_limit_of`` names the run in
+    the message). See ``dlcluster_gym.sim.limits`` for how it interrupts a policy.
     """
+    check_time_limit(time_limit_s)
+    with time_limit(time_limit_s, time_limit_of):
+        return _simulate(scenario, policy, seed, policy_params, traces_dir, record_events, progress)
+
+
+def _simulate(
+    scenario: str | Path | dict | ScenarioConfig,
+    policy: str | Any,
+    seed: int | None,
+    policy_params: dict[str, Any] | None,
+    traces_dir: str | Path | None,
+    record_events: bool,
+    progress: Any,
+) -> Results:
     t0 = time.perf_counter()
     cfg, cluster, jobs, pol_rng = prepare(scenario, seed, traces_dir)
     if isinstance(policy, str):

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
+from dlcluster_gym.config import MAX_SEED
 from dlcluster_gym.errors import DLClusterError
 from dlcluster_gym.sim.results import SUMMARY_KEYS
 from dlcluster_gym.workload.profiles import PROFILE_SOURCES
@@ -160,6 +161,45 @@ def prepare_out_file(path: Path, option: str) -> None:
         _fail(f"{option} {path}: cannot write there ({err.strerror or err})")
 
 
+# What `simulate --out` and `report` write into a run folder (what --overwrite deletes).
+RUN_FILES = (
+    "metrics.json", "results.json", "jobs.csv", "jobs.parquet", "timeseries.csv",
+    "events.jsonl", "report.png", "report.md", "report.html",
+)  # fmt: skip
+
+
+def _check_time_limit(value: float | None, option: str) -> None:
+    """An option in seconds: a finite number > 0 (None: not given)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        _fail(f"{option} {value:g}: give a finite number of seconds > 0")
+
+
+def _check_run_folder(out: Path, events: Path | None, overwrite: bool) -> None:
+    """``--out``: not the --events file, and empty unless ``--overwrite`` (so that one folder
+    never mixes the files of two runs)."""
+    if events is not None:
+        if events.resolve() == out.resolve():
+            _fail(f"--events {events}: is the --out folder; give the event log its own file name")
+        if events.resolve().parent == out.resolve() and events.name in RUN_FILES[:5]:
+            _fail(f"--events {events}: --out writes {events.name} there itself; give the event "
+                  "log another name (e.g. events.jsonl)")  # fmt: skip
+    if overwrite or not out.is_dir():
+        return
+    held = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    if held:
+        _fail(
+            f"--out {out}: not empty (holds {len(held)} file(s), e.g. {held[0]}); its files "
+            "would mix with this run's: give a new or empty folder, or --overwrite to replace "
+            "an earlier run's files"
+        )
+
+
+def _clear_run_files(out: Path) -> None:
+    """``--overwrite``: delete what an earlier run or report wrote into ``out``."""
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
 BIG_RUN_JOBS = 100_000  # from here on, say up front that a run will take a while
 JOBS_PER_S = 14_000  # fcfs, philly-1024gpu (README "Speed" table); dally ~6,000, tiresias far less
 
@@ -197,13 +237,23 @@ def _estimate(scenario: str, seed: int | None) -> None:
     help="Policy parameter (repeatable).",
 )
 @click.option(
-    "--seed", type=click.IntRange(min=0), default=None, help="Overrides the scenario's seed."
+    "--seed",
+    type=click.IntRange(min=0, max=MAX_SEED),
+    default=None,
+    help="Overrides the scenario's seed.",
 )
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Directory for metrics.json, results.json, jobs.csv, timeseries.csv.",
+    help="Directory for metrics.json, results.json, jobs.csv, timeseries.csv; a new or empty "
+    "one (see --overwrite).",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Let --out be a folder that is not empty: the files an earlier run or report wrote "
+    "there are deleted first, other files are left alone.",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -220,6 +270,16 @@ def _estimate(scenario: str, seed: int | None) -> None:
     default=None,
     help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
 )
+@click.option(
+    "--time-limit",
+    "time_limit_s",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Stop with an error once the run has taken this many seconds of wall-clock time "
+    "(loading included), even inside a policy's schedule() that never returns. Default: no "
+    "limit.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def simulate(
     scenario: str,
@@ -227,21 +287,30 @@ def simulate(
     policy_args: tuple[str, ...],
     seed: int | None,
     out: Path | None,
+    overwrite: bool,
     fmt: str,
     events: Path | None,
     traces_dir: Path | None,
+    time_limit_s: float | None,
     quiet: bool,
 ) -> None:
-    """Run one policy on one scenario and print its summary."""
+    """Run one policy on one scenario and print its summary.
+
+    --time-limit SECONDS bounds the run's wall-clock time: past it the run stops with a
+    one-line error naming the policy, the simulated time and what it was deciding (on POSIX
+    a timer signal interrupts even a schedule() that never returns)."""
     from dlcluster_gym.api import simulate as run
     from dlcluster_gym.scheduler import parse_policy_args
     from dlcluster_gym.sim.results import _jsonable, write_events
 
     params = parse_policy_args(policy_args)
+    _check_time_limit(time_limit_s, "--time-limit")
     if out is not None:
         check_writable(out, "--out", directory=True)
     if events is not None:
         check_writable(events, "--events", directory=False)
+    if out is not None:
+        _check_run_folder(out, events, overwrite)
     _estimate(scenario, seed)
     bar, update = _progress_bar(not quiet and sys.stderr.isatty(), f"{policy} on {scenario}")
     try:
@@ -253,11 +322,14 @@ def simulate(
             traces_dir=traces_dir,
             record_events=events is not None,
             progress=update,
+            time_limit_s=time_limit_s,
         )
     finally:
         if bar is not None:
             bar.close()
     if out is not None:
+        if overwrite:
+            _clear_run_files(out)
         res.save(out)
     if events is not None:
         write_events(events, res.events or [])
@@ -521,6 +593,15 @@ def compat(jobs_spec: str, link_gbps: float, fmt: str) -> None:
     "--ray-timeout", type=float, default=30.0, show_default=True, help="Seconds to connect."
 )
 @click.option(
+    "--time-limit",
+    "time_limit_s",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Wall-clock seconds one cell may take (default: the suite's time_limit_s, else no "
+    "limit); a cell past it is a failed cell and the run goes on.",
+)
+@click.option(
     "--verify",
     "verify_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -543,14 +624,25 @@ def leaderboard(
     resume: bool,
     ray_address: str | None,
     ray_timeout: float,
+    time_limit_s: float | None,
     verify_dir: Path | None,
     row_id: str | None,
     traces_dir: Path | None,
     quiet: bool,
 ) -> None:
-    """Run a suite of policies x scenarios x seeds and render the leaderboard, or --verify one."""
+    """Run a suite of policies x scenarios x seeds and render the leaderboard, or --verify one.
+
+    --time-limit SECONDS (or the suite's time_limit_s) bounds each cell's wall-clock time: a
+    cell past it fails with a one-line reason and the other cells go on."""
     from dlcluster_gym import leaderboard as lb
 
+    _check_time_limit(ray_timeout, "--ray-timeout")
+    _check_time_limit(time_limit_s, "--time-limit")
+    if verify_dir is not None and suite is not None:
+        _fail(f"give --suite {suite} (run a suite) or --verify {verify_dir} (replay a run), not "
+              "both")  # fmt: skip
+    if row_id is not None and verify_dir is None:
+        _fail(f"--row {row_id}: replays one row of a run; it needs --verify RESULTS_DIR")
     if verify_dir is not None:
         checks = lb.verify(verify_dir, row_id, traces_dir)
         bad = [c for c in checks if not c.ok]
@@ -566,6 +658,16 @@ def leaderboard(
     for note in s.skipped:
         click.echo(f"note: left out {note}", err=True)
     out = out or Path("leaderboards") / s.name
+    check_writable(out, "--out", directory=True)
+    from dlcluster_gym.leaderboard.runner import CELLS_DIR, SUITE_FILE
+
+    if out.is_dir() and not (out / SUITE_FILE).exists() and not (out / CELLS_DIR).exists():
+        held = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+        if held:
+            _fail(
+                f"--out {out}: not empty and not a leaderboard run (holds {held[0]}); give a "
+                "new or empty folder, or the folder of a run of this suite with --resume"
+            )
     t0 = time.perf_counter()
     rows = lb.run_suite(
         s,
@@ -577,6 +679,7 @@ def leaderboard(
         ray_address=ray_address,
         ray_timeout_s=ray_timeout,
         progress=not quiet,
+        time_limit_s=time_limit_s,
     )
     paths = lb.render_leaderboard(out)
     errors = [r for r in rows if r["status"] == "error"]
@@ -625,7 +728,12 @@ def report(run_dir: Path, out: Path | None) -> None:
 )
 @click.option("--timesteps", type=click.IntRange(min=1), default=None, help="Total env steps.")
 @click.option("--n-envs", type=click.IntRange(min=1), default=None, help="Parallel envs.")
-@click.option("--seed", type=int, default=None, help="Training seed (default: the config's).")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**32 - 1),
+    default=None,
+    help="Training seed (default: the config's).",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -731,6 +839,9 @@ def _import_agents(module: str) -> Any:
         _fail(f"{exc}; install the agents extra: pip install -e '.[agents]'")
 
 
+MAX_EVAL_SEEDS = 100_000  # a range past this is a typo (0-99999999999), not an evaluation
+
+
 def _seed_list(text: str) -> list[int]:
     """``--seeds``: comma-separated integers >= 0 or ranges ``lo-hi`` (inclusive), at least
     one; repeated seeds count once."""
@@ -746,6 +857,11 @@ def _seed_list(text: str) -> list[int]:
             lo, hi = int(m[1]), int(m[2])
             if lo > hi:
                 _fail(f"--seeds {text!r}: range {part!r} runs backwards; write {hi}-{lo}")
+            if hi > MAX_SEED:
+                _fail(f"--seeds {text!r}: seeds must be <= {MAX_SEED} (2**63 - 1), got {hi}")
+            if hi - lo + 1 + len(seeds) > MAX_EVAL_SEEDS:
+                _fail(f"--seeds {text!r}: {hi - lo + 1:,} seeds in {part!r}; at most "
+                      f"{MAX_EVAL_SEEDS:,} seeds in all")  # fmt: skip
             seeds += range(lo, hi + 1)
             continue
         try:
@@ -757,6 +873,8 @@ def _seed_list(text: str) -> list[int]:
             )
         if seed < 0:
             _fail(f"--seeds {text!r}: seeds must be >= 0, got {seed}")
+        if seed > MAX_SEED:
+            _fail(f"--seeds {text!r}: seeds must be <= {MAX_SEED} (2**63 - 1), got {seed}")
         seeds.append(seed)
     return list(dict.fromkeys(seeds))
 
@@ -875,6 +993,8 @@ def evaluate(
     from dlcluster_gym.envs.agent_loader import read_agent_meta
     from dlcluster_gym.scheduler import make_policy
 
+    if not math.isfinite(tie_rtol):
+        _fail(f"--tie-rtol {tie_rtol}: give a finite relative tolerance >= 0")
     parsed = _agent_options(agents)
     metas = []
     for _, path, value in parsed:

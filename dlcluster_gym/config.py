@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -39,8 +41,35 @@ MAX_GPUS = 1_000_000
 MAX_JOBS = 2_000_000  # synthetic num_jobs and max_jobs; trace loaders check the same bound
 MAX_LOAD = 10.0  # offered load (1 = every GPU busy on average); above it, queues only grow
 
+MAX_SEED = 2**63 - 1  # seeds are stored as int64 (results tables, Parquet, numpy arrays)
+
 JobCount = Annotated[int, Field(gt=0, le=MAX_JOBS)]
+
+
+def _not_bool(v: Any) -> Any:
+    """``true`` is not the number 1 here (a seed, a count)."""
+    if isinstance(v, bool):
+        raise ValueError("expected an integer, not a boolean")
+    return v
+
+
+Seed = Annotated[int, BeforeValidator(_not_bool), Field(ge=0, le=MAX_SEED)]
 Load = Annotated[float, Field(gt=0, le=MAX_LOAD, allow_inf_nan=False)]
+
+
+def _window(v: Any) -> Any:
+    """A time window ``[start, end)`` with start < end."""
+    if v is not None and not v[0] < v[1]:
+        raise ValueError(f"time_window_s must be [start, end) with start < end, got {list(v)}")
+    return v
+
+
+def _weights_match(values: tuple, weights: tuple | None, what: str, of: str) -> None:
+    if weights is not None and len(weights) != len(values):
+        raise ValueError(
+            f"{what} has {len(weights)} entries for {len(values)} {of}; give one weight per "
+            f"entry of {of}"
+        )
 
 
 def _known_models(names: Any) -> Any:
@@ -211,6 +240,10 @@ class ClusterConfig(_Frozen):
     def _check_network(self) -> ClusterConfig:
         if not self.groups:
             raise ValueError("groups is empty: give at least one machine group")
+        names = [g.name for g in self.groups]
+        twice = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+        if twice:
+            raise ValueError(f"group name {twice[0]!r} appears twice; give each group its own name")
         if self.machine_uplink_gbps is not None:
             for g in self.groups:
                 if g.nic_gbps is not None or g.nics_per_machine is not None or g.nic_gpus:
@@ -304,6 +337,19 @@ class SyntheticWorkload(_WorkloadBase):
 
     _models = field_validator("models")(_known_models)
 
+    @model_validator(mode="after")
+    def _consistent(self) -> SyntheticWorkload:
+        if not self.models:
+            raise ValueError("models must not be empty: name at least one zoo model")
+        if not self.gpu_demands:
+            raise ValueError("gpu_demands must not be empty: give at least one GPU count")
+        _weights_match(self.gpu_demands, self.gpu_demand_weights, "gpu_demand_weights",
+                       "gpu_demands")  # fmt: skip
+        lo, hi = self.iterations
+        if lo > hi:
+            raise ValueError(f"iterations must be [lo, hi] with lo <= hi, got [{lo}, {hi}]")
+        return self
+
 
 class TraceWorkload(_WorkloadBase):
     """Jobs read from a trace file under the trace root."""
@@ -347,6 +393,9 @@ class TraceWorkload(_WorkloadBase):
         ]
         if given and self.format != "generic":
             raise ValueError(f"{given[0]} applies to format 'generic' only, not {self.format!r}")
+        if self.task_path is not None and self.format != "alibaba-pai":
+            raise ValueError(f"task_path applies to format 'alibaba-pai' only, not {self.format!r}")
+        _window(self.time_window_s)
         return self
 
 
@@ -363,13 +412,38 @@ class PSWorkload(_WorkloadBase):
     )  # fmt: skip
     variants: tuple[tuple[PositiveFloat, PositiveFloat], ...] | None = None  # None: PS_VARIANTS
 
+    @field_validator("models")
+    @classmethod
+    def _some_models(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        # the names are checked when the jobs are made (``workload.ps`` imports this module)
+        if not names:
+            raise ValueError("models must not be empty: name at least one PS model")
+        return names
+
+    @field_validator("variants")
+    @classmethod
+    def _some_variants(cls, v: tuple | None) -> tuple | None:
+        if v is not None and not v:
+            raise ValueError("variants must not be empty (leave it out for the defaults)")
+        return v
+
 
 class CriusWorkload(_WorkloadBase):
     """Large-model jobs as in Crius 8.1: arrivals and durations from a trace window; model,
     size, global batch, GPU amount and GPU type drawn at random (``workload.crius``)."""
 
     kind: Literal["crius"]
-    format: str = "philly"  # any format ``workload.traces.load_trace`` reads
+    format: Literal[
+        "philly",
+        "tiresias",
+        "itp-raw",
+        "itp-extracted",
+        "elasticflow-philly",
+        "pollux-workload",
+        "helios",
+        "alibaba-pai",
+        "generic",
+    ] = "philly"  # a format ``workload.traces.load_trace`` reads
     path: str  # relative to the trace root (or absolute)
     time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
     # Crius Table 2 model names (``workload.large_models``); None: all 14 sizes, weighted
@@ -383,6 +457,28 @@ class CriusWorkload(_WorkloadBase):
     # target_load; None keeps them.
     max_duration_s: PositiveFloat | None = None
     target_load: Load | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CriusWorkload:
+        from dlcluster_gym.workload.large_models import parse_large_model
+
+        if self.models is not None:
+            if not self.models:
+                raise ValueError("models must not be empty (leave it out for all 14 sizes)")
+            for name in self.models:
+                try:
+                    parse_large_model(name)
+                except UnknownNameError as exc:
+                    raise ValueError(f"models: {exc}") from None
+            _weights_match(self.models, self.model_weights, "model_weights", "models")
+        elif self.model_weights is not None:
+            raise ValueError("model_weights needs models: one weight per model named there")
+        if not self.gpu_demands:
+            raise ValueError("gpu_demands must not be empty: give at least one GPU count")
+        _weights_match(self.gpu_demands, self.gpu_demand_weights, "gpu_demand_weights",
+                       "gpu_demands")  # fmt: skip
+        _window(self.time_window_s)
+        return self
 
 
 WorkloadConfig = Annotated[
@@ -409,7 +505,7 @@ class ScenarioConfig(_Frozen):
     description: str = ""
     cluster: ClusterConfig
     workload: WorkloadConfig
-    seed: Annotated[int, Field(ge=0)] = 1
+    seed: Seed = 1
     round_period_s: PositiveFloat | None = None  # periodic scheduling rounds (None: events only)
     oversize_jobs: Literal["reject", "drop"] = "drop"
     overheads: Overheads = Overheads()
@@ -465,7 +561,14 @@ def list_presets(kind: str) -> dict[str, str]:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last)."""
+    """``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last) and
+    reads booleans as YAML 1.2 does: ``true``/``false`` only (YAML 1.1's ``yes``, ``no``,
+    ``on``, ``off`` stay text, so that a field declared boolean refuses them)."""
+
+    yaml_implicit_resolvers: ClassVar[dict[Any, list]] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, Any] = {}
@@ -483,6 +586,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
 def safe_load(text: str) -> Any:
     """``yaml.safe_load`` that rejects duplicated keys (used for every config file)."""
     return yaml.load(text, Loader=_UniqueKeyLoader)
@@ -496,14 +606,36 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"malformed YAML: {where}{problem}"
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """A config file's top-level mapping (duplicated keys rejected); one-line errors naming it."""
+def load_yaml_file(path: Path) -> Any:
+    """The YAML document in ``path`` (``safe_load``); one-line ``ConfigError``s naming the file
+    for a missing file, bytes that are not UTF-8, malformed YAML, an integer too long to
+    convert and nesting too deep to parse."""
     try:
-        data = safe_load(path.read_text(encoding="utf-8-sig"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (line {line}: byte 0x{raw[exc.start]:02x}); a config file "
+            "must be UTF-8 YAML (re-save it as UTF-8)"
+        ) from None
+    try:
+        return safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: malformed YAML: nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        why = str(exc).split(";")[0]
+        raise ConfigError(f"{path}: malformed YAML: a value cannot be read ({why})") from None
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A config file's top-level mapping (duplicated keys rejected); one-line errors naming it."""
+    data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data

@@ -49,3 +49,14 @@ class OracleError(DLClusterError, PermissionError):
     """A policy or env read ground truth a real scheduler does not have (a job's total or
     remaining iterations, a job that has not arrived yet) without declaring itself
     clairvoyant (``clairvoyant = True`` on the policy, ``known_durations=True`` on an env)."""
+
+
+class TimeLimitError(DLClusterError, TimeoutError):
+    """A run went past its wall-clock time limit (``simulate(time_limit_s=...)``,
+    ``dlcluster simulate --time-limit``, a leaderboard's per-cell ``time_limit_s``)."""
+
+    def __init__(self, message: str = "ran past its wall-clock time limit") -> None:
+        super().__init__(message)
+
+    def __str__(self) -> str:  # TimeoutError would format (errno, strerror)
+        return str(self.args[0]) if self.args else "ran past its wall-clock time limit"

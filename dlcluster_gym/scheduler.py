@@ -13,8 +13,10 @@ import contextlib
 import functools
 import importlib
 import inspect
+import operator
 import os
 import sys
+import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,9 +144,9 @@ def _strict(annotation: Any) -> Any:
     if annotation in strict:
         return strict[annotation]
     args = typing.get_args(annotation)
-    if args and type(None) in args and all(a in strict or a is type(None) for a in args):
-        inner = next(strict.get(a, a) for a in args if a is not type(None))
-        return inner | None
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    if is_union and any(a in strict for a in args):  # `int | None`, `str | bool`, ...
+        return functools.reduce(operator.or_, [strict.get(a, a) for a in args])
     return annotation
 
 
@@ -219,12 +221,25 @@ def check_policy_params(
     try:
         valid = model.model_validate(params)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(x) for x in err["loc"])
-        got = params.get(str(err["loc"][0]), "(missing)") if err["loc"] else params
+        errors = exc.errors()
+        first = errors[0]
+        key = str(first["loc"][0]) if first["loc"] else ""
+        got = params.get(key, "(missing)") if key else params
+        # a union reports one error per member: say what each member wanted, once
+        same = [e for e in errors if e["loc"][:1] == first["loc"][:1]] if key else [first]
+        msgs = [
+            (f"{e['msg']}: true or false" if e["type"] == "bool_type" else str(e["msg"]))
+            + (f" (item {e['loc'][-1]})" if len(e["loc"]) > 2 else "")  # a list member's item
+            for e in same
+        ]
+        where = (
+            key
+            if len(first["loc"]) <= 1 or len(same) > 1
+            else ".".join(str(x) for x in first["loc"])
+        )
         raise ConfigError(
-            f"policy {name!r}: parameter {key!r}: {err['msg']} (got {got!r}); parameters: "
-            f"{_describe(model)}"
+            f"policy {name!r}: parameter {where!r}: {', or '.join(dict.fromkeys(msgs))} (got "
+            f"{got!r}); parameters: {_describe(model)}"
         ) from None
     return {k: getattr(valid, k) for k in params}
 
@@ -241,8 +256,17 @@ def instantiate(
     factory: Any, name: str, params: dict[str, Any], *, bound: bool = False, target: str = ""
 ) -> Any:
     """Call ``factory(**params)`` (already validated); errors name the policy."""
+    if not callable(factory):
+        raise ConfigError(
+            f"policy {name!r} ({target or name}) is a {type(factory).__name__}, not a policy "
+            "class or factory"
+        )
     try:
         policy = factory(**params)
+    except ConfigError as exc:  # a parameter's value: name the policy unless it says it
+        if str(exc).startswith(("policy ", "agent ")):
+            raise
+        raise ConfigError(f"policy {name!r}: {exc}") from None
     except DLClusterError:
         raise  # already a clear message (e.g. a missing agent checkpoint)
     except (TypeError, ValueError) as exc:
@@ -272,18 +296,27 @@ def policy_kind(name: str, params: dict[str, Any] | None = None) -> str:
 
 
 def parse_policy_args(items: Sequence[str]) -> dict[str, Any]:
-    """``["k=v", ...]`` -> dict, values parsed as YAML scalars (numbers, booleans, lists)."""
+    """``["k=v", ...]`` -> dict, values parsed as YAML (numbers, lists, mappings; booleans are
+    ``true``/``false`` only: ``yes``, ``on`` and the like stay text). A key given twice is an
+    error (the last would win silently)."""
     import yaml
+
+    from dlcluster_gym.config import safe_load
 
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--policy-arg {item!r}: expected key=value")
+        key = key.strip()
+        if key in out:
+            raise ConfigError(
+                f"--policy-arg {item!r}: parameter {key!r} is given twice; give each once"
+            )
         try:
-            out[key.strip()] = yaml.safe_load(value)
+            out[key] = safe_load(value)
         except yaml.YAMLError:
-            out[key.strip()] = value
+            out[key] = value
     return out
 
 

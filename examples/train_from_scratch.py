@@ -8,16 +8,16 @@ from stable_baselines3.common.vec_env import VecNormalize
 from dlcluster_gym.agents import save_agent, use_one_thread
 from dlcluster_gym.agents.imitation import average_jct_h
 
-POISSON = {"num_jobs": [100, 200], "load": [0.7, 1.1]}
-TRAIN = [{"scenario": "dally-poisson-2rack", "ranges": POISSON},
-         {"scenario": "dally-batch-2rack", "ranges": {"num_jobs": [60, 150]}}]  # fmt: skip
+MIX = [{"scenario": "dally-poisson-2rack", "ranges": {"num_jobs": [100, 200], "load": [0.7, 1.1]}},
+       {"scenario": "dally-batch-2rack", "ranges": {"num_jobs": [60, 150]}}]  # fmt: skip
 KW = {"preemption": True}  # held-out seeds stay below 1000: training draws from [1000, 2**31 - 1)
+TRAIN_KW = {**KW, "scenarios": MIX, "episode_seeds": [1000, 2**31 - 1]}
 
 
 def main(steps=400_000, out="runs/scratch/scheduler.zip", held_out=range(201, 211), callback=None):
     use_one_thread()  # small networks: one torch thread is fastest on a few cores
-    venv = VecNormalize(make_vec_env("DLCluster/Scheduler-v3", n_envs=2, seed=0, env_kwargs={
-        **KW, "scenarios": TRAIN, "episode_seeds": [1000, 2**31 - 1]}), norm_obs=False, gamma=0.999)
+    venv = make_vec_env("DLCluster/Scheduler-v3", n_envs=2, seed=0, env_kwargs=TRAIN_KW)
+    venv = VecNormalize(venv, norm_obs=False, gamma=0.999)
     model = MaskablePPO("MlpPolicy", venv, n_steps=1024, batch_size=256, gamma=0.999,
                         ent_coef=0.01, seed=0, device="cpu")  # fmt: skip
     model.learn(steps, callback=callback)

@@ -80,8 +80,12 @@ def main() -> None:
     rows = run_set({"agent-v3": f"agent:{out}"}, lfs._specs(lfs.HELD_OUT), seeds,
                    progress=lambda s: print(s, flush=True))  # fmt: skip
     cached = res / "scratch_eval.json"
-    if cached.is_file() and json.loads(cached.read_text())["report"]["seeds"] and all(
-        sorted(v) == seeds for v in json.loads(cached.read_text())["report"]["seeds"].values()
+    if (
+        cached.is_file()
+        and json.loads(cached.read_text())["report"]["seeds"]
+        and all(
+            sorted(v) == seeds for v in json.loads(cached.read_text())["report"]["seeds"].values()
+        )
     ):
         rows += [r for r in json.loads(cached.read_text())["report"]["rows"]
                  if not r["policy"].startswith("agent")]  # fmt: skip
@@ -89,19 +93,26 @@ def main() -> None:
         rows += run_set(lfs._baselines(), lfs._specs(lfs.HELD_OUT), seeds)
     report = evaluation_report(rows, ["agent-v3"])
     (res / "scheduler_v3_eval.png").write_bytes(
-        ratio_figure(report["stats"], report["aggregate"], report["reference"]))
+        ratio_figure(report["stats"], report["aggregate"], report["reference"])
+    )
     cmd = "python experiments/train_scheduler_v3.py " + " ".join(sys.argv[1:])
     teacher = [r for r in report["aggregate"] if r["policy"] in ("agent-v3", "v3-las")]
-    head = (f"# Scheduler-v3 agent (warm start: `las`, then PPO), held out\n\n`{cmd}` "
-            f"({date.today()}; cloning and {args.steps:,} PPO steps took {wall / 60:.1f} min "
-            f"wall on 2 cores). Seeds {args.seeds}; the scenarios of "
-            "[scratch_eval.md](scratch_eval.md).\n\nAgainst its teacher (`v3-las`), geometric "
-            "mean over decisive scenarios of the per-scenario ratio to Dally: "
-            + ", ".join(f"{r['policy']} {r['ratio_geomean']:.3f}" for r in teacher) + ".\n")
+    head = (
+        f"# Scheduler-v3 agent (warm start: `las`, then PPO), held out\n\n`{cmd}` "
+        f"({date.today()}; cloning and {args.steps:,} PPO steps took {wall / 60:.1f} min "
+        f"wall on 2 cores). Seeds {args.seeds}; the scenarios of "
+        "[scratch_eval.md](scratch_eval.md).\n\nAgainst its teacher (`v3-las`), geometric "
+        "mean over decisive scenarios of the per-scenario ratio to Dally: "
+        + ", ".join(f"{r['policy']} {r['ratio_geomean']:.3f}" for r in teacher)
+        + ".\n"
+    )
     body = "\n".join(f"\n## {h}\n\n{t}\n" for h, t in report_sections(report, rows))
     (res / "scheduler_v3_eval.md").write_text(head + body)
-    (res / "scheduler_v3_eval.json").write_text(json.dumps(
-        {"command": cmd, "train_wall_s": wall, "report": report}, indent=1, default=float))
+    (res / "scheduler_v3_eval.json").write_text(
+        json.dumps(
+            {"command": cmd, "train_wall_s": wall, "report": report}, indent=1, default=float
+        )
+    )
     print(head + body)
 
 

@@ -3,54 +3,66 @@ code 2 and exactly one line on stderr that names the culprit, never a Python tra
 
 Each case is (command line, files to create, text the error line must contain). ``{d}`` in an
 argument or a file is the test's temporary folder. The files are small on purpose: every error
-here is found before a simulation runs, or at the policy's first decision.
+here is found before a simulation runs, at the policy's first decision, or when a run passes
+its ``--time-limit``. This file holds the first table (one case of each kind of mistake); the
+families ``test_bad_inputs_*.py`` (scenarios, traces, command lines, policy parameters, suites
+and run folders, checkpoints and env arguments) hold the rest, on the helpers of
+``bad_inputs_harness.py``; ``test_the_tables_are_big_enough`` counts them all.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
+from bad_inputs_harness import (
+    CLUSTER,
+    CSV_HEAD,
+    HAS_AGENTS,
+    OK_SCENARIO,
+    SIM,
+    SUITE,
+    Case,
+    check_case,
+    damaged_checkpoint,
+    generic_trace,
+    leaderboard_dir_files,
+    params,
+    run_dir_files,
+    scenario,
+    trace_scenario,
+)
 from click.testing import CliRunner
 
 from dlcluster_gym.cli import main
 
-CLUSTER = "cluster: {racks: 1, machines_per_rack: 2, gpus_per_machine: 4}\n"
-SYNTH = "workload: {kind: synthetic, num_jobs: 4}\n"
-OK_SCENARIO = CLUSTER + SYNTH
-
-
-def scenario(**over: str) -> str:
-    """A small valid scenario YAML with some top-level entries replaced."""
-    parts = {"cluster": CLUSTER, "workload": SYNTH}
-    parts.update({k: f"{k}: {v}\n" for k, v in over.items()})
-    return "".join(parts.values())
-
-
-def generic_trace(csv_name: str = "t.csv", **extra: str) -> str:
-    """A scenario over a generic CSV trace ``{d}/csv_name``."""
-    opts = "".join(f", {k}: {v}" for k, v in extra.items())
-    cols = "{arrival: submit, num_gpus: gpus, duration: runtime, job_id: id}"
-    return CLUSTER + (
-        f"workload: {{kind: trace, format: generic, path: '{{d}}/{csv_name}', columns: {cols}"
-        f"{opts}}}\n"
-    )
-
-
-CSV_HEAD = "id,submit,gpus,runtime\n"
-SIM = ["simulate", "--quiet", "--scenario"]
 POLICIES = "from dlcluster_gym import BaseScheduler\n" + "".join(
     f"class {name}(BaseScheduler):\n    def schedule(self, view):\n        {body}\n"
     for name, body in (
         ("ReturnsNone", "return None"),
         ("Raises", "raise ZeroDivisionError('oops')"),
         ("ReturnsInt", "return 3"),
+        ("Hangs", "while True:\n            pass"),
+        ("Sleeps", "import time; time.sleep(3600)"),
+        (
+            "Swallows",
+            "while True:\n            try:\n                while True: pass\n"
+            "            except Exception: pass",
+        ),
     )
 )
-SUITE = "seeds: [1]\nentrants: [fcfs]\nscenarios: ['{d}/s.yaml']\n"
+
+
+def _flip(data: bytes) -> bytes:
+    """``data`` with one byte inverted a third of the way in (inside a compressed member)."""
+    b = bytearray(data)
+    b[len(b) // 3] ^= 0xFF
+    return bytes(b)
+
 
 # id: (arguments, files, culprit)
-CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
+CASES: dict[str, Case] = {
     # --- scenarios: files and YAML
     "unknown-preset": ([*SIM, "nosuch"], {}, "unknown scenario 'nosuch'"),
     "missing-file": ([*SIM, "{d}/missing.yaml"], {}, "missing.yaml: file not found"),
@@ -392,6 +404,171 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {},
         "missing.zip' not found",
     ),
+    # --- encodings and damaged files
+    "trace-latin1": (
+        [*SIM, "{d}/s.yaml"],
+        {"s.yaml": generic_trace(), "t.csv": (CSV_HEAD + "j\xe9,0,1,60\n").encode("latin-1")},
+        "t.csv: not UTF-8 text (line 2: byte 0xe9",
+    ),
+    "trace-binary": (
+        [*SIM, "{d}/s.yaml"],
+        {"s.yaml": generic_trace(), "t.csv": bytes(range(255, -1, -1)) * 8},
+        "t.csv: not UTF-8 text (line 1",
+    ),
+    "checkpoint-meta-not-json": (
+        [*SIM, "dally-batch-2rack", "--policy", "agent:{d}/a.zip"],
+        {"a.zip": damaged_checkpoint(member="dlcluster_agent.json", data=b"{bad")},
+        "dlcluster_agent.json is not valid JSON",
+    ),
+    "checkpoint-meta-a-list": (
+        [*SIM, "dally-batch-2rack", "--policy", "agent:{d}/a.zip"],
+        {"a.zip": damaged_checkpoint(member="dlcluster_agent.json", data=b"[1, 2]")},
+        "dlcluster_agent.json must hold a JSON object, got list",
+    ),
+    "checkpoint-bit-flipped": (
+        [*SIM, "dally-batch-2rack", "--policy", "agent:{d}/a.zip"],
+        {"a.zip": lambda d: _flip(damaged_checkpoint()(d))},
+        "is damaged: member 'policy.pth' fails its checksum",
+    ),
+    "checkpoint-truncated": (
+        [*SIM, "dally-batch-2rack", "--policy", "agent:{d}/a.zip"],
+        {"a.zip": lambda d: damaged_checkpoint()(d)[:-30_000]},
+        "a.zip' is not a readable zip file",
+    ),
+    "report-metrics-json-corrupted": (
+        ["report", "{d}/run"],
+        lambda: {**run_dir_files(), "run/metrics.json": b'{"avg_jct_s": 1'},
+        "run/metrics.json: not valid JSON",
+    ),
+    "report-results-json-corrupted": (
+        ["report", "{d}/run"],
+        lambda: {**run_dir_files(), "run/results.json": b"\x00\x01"},
+        "run/results.json: not valid JSON",
+    ),
+    "leaderboard-negative-seed": (
+        ["leaderboard", "--suite", "{d}/suite.yaml"],
+        {"suite.yaml": SUITE.replace("[1]", "[-1]"), "s.yaml": OK_SCENARIO},
+        "seeds.0: Input should be greater than or equal to 0 (got -1)",
+    ),
+    "leaderboard-bad-scenario-file": (
+        ["leaderboard", "--suite", "{d}/suite.yaml"],
+        {"suite.yaml": SUITE, "s.yaml": scenario(round_period_s="-5")},
+        "suite.yaml: scenarios: {d}/s.yaml: invalid config: round_period_s",
+    ),
+    "ray-timeout-negative": (
+        ["leaderboard", "--suite", "{d}/suite.yaml", "--backend", "ray", "--ray-timeout", "-1"],
+        {"suite.yaml": SUITE, "s.yaml": OK_SCENARIO},
+        "--ray-timeout -1: give a finite number of seconds > 0",
+    ),
+    "verify-suite-json-corrupted": (
+        ["leaderboard", "--verify", "{d}/lb"],
+        lambda: {**leaderboard_dir_files(), "lb/suite.json": b'{"name": "bad", '},
+        "lb/suite.json: not valid JSON",
+    ),
+    # --- mistakes that would otherwise pass silently
+    "out-not-empty": (
+        [*SIM, "{d}/s.yaml", "--out", "{d}"],
+        {"s.yaml": OK_SCENARIO},
+        "--out {d}: not empty (holds 1 file(s), e.g. s.yaml)",
+    ),
+    "events-is-the-out-folder": (
+        [*SIM, "{d}/s.yaml", "--out", "{d}/run", "--events", "{d}/run"],
+        {"s.yaml": OK_SCENARIO},
+        "--events {d}/run: is the --out folder",
+    ),
+    "events-overwrites-an-out-file": (
+        [*SIM, "{d}/s.yaml", "--out", "{d}/run", "--events", "{d}/run/metrics.json"],
+        {"s.yaml": OK_SCENARIO},
+        "--out writes metrics.json there itself",
+    ),
+    "policy-arg-twice": (
+        [
+            *SIM,
+            "{d}/s.yaml",
+            "--policy",
+            "tiresias",
+            "--policy-arg",
+            "num_queues=2",
+            "--policy-arg",
+            "num_queues=4",
+        ],
+        {"s.yaml": OK_SCENARIO},
+        "parameter 'num_queues' is given twice",
+    ),
+    "param-bool-yes": (
+        [*SIM, "{d}/s.yaml", "--policy", "tiresias", "--policy-arg", "preemption=yes"],
+        {"s.yaml": OK_SCENARIO},
+        "parameter 'preemption': Input should be a valid boolean: true or false (got 'yes')",
+    ),
+    "cassini-on-cassini": (
+        [*SIM, "{d}/s.yaml", "--policy", "cassini", "--policy-arg", "base=cassini"],
+        {"s.yaml": OK_SCENARIO},
+        "policy 'cassini': base 'cassini' is itself a Cassini policy",
+    ),
+    "suite-duplicate-seed": (
+        ["leaderboard", "--suite", "{d}/suite.yaml"],
+        {"suite.yaml": SUITE.replace("[1]", "[1, 2, 1]"), "s.yaml": OK_SCENARIO},
+        "seeds: seed 1 appears twice",
+    ),
+    "philly-time-zone": (
+        [*SIM, "{d}/s.yaml"],
+        {
+            "s.yaml": trace_scenario("philly"),
+            "t.csv": "timestamp,duration,num_gpus,gpu_time,cluster\n"
+            "2017-10-09 07:01:55,66,1,66,a\n2017-10-09 08:01:55+02:00,66,1,66,a\n",
+        },
+        "line 3, column 'timestamp': has a time zone",
+    ),
+    "itp-fractional-gpus": (
+        [*SIM, "{d}/s.yaml"],
+        {
+            "s.yaml": trace_scenario("itp-raw"),
+            "t.csv": "job_id,submission_time,duration,num_gpu\na,0,60,1.0000000000000001\n",
+        },
+        "line 2, column 'num_gpu': must be a positive integer",
+    ),
+    "csv-duplicated-header-column": (
+        [*SIM, "{d}/s.yaml"],
+        {"s.yaml": generic_trace(), "t.csv": "id,submit,gpus,runtime,gpus\na,0,1,60,2\n"},
+        "column 'gpus' appears 2 times in the header (columns 3, 5)",
+    ),
+    "csv-header-repeated": (
+        [*SIM, "{d}/s.yaml"],
+        {"s.yaml": generic_trace(), "t.csv": CSV_HEAD + "a,0,1,60\n" + CSV_HEAD + "b,0,1,60\n"},
+        "line 3 repeats the header row",
+    ),
+    # --- runaways: a wall-clock limit
+    "time-limit-hanging-policy": (
+        [*SIM, "{d}/s.yaml", "--policy", "pol_bad_inputs:Hangs", "--time-limit", "0.3"],
+        {"s.yaml": OK_SCENARIO, "pol_bad_inputs.py": POLICIES},
+        "policy 'pol_bad_inputs:Hangs' was still in schedule() at t=149.516s (trigger: arrival "
+        "of job 0) when the run ran past its time limit of 0.3 s (wall clock)",
+    ),
+    "time-limit-sleeping-policy": (
+        [*SIM, "{d}/s.yaml", "--policy", "pol_bad_inputs:Sleeps", "--time-limit", "0.3"],
+        {"s.yaml": OK_SCENARIO, "pol_bad_inputs.py": POLICIES},
+        "'pol_bad_inputs:Sleeps' was still in schedule()",
+    ),
+    "time-limit-swallowing-policy": (
+        [*SIM, "{d}/s.yaml", "--policy", "pol_bad_inputs:Swallows", "--time-limit", "0.3"],
+        {"s.yaml": OK_SCENARIO, "pol_bad_inputs.py": POLICIES},
+        "'pol_bad_inputs:Swallows' was still in schedule()",
+    ),
+    "time-limit-zero": (
+        [*SIM, "{d}/s.yaml", "--time-limit", "0"],
+        {"s.yaml": OK_SCENARIO},
+        "--time-limit 0: give a finite number of seconds > 0",
+    ),
+    "leaderboard-time-limit-nan": (
+        ["leaderboard", "--suite", "{d}/suite.yaml", "--time-limit", "nan"],
+        {"suite.yaml": SUITE, "s.yaml": OK_SCENARIO},
+        "--time-limit nan: give a finite number of seconds > 0",
+    ),
+    "suite-time-limit-negative": (
+        ["leaderboard", "--suite", "{d}/suite.yaml"],
+        {"suite.yaml": SUITE + "time_limit_s: -5\n", "s.yaml": OK_SCENARIO},
+        "time_limit_s: Input should be greater than 0 (got -5)",
+    ),
 }
 
 NEEDS_AGENTS = {
@@ -405,34 +582,147 @@ NEEDS_AGENTS = {
         {},
         "missing.yaml",
     ),
+    "checkpoint-model-corrupted": (
+        [*SIM, "dally-batch-2rack", "--policy", "agent:{d}/a.zip"],
+        {"a.zip": damaged_checkpoint(member="policy.pth", data=b"not a torch file")},
+        "a.zip': its maskable_ppo model does not load (UnpicklingError",
+    ),
+    "checkpoint-model-member-missing": (
+        [*SIM, "dally-batch-2rack", "--policy", "agent:{d}/a.zip"],
+        {"a.zip": damaged_checkpoint(drop="policy.pth")},
+        "a.zip': its maskable_ppo model does not load",
+    ),
 }
-HAS_AGENTS = all(importlib.util.find_spec(m) for m in ("torch", "stable_baselines3"))
-PARAMS = [pytest.param(*case, id=name) for name, case in CASES.items()] + [
-    pytest.param(
-        *case,
-        id=name,
-        marks=pytest.mark.skipif(not HAS_AGENTS, reason="needs the agents extra (torch, sb3)"),
-    )
-    for name, case in NEEDS_AGENTS.items()
-]
+PARAMS = params(CASES) + params(
+    NEEDS_AGENTS, [pytest.mark.skipif(not HAS_AGENTS, reason="needs the agents extra")]
+)
+FAMILIES = (
+    "test_bad_inputs_scenarios",
+    "test_bad_inputs_traces",
+    "test_bad_inputs_cli",
+    "test_bad_inputs_policies",
+    "test_bad_inputs_leaderboards",
+    "test_bad_inputs_agents",
+)
 
 
-def test_the_table_is_big_enough():
-    assert len(CASES) >= 60
+def all_cases() -> dict[str, int]:
+    """Cases per table: this file's and each family file's (``CASES`` and ``API_CASES``)."""
+    import importlib
+
+    counts = {"test_bad_inputs": len(CASES) + len(NEEDS_AGENTS)}
+    for name in FAMILIES:
+        mod = importlib.import_module(name)
+        counts[name] = sum(len(getattr(mod, t, {})) for t in ("CASES", "NEEDS_AGENTS", "API_CASES"))
+    return counts
+
+
+def test_the_tables_are_big_enough():
+    counts = all_cases()
+    assert sum(counts.values()) >= 300, counts
 
 
 @pytest.mark.parametrize(("args", "files", "culprit"), PARAMS)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, args, files, culprit):
-    d = str(tmp_path)
-    for name, text in files.items():
-        (tmp_path / name).write_text(text.replace("{d}", d))
-    monkeypatch.chdir(tmp_path)  # user policies are imported from the current directory
-    result = CliRunner().invoke(main, [a.replace("{d}", d) for a in args])
-    lines = result.stderr.splitlines()
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    assert "Traceback" not in result.output + result.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert culprit.replace("{d}", d) in lines[0], lines[0]
+    check_case(tmp_path, monkeypatch, args, files, culprit)
+
+
+def test_overwrite_replaces_an_earlier_run(tmp_path):
+    """``--overwrite``: the earlier run's files (a report included) go, others stay."""
+    (tmp_path / "s.yaml").write_text(OK_SCENARIO)
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("events.jsonl", "report.md", "notes.txt"):
+        (out / name).write_text("old")
+    args = [*SIM, str(tmp_path / "s.yaml"), "--out", str(out), "--overwrite"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    names = {p.name for p in out.iterdir()}
+    assert {"results.json", "metrics.json", "notes.txt"} <= names
+    assert not {"events.jsonl", "report.md"} & names
+
+
+def test_failed_cells_are_listed_one_line_each(tmp_path, monkeypatch):
+    """Cells that fail at run time: the run goes on, each failed cell is one ``error:`` line
+    naming it, exit code 1, and the leaderboard renders even when no cell finished."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pol_bad_inputs.py").write_text(POLICIES)
+    (tmp_path / "s.yaml").write_text(OK_SCENARIO)
+    suite = SUITE.replace("[1]", "[1, 2]").replace("[fcfs]", "[pol_bad_inputs:Raises]")
+    (tmp_path / "suite.yaml").write_text(suite.replace("{d}", str(tmp_path)) + (
+        "reference: pol_bad_inputs:Raises\n"))  # fmt: skip
+    r = CliRunner().invoke(
+        main, ["leaderboard", "--suite", "suite.yaml", "--out", "lb", "--workers", "1", "--quiet"]
+    )
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and "Traceback" not in r.output, r.stderr
+    for seed, line in zip((1, 2), lines, strict=True):
+        assert line.startswith(
+            f"error: s.pol_bad_inputs-Raises.s{seed}: PolicyError: policy "
+            "'pol_bad_inputs:Raises' raised ZeroDivisionError: oops in schedule() at t="
+        ), line
+    assert "## Failed cells" in (tmp_path / "lb" / "leaderboard.md").read_text()
+
+
+def test_a_cell_past_its_time_limit_fails_and_the_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pol_bad_inputs.py").write_text(POLICIES)
+    (tmp_path / "s.yaml").write_text(OK_SCENARIO)
+    suite = SUITE.replace("[fcfs]", "[fcfs, pol_bad_inputs:Hangs]") + "time_limit_s: 60\n"
+    (tmp_path / "suite.yaml").write_text(suite.replace("{d}", str(tmp_path)))
+    args = ["leaderboard", "--suite", "suite.yaml", "--out", "lb", "--workers", "1", "--quiet",
+            "--time-limit", "0.5"]  # fmt: skip
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.splitlines() == [
+        "error: s.pol_bad_inputs-Hangs.s1: TimeLimitError: policy 'pol_bad_inputs:Hangs' was "
+        "still in schedule() at t=149.516s (trigger: arrival of job 0) when the cell ran past "
+        "its time limit of 0.5 s (wall clock)"
+    ]
+    rows = {
+        p.stem: json.loads(p.read_text())["status"] for p in (tmp_path / "lb/cells").glob("*.json")
+    }
+    assert rows == {"s.fcfs.s1": "ok", "s.pol_bad_inputs-Hangs.s1": "error"}
+
+
+def test_api_time_limit_and_env_seed_are_typed_errors():
+    import gymnasium as gym
+
+    from dlcluster_gym.api import simulate
+    from dlcluster_gym.config import safe_load
+    from dlcluster_gym.errors import ConfigError, TimeLimitError
+
+    class Hangs:
+        def schedule(self, view):
+            while True:
+                pass
+
+    with pytest.raises(TimeLimitError, match=r"was still in schedule\(\) at t=149\.516s"):
+        simulate(safe_load(OK_SCENARIO), Hangs(), time_limit_s=0.2)
+    # off the main thread (no SIGALRM there): the exception is raised in the running thread
+    import threading
+
+    caught: list[BaseException] = []
+
+    def in_thread() -> None:
+        try:
+            simulate(safe_load(OK_SCENARIO), Hangs(), time_limit_s=0.2)
+        except TimeLimitError as exc:
+            caught.append(exc)
+
+    worker = threading.Thread(target=in_thread, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and "ran past its time limit of 0.2 s" in str(caught[0])
+    with pytest.raises(ConfigError, match="time_limit_s must be a finite number of seconds > 0"):
+        simulate(safe_load(OK_SCENARIO), time_limit_s=-1)
+    env = gym.make("DLCluster/Scheduler-v3", scenario=safe_load(OK_SCENARIO))
+    for seed in (2**70, -1):
+        with pytest.raises(ValueError, match=r"reset\(seed=.*\) is out of range; seed must be"):
+            env.reset(seed=seed)
+    with pytest.raises(ValueError, match=r"seed=\.\.\.\) must be an integer .* got 1\.5"):
+        env.reset(seed=1.5)
 
 
 def test_trace_with_bom_and_separate_units(tmp_path):

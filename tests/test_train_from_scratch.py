@@ -32,7 +32,10 @@ def test_the_recipe_is_at_most_30_lines() -> None:
 def test_the_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
     mod = _recipe()
     small = {"workload": {"num_jobs": 20}}
-    mod.TRAIN = [{"scenario": "dally-batch-2rack", "overrides": small}]
+    mod.TRAIN_KW = {
+        **mod.TRAIN_KW,
+        "scenarios": [{"scenario": "dally-batch-2rack", "overrides": small}],
+    }
     out = tmp_path / "agent.zip"
     got = mod.main(steps=256, out=str(out), held_out=[201])
     assert set(got) == {"random", "las", f"agent:{out}"}

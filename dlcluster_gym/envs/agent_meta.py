@@ -145,6 +145,8 @@ def read_agent_meta(path: str | Path) -> dict[str, Any]:
     not a DLCluster agent checkpoint, or metadata that does not record what the agent
     observes (``check_agent_meta``)."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"agent checkpoint {str(path)!r} is a folder; give the .zip file")
     if not p.is_file():
         raise ConfigError(f"agent checkpoint {str(path)!r} not found")
     try:
@@ -154,16 +156,59 @@ def read_agent_meta(path: str | Path) -> dict[str, Any]:
                     f"agent checkpoint {str(path)!r} has no {META_NAME}: not a DLCluster agent "
                     "(train one with `dlcluster train`)"
                 )
-            meta = json.loads(zf.read(META_NAME))
-    except zipfile.BadZipFile:
-        raise ConfigError(f"agent checkpoint {str(path)!r} is not a zip file") from None
+            bad = zf.testzip()  # every member's checksum: a damaged file fails here, not later
+            if bad is not None:
+                raise ConfigError(
+                    f"agent checkpoint {str(path)!r} is damaged: member {bad!r} fails its "
+                    "checksum; copy or train it again"
+                )
+            text = zf.read(META_NAME)
+    except ConfigError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r} is not a readable zip file ({exc})"
+        ) from None
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r}: {META_NAME} is not valid JSON ({exc})"
+        ) from None
+    if not isinstance(meta, dict):
+        raise ConfigError(
+            f"agent checkpoint {str(path)!r}: {META_NAME} must hold a JSON object, got "
+            f"{type(meta).__name__}"
+        )
     if meta.get("format") != META_FORMAT:
         raise ConfigError(
             f"agent checkpoint {str(path)!r}: metadata format {meta.get('format')!r}, "
             f"expected {META_FORMAT}"
         )
+    _check_meta_fields(meta, path)
     check_agent_meta(meta, path)
     return meta
+
+
+def _check_meta_fields(meta: Mapping[str, Any], path: str | Path) -> None:
+    """The fields every use of a checkpoint reads, with the right types."""
+    where = f"agent checkpoint {str(path)!r}: {META_NAME}"
+    size = meta.get("observation_size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(f"{where}: observation_size must be an integer >= 1, got {size!r}")
+    if not isinstance(meta.get("algorithm"), str) or not meta["algorithm"]:
+        raise ConfigError(
+            f"{where}: algorithm must be an algorithm name (e.g. 'maskable_ppo'), got "
+            f"{meta.get('algorithm')!r}"
+        )
+    if not isinstance(meta.get("agent"), str) or not meta["agent"]:
+        raise ConfigError(
+            f"{where}: agent must name the agent kind (placement, delay-timer or scheduler), "
+            f"got {meta.get('agent')!r}"
+        )
+    for key in ("env_kwargs", "config"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise ConfigError(f"{where}: {key} must be a JSON object, got {meta[key]!r}")
 
 
 def write_agent_meta(path: str | Path, meta: Mapping[str, Any]) -> None:

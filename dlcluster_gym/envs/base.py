@@ -147,6 +147,12 @@ def serial_remaining_s(engine: Engine, iter_s: np.ndarray | None = None) -> np.n
     return remaining * t[left] + engine.pending_overhead[left]
 
 
+def check_mapping(env: str, key: str, value: Any) -> None:
+    """A keyword argument that must be a mapping (or None)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(f"{env}: {key} must be a mapping of names to values, got {value!r}")
+
+
 def check_kwargs(env: str, given: Mapping[str, Any], valid: tuple[str, ...]) -> None:
     """Unknown keyword arguments are an error that lists the valid ones."""
     unknown = sorted(set(given) - set(valid))
@@ -254,7 +260,10 @@ class ClusterEnv(gym.Env):
             self._sampler = ScenarioSampler(scenarios, self.env_name)
             cfg = self._sampler.first
         else:
-            cfg = load_scenario(DEFAULT_SCENARIO if scenario is None else scenario)
+            try:
+                cfg = load_scenario(DEFAULT_SCENARIO if scenario is None else scenario)
+            except ConfigError as err:  # pydantic's lines as one
+                raise one_line_error(f"{self.env_name}: scenario", err) from None
             if scenario_overrides is not None and not isinstance(scenario_overrides, Mapping):
                 raise ConfigError(
                     f"{self.env_name}: scenario_overrides must be a mapping (nested keys of the "
@@ -304,6 +313,11 @@ class ClusterEnv(gym.Env):
             if render_mode == "human"
             else None
         )
+        if traces_dir is not None and not isinstance(traces_dir, str | Path):
+            raise ConfigError(
+                f"{self.env_name}: traces_dir must be a folder path (str or Path), got "
+                f"{traces_dir!r}"
+            )
         self.traces_dir = traces_dir
         self._init_kwargs: dict[str, Any] = {
             "scenario": scenario,

@@ -16,6 +16,7 @@ from dlcluster_gym.envs.base import (
     COMMON_KWARGS,
     ClusterEnv,
     check_kwargs,
+    check_mapping,
     check_reset_options,
     finite_number,
 )
@@ -255,6 +256,7 @@ class DelayTimerEnv(ClusterEnv):
         self.decision_period_s = float(decision_period_s)
         self.max_timer_s = float(max_timer_s)
         self.wait_retry_s = float(wait_retry_s)
+        check_mapping(self.env_name, "dally_params", dally_params)
         self.dally_params = dict(dally_params or {})
         probe = make_policy("dally", **self.dally_params)  # bad parameters fail here, clearly
         self._base_clairvoyant = is_clairvoyant(probe)
@@ -301,7 +303,7 @@ class DelayTimerEnv(ClusterEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        check_reset_options(self.env_name, options)
+        check_reset_options(self.env_name, options, seed)
         super().reset(seed=seed)
         self._timers = np.zeros((NUM_CLASSES, 2))
         self._at_decision = self._start(self._episode_seed_for(seed)) is not None

@@ -294,6 +294,9 @@ class EnvPolicyScheduler(QueuePolicyScheduler):
         from dlcluster_gym.envs.agent_meta import version_kwargs
 
         cls = _import(self.target)
+        check = getattr(cls, "check_params", None)
+        if check is not None:  # the values, now rather than at the first decision
+            check(**params)
         env_kwargs = {**version_kwargs("Scheduler", self.env_version), **cls.env_kwargs}
         super().__init__(
             self._make,

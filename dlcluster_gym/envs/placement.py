@@ -25,6 +25,7 @@ from dlcluster_gym.envs.base import (
     ClusterEnv,
     check_flag,
     check_kwargs,
+    check_mapping,
     check_reset_options,
     finite_number,
 )
@@ -446,15 +447,17 @@ class PlacementEnv(ClusterEnv):
             raise ConfigError(
                 f"{self.env_name}: invalid_action must be 'wait' or 'raise', got {invalid_action!r}"
             )
-        if not finite_number(invalid_penalty):
+        if not (finite_number(invalid_penalty) and invalid_penalty >= 0):
             raise ConfigError(
-                f"{self.env_name}: invalid_penalty must be a finite number, got {invalid_penalty!r}"
+                f"{self.env_name}: invalid_penalty must be a finite number >= 0 (the reward "
+                f"is minus it), got {invalid_penalty!r}"
             )
         if not (finite_number(wait_retry_s) and wait_retry_s > 0):
             raise ConfigError(
                 f"{self.env_name}: wait_retry_s must be a finite number > 0, got {wait_retry_s!r}"
             )
         self.base_policy = base_policy
+        check_mapping(self.env_name, "base_params", base_params)
         self.base_params = dict(base_params or {})
         probe = make_policy(base_policy, **self.base_params)
         if not callable(getattr(probe, "offers", None)):

@@ -285,8 +285,11 @@ class SchedulerEnv(ClusterEnv):
         _choice(name, "observation", observation, OBSERVATIONS)
         _choice(name, "invalid_action", invalid_action, ("stop", "raise"))
         _choice(name, "actions", actions, ACTION_DESIGNS)
-        raw = {"max_steps": max_steps, "max_preemptions_per_h": max_preemptions_per_h,
-               "auto_start": auto_start}  # as given (None: the action design's default)
+        raw = {
+            "max_steps": max_steps,
+            "max_preemptions_per_h": max_preemptions_per_h,
+            "auto_start": auto_start,
+        }  # as given (None: the action design's default)
         per_job = actions == "per-job"
         if per_job and (flags["requeue"] or not flags["skip_trivial"]):
             raise ConfigError(
@@ -701,7 +704,7 @@ class SchedulerEnv(ClusterEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        check_reset_options(self.env_name, options)
+        check_reset_options(self.env_name, options, seed)
         super().reset(seed=seed)
         self._point = False
         self._at = self._start(self._episode_seed_for(seed))
@@ -782,6 +785,9 @@ class SchedulerEnv(ClusterEnv):
             raise InvalidActionError(f"{self.env_name}: expected one action in 0..{n - 1}, "
                                      f"got {action!r}")  # fmt: skip
         v = arr.reshape(()).item()
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise InvalidActionError(f"{self.env_name}: action {v!r} is not an integer in "
+                                     f"0..{n - 1}")  # fmt: skip
         if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
             raise InvalidActionError(f"{self.env_name}: action {v!r} is not an integer in "
                                      f"0..{n - 1}")  # fmt: skip

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from dlcluster_gym.leaderboard.runner import (
     save_suite,
 )
 from dlcluster_gym.leaderboard.suite import entrant_kind
+from dlcluster_gym.sim.results import read_json_object
 
 __all__ = [
     "SUITE_FILE",
@@ -53,7 +53,34 @@ def read_suite(out: Path) -> dict[str, Any]:
     p = Path(out) / SUITE_FILE
     if not p.is_file():
         raise ConfigError(f"{out}: not a leaderboard run directory (no {SUITE_FILE})")
-    return json.loads(p.read_text())
+    fix = "a damaged run directory: rerun the suite with --resume to rewrite it"
+    data = read_json_object(p, "the resolved suite of a leaderboard run", fix)
+    for key, kind, what in _SUITE_FIELDS:
+        value = data.get(key)
+        ok = isinstance(value, kind) and not isinstance(value, bool)
+        if ok and isinstance(value, list):
+            item = dict if key == "entrants" else (int if key == "seeds" else str)
+            ok = all(isinstance(v, item) and not isinstance(v, bool) for v in value)
+        if not ok:
+            raise ConfigError(f"{p}: {key} must be {what}, got {value!r:.60} ({fix})")
+    for e in data["entrants"]:
+        try:
+            _label(e)
+        except ValueError as err:
+            raise ConfigError(f"{p}: entrants: {_one_line(err)} ({fix})") from None
+    return data
+
+
+_SUITE_FIELDS: tuple[tuple[str, Any, str], ...] = (
+    ("name", str, "a name"),
+    ("description", str, "text"),
+    ("seeds", list, "a list of integers"),
+    ("reference", str, "an entrant's label"),
+    ("metrics", list, "a list of metric names"),
+    ("entrants", list, "a list of entrant objects"),
+    ("scenarios", list, "a list of scenario names"),
+    ("cells", list, "a list of cell ids"),
+)
 
 
 def _legend(md: list[str], body: list[str], kinds: Any) -> None:
@@ -283,15 +310,27 @@ def report_run(run_dir: str | Path, out: str | Path | None = None) -> dict[str, 
         raise ConfigError(
             f"{run_dir}: no results.json; pass a directory written by `dlcluster simulate --out`"
         )
+    if (run_dir / "metrics.json").is_file():  # written with results.json: both or neither
+        read_json_object(run_dir / "metrics.json", "the metrics.json of `dlcluster simulate --out`")
     res = Results.load(run_dir)
-    out = Path(out) if out is not None else run_dir
-    out.mkdir(parents=True, exist_ok=True)
     from dlcluster_gym.config import load_cluster
 
-    num_gpus = load_cluster(res.scenario_config["cluster"]).num_gpus
+    where = run_dir / "results.json"
+    cluster = res.scenario_config.get("cluster") if isinstance(res.scenario_config, dict) else None
+    if not isinstance(cluster, dict):
+        raise ConfigError(f"{where}: scenario_config.cluster is missing; cannot size the cluster")
+    try:
+        num_gpus = load_cluster(cluster).num_gpus
+    except ConfigError as err:
+        raise ConfigError(f"{where}: scenario_config.cluster: {_one_line(err)}") from None
+    try:
+        jct = np.asarray(res.jobs.get("jct_s", []), dtype=float)
+        ts = {k: np.asarray(v, dtype=float) for k, v in res.timeseries.items()}
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: jobs.jct_s and the time series must be numbers") from None
+    out = Path(out) if out is not None else run_dir
+    out.mkdir(parents=True, exist_ok=True)
     kind = run_kind(res)
-    jct = np.asarray(res.jobs["jct_s"], dtype=float)
-    ts = res.timeseries
     s = res.summary
     series = Series(
         label=res.policy,
@@ -324,6 +363,10 @@ def report_run(run_dir: str | Path, out: str | Path | None = None) -> dict[str, 
         body.append(f"<p><small>{html.escape(note)}</small></p>")
     _atomic_text(paths["html"], _page(title, [*body, _img(png, title)]))
     return paths
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip())
 
 
 def run_kind(res: Any) -> str:

@@ -109,10 +109,15 @@ def _base_row(cell: Cell, suite: str) -> dict[str, Any]:
 
 
 def run_cell(
-    cell: Cell, suite: str = "", traces_dir: str | Path | None = None
+    cell: Cell,
+    suite: str = "",
+    traces_dir: str | Path | None = None,
+    time_limit_s: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Run one cell: (row, arrays for plots). Never raises for a policy's failure: a
-    :class:`NotApplicableError` gives status ``n/a``, any other exception status ``error``."""
+    :class:`NotApplicableError` gives status ``n/a``, any other exception status ``error``,
+    and so does running past ``time_limit_s`` seconds of wall clock (a ``TimeLimitError``
+    naming the policy and the simulated time; ``sim.limits`` says how it interrupts)."""
     from dlcluster_gym.api import simulate
 
     row = _base_row(cell, suite)
@@ -125,6 +130,8 @@ def run_cell(
             cell.seed,
             policy_params=cell.params,
             traces_dir=traces_dir,
+            time_limit_s=time_limit_s,
+            time_limit_of="the cell",
         )
     except NotApplicableError as exc:
         row.update(status=STATUS_NA, reason=str(exc), wall_s=time.perf_counter() - t0)
@@ -196,12 +203,53 @@ def read_rows(out: Path, ids: list[str] | None = None) -> list[dict[str, Any]]:
     cells = out / CELLS_DIR
     if ids is None:
         ids = sorted(finished_ids(out))
-    rows = [
-        json.loads((cells / f"{i}.json").read_text())
-        for i in ids
-        if (cells / f"{i}.json").is_file()
-    ]
+    rows = [read_row(cells / f"{i}.json") for i in ids if (cells / f"{i}.json").is_file()]
     return [with_kind(r) for r in rows]
+
+
+# What every row has, with its type (rows of every version of the package have these).
+ROW_FIELDS: dict[str, Any] = {
+    "id": str, "scenario": str, "entrant": str, "policy": str, "params": (str, dict),
+    "seed": int, "status": str,
+}  # fmt: skip
+STATUSES = (STATUS_OK, STATUS_NA, STATUS_ERROR)
+
+
+def read_row(path: Path) -> dict[str, Any]:
+    """One ``cells/<id>.json``, checked for what tables, reports and ``--verify`` read: a
+    :class:`ConfigError` naming the file and the field when it is damaged."""
+    from dlcluster_gym.sim.results import read_json_object
+
+    fix = "a damaged run directory: delete the file and rerun with --resume"
+    row = read_json_object(path, "a leaderboard cell row", fix)
+    for key, kind in ROW_FIELDS.items():
+        value = row.get(key)
+        if value is None or isinstance(value, bool) or not isinstance(value, kind):
+            names = (
+                kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            )
+            raise ConfigError(f"{path}: {key} must be a {names}, got {value!r:.60} ({fix})")
+    if row["id"] != path.stem:
+        raise ConfigError(f"{path}: id {row['id']!r} does not match the file name ({fix})")
+    if row["status"] not in STATUSES:
+        raise ConfigError(
+            f"{path}: status {row['status']!r} is not one of {', '.join(STATUSES)} ({fix})"
+        )
+    if row["status"] == STATUS_OK:
+        for key in SUMMARY_KEYS:
+            v = row.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ConfigError(f"{path}: {key} must be a number, got {v!r:.60} ({fix})")
+    if isinstance(row["params"], str):
+        try:
+            params = json.loads(row["params"])
+        except ValueError:
+            params = None
+        if not isinstance(params, dict):
+            raise ConfigError(
+                f"{path}: params must be a JSON object, got {row['params']!r:.60} ({fix})"
+            )
+    return row
 
 
 def with_kind(row: dict[str, Any]) -> dict[str, Any]:
@@ -255,12 +303,14 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _local(cells: list[Cell], suite: str, traces_dir: Any, workers: int) -> Iterator[Result]:
+def _local(
+    cells: list[Cell], suite: str, traces_dir: Any, workers: int, limit: float | None
+) -> Iterator[Result]:
     ctx = get_context("spawn")  # no inherited threads or state; same behaviour on every OS
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     finished = False
     try:
-        pending = {pool.submit(run_cell, c, suite, traces_dir) for c in cells}
+        pending = {pool.submit(run_cell, c, suite, traces_dir, limit) for c in cells}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -294,6 +344,10 @@ def _check_reachable(address: str, timeout_s: float) -> None:
 
 def ray_init(address: str | None, workers: int, timeout_s: float = 30.0) -> Any:
     """Connect to the Ray cluster at ``address`` (or start a local one), within ``timeout_s``."""
+    if isinstance(timeout_s, bool) or not (
+        isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0
+    ):
+        raise ConfigError(f"Ray timeout must be a finite number of seconds > 0, got {timeout_s!r}")
     try:
         import ray
     except ImportError:
@@ -336,12 +390,13 @@ def _ray(
     workers: int,
     address: str | None,
     timeout_s: float,
+    limit: float | None,
 ) -> Iterator[Result]:
     ray = ray_init(address, workers, timeout_s)
     try:
         task = ray.remote(num_cpus=1)(run_cell)
         td = None if traces_dir is None else str(traces_dir)
-        pending = [task.remote(c, suite, td) for c in cells]
+        pending = [task.remote(c, suite, td, limit) for c in cells]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
@@ -380,9 +435,9 @@ def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
         if cell.id not in done:
             continue
         try:
-            row = json.loads((out / CELLS_DIR / f"{cell.id}.json").read_text())
-        except (OSError, ValueError):
-            stale[cell.id] = "unreadable cell file"
+            row = read_row(out / CELLS_DIR / f"{cell.id}.json")
+        except (OSError, ConfigError) as err:
+            stale[cell.id] = f"unreadable cell file: {str(err).split(': ', 1)[-1][:80]}"
             continue
         key = (cell.scenario, cell.seed)
         if key not in hashes:
@@ -410,14 +465,14 @@ def check_owner(out: Path, suite: Suite) -> None:
     """A run directory belongs to one suite: refuse one written by another suite."""
     other = None
     p = out / SUITE_FILE
-    if p.is_file():
+    if p.is_file():  # an unreadable one is rewritten (save_suite); the cells still tell
         try:
             other = json.loads(p.read_text()).get("name")
         except (OSError, ValueError, AttributeError):
-            other = "(unreadable suite.json)"
-    foreign = sorted(
-        i for i in finished_ids(out) if _row_suite(out / CELLS_DIR / f"{i}.json") != suite.name
-    )
+            other = None
+    owners = {i: _row_suite(out / CELLS_DIR / f"{i}.json") for i in finished_ids(out)}
+    # an unreadable cell (None) is no other suite's: stale_cells reruns it
+    foreign = sorted(i for i, who in owners.items() if who is not None and who != suite.name)
     if other is not None and other != suite.name:
         raise ConfigError(
             f"{out} holds a run of suite {other!r}, not {suite.name!r}; a run directory belongs "
@@ -449,12 +504,20 @@ def run_suite(
     ray_timeout_s: float = 30.0,
     progress: bool = True,
     on_cell: Callable[[dict[str, Any]], None] | None = None,
+    time_limit_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run every cell not yet finished under ``out``; return all rows of the suite in order.
 
     ``out`` must not already hold cells unless ``resume`` is set. Writes ``out/suite.json``
     (the resolved suite, read back by :func:`~dlcluster_gym.leaderboard.render_leaderboard`).
+    ``time_limit_s``: wall-clock seconds per cell (default: the suite's ``time_limit_s``;
+    None there too: no limit); a cell past it is an ``error`` cell and the run goes on.
     """
+    from dlcluster_gym.sim.limits import check_time_limit
+
+    limit = check_time_limit(
+        time_limit_s if time_limit_s is not None else suite.time_limit_s, "time_limit_s"
+    )
     out = Path(out)
     cells = suite.cells()
     done = finished_ids(out)
@@ -487,9 +550,11 @@ def run_suite(
 
         with sigterm_raises():
             if backend == "local":
-                results = _local(todo, suite.name, traces_dir, workers)
+                results = _local(todo, suite.name, traces_dir, workers, limit)
             else:
-                results = _ray(todo, suite.name, traces_dir, workers, ray_address, ray_timeout_s)
+                results = _ray(
+                    todo, suite.name, traces_dir, workers, ray_address, ray_timeout_s, limit
+                )
             # disable=None: no bar when stderr is not a terminal (a redirected log stays clean)
             with contextlib.closing(results), tqdm(
                 total=len(cells), initial=len(cells) - len(todo), unit="cell",

@@ -27,12 +27,18 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from dlcluster_gym.config import configs_dir, list_presets, safe_load, yaml_problem
+from dlcluster_gym.config import Seed, configs_dir, list_presets, read_yaml
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 from dlcluster_gym.scheduler import make_policy, policies, policy_kind, resolve_policy
 
@@ -87,11 +93,23 @@ class SuiteConfig(BaseModel):
 
     name: str
     description: str = ""
-    seeds: tuple[int, ...] = Field(min_length=1)
+    seeds: tuple[Seed, ...] = Field(min_length=1)
     reference: str = "fcfs"
-    metrics: tuple[str, ...] = DEFAULT_METRICS
+    metrics: tuple[str, ...] = Field(DEFAULT_METRICS, min_length=1)
     entrants: tuple[EntrantSpec, ...] = Field(min_length=1)
     scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
+    # Wall-clock seconds one cell may take (None: no limit); past it the cell is an error.
+    time_limit_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        if twice:
+            raise ValueError(
+                f"seed {twice[0]} appears twice; each seed runs once per entrant and scenario"
+            )
+        return seeds
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,7 @@ class Suite:
     scenarios: tuple[str, ...]
     source: str
     skipped: tuple[str, ...] = field(default_factory=tuple)
+    time_limit_s: float | None = None  # per cell, wall clock (None: no limit)
 
     def cells(self) -> list[Cell]:
         """Every (scenario, entrant, seed), scenario-major, in suite order."""
@@ -218,6 +237,12 @@ def _check_policy(e: EntrantSpec, known: dict[str, Any]) -> bool:
                 "(agent:PATH entrants need the agents package); remove the entrant or mark it "
                 "optional: true"
             )
+        from dlcluster_gym.envs.agent_meta import read_agent_meta
+
+        try:  # a file that is not a checkpoint: the suite's error, not one per cell
+            read_agent_meta(path)
+        except ConfigError as exc:
+            raise ConfigError(f"entrant {e.policy!r}: {exc}") from None
         return True
     if e.policy in known or ":" in e.policy:
         return True
@@ -233,20 +258,22 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
     else:
         path = _suite_path(spec)
         source = str(path)
-        try:
-            data = safe_load(path.read_text(encoding="utf-8-sig"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
+        data = read_yaml(path)
         data.setdefault("name", path.stem)
     try:
         cfg = SuiteConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [
-            f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
-            for e in exc.errors()
-        ]
+        lines = []
+        errors = exc.errors()
+        for e in errors:
+            if e["type"] == "too_short" and any(
+                o["loc"][: len(e["loc"])] == e["loc"] and o["loc"] != e["loc"] for o in errors
+            ):
+                continue  # a list whose items failed: the items' errors say it all
+            loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+            value = e.get("input")
+            got = "" if isinstance(value, dict) else f" (got {repr(value)[:80]})"
+            lines.append(f"  {loc}: {str(e['msg']).removeprefix('Value error, ')}{got}")
         raise ConfigError(f"{source}: invalid suite:\n" + "\n".join(lines)) from None
     from dlcluster_gym.sim.results import SUMMARY_KEYS
 
@@ -296,6 +323,8 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         raise ConfigError(f"{source}: no scenario of the suite exists")
     if len(set(scenarios)) != len(scenarios):
         raise ConfigError(f"{source}: scenarios: a scenario is listed twice")
+    _check_scenarios(source, scenarios, cfg.seeds)
+    _check_cell_ids(source, scenarios, [e.name for e in entrants])
     return Suite(
         name=cfg.name,
         description=cfg.description,
@@ -306,4 +335,39 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         scenarios=tuple(scenarios),
         source=source,
         skipped=tuple(skipped),
+        time_limit_s=cfg.time_limit_s,
     )
+
+
+def _check_cell_ids(source: str, scenarios: list[str], labels: list[str]) -> None:
+    """Cell ids (file names) are unique: two scenario files with one stem, or two labels
+    that differ only in characters a file name cannot hold, would share cells."""
+    seen: dict[str, tuple[str, str]] = {}
+    for sc in scenarios:
+        for label in labels:
+            key = cell_id(sc, label, 0)
+            if key in seen:
+                other = seen[key]
+                what = (
+                    f"scenarios {other[0]!r} and {sc!r} have the same file name"
+                    if other[0] != sc
+                    else f"entrant labels {other[1]!r} and {label!r} give the same file name"
+                )
+                raise ConfigError(
+                    f"{source}: {what} ({key.removesuffix('.s0')}); cells are stored by "
+                    "scenario file name and label: rename one, or give the entrant a label"
+                )
+            seen[key] = (sc, label)
+
+
+def _check_scenarios(source: str, scenarios: list[str], seeds: tuple[int, ...]) -> None:
+    """Every scenario loads with every seed (its config, not its trace file): a mistake in a
+    scenario file is the suite's error now, not one failed cell per entrant and seed later."""
+    from dlcluster_gym.config import load_scenario
+
+    for name in scenarios:
+        for seed in seeds[:1]:  # the seed only overrides a field: one load checks the file
+            try:
+                load_scenario(name, seed=seed)
+            except DLClusterError as exc:
+                raise ConfigError(f"{source}: scenarios: {exc}") from None

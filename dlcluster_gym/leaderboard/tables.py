@@ -28,6 +28,7 @@ from scipy import stats
 from dlcluster_gym.leaderboard.runner import STATUS_OK
 from dlcluster_gym.leaderboard.suite import UNKNOWN_KIND
 from dlcluster_gym.scheduler import KINDS
+from dlcluster_gym.sim.results import SUMMARY_KEYS
 
 # Columns of the per-scenario tables: (metric, header, scale).
 SCENARIO_COLUMNS: tuple[tuple[str, str, float], ...] = (
@@ -85,8 +86,13 @@ def legend(kinds: Iterable[str], ranking: bool = True) -> str:
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The results table: one row per cell, in the given order."""
-    return pd.DataFrame(rows)
+    """The results table: one row per cell, in the given order; every summary metric has a
+    column (all NaN when no cell finished, e.g. every cell failed)."""
+    df = pd.DataFrame(rows)
+    for key in SUMMARY_KEYS:
+        if key not in df:
+            df[key] = math.nan
+    return df
 
 
 def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:

@@ -52,6 +52,7 @@ from dlcluster_gym.errors import (
     InvalidActionError,
     NotApplicableError,
     PolicyError,
+    TimeLimitError,
 )
 from dlcluster_gym.perf.contention import (
     LinkPhases,
@@ -77,6 +78,7 @@ from dlcluster_gym.sim.actions import (
 )
 from dlcluster_gym.sim.boundary import check_workload, is_clairvoyant
 from dlcluster_gym.sim.estimators import History
+from dlcluster_gym.sim.limits import TimeUp
 from dlcluster_gym.sim.placement import add_free_counts, free_count
 from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
@@ -986,6 +988,11 @@ class Engine:
         a :class:`PolicyError` naming the policy, the simulated time and the triggers."""
         try:
             actions = self.policy.schedule(view)
+        except TimeUp:  # the run's wall-clock limit struck inside the policy
+            raise TimeLimitError(
+                f"policy {self.policy_name!r} was still in schedule() at t={self.now:.3f}s "
+                f"({self._triggers_text()})"
+            ) from None
         except DLClusterError:
             raise
         except Exception as exc:

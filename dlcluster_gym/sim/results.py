@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Tier
+from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.state import DONE, DROPPED, EngineState
 
 SUMMARY_KEYS = (
@@ -158,7 +159,7 @@ class Results:
         p = Path(path)
         if p.is_dir():
             p = p / "results.json"
-        data = json.loads(p.read_text())
+        data = _read_results(p)
         m = data["metrics"]
         summary = {
             k: (math.nan if m.get(k) is None else m[k])
@@ -178,6 +179,63 @@ class Results:
             is_bound=m.get("bound", False),
             kind=m.get("kind") or "",
         )
+
+
+RESULTS_SECTIONS = ("metrics", "jobs", "timeseries")
+IDENTITY_KEYS = ("scenario", "policy", "seed", "version")
+
+
+def read_json_object(p: Path, what: str, fix: str = "") -> dict[str, Any]:
+    """The JSON object in file ``p``; a :class:`~dlcluster_gym.errors.ConfigError` naming the
+    file and ``what`` it should be (then ``fix``, how to repair it) when it is unreadable, not
+    JSON or not an object."""
+    fix = f" ({fix})" if fix else ""
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not UTF-8 text; expected {what}{fix}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{p}: not valid JSON ({exc}); expected {what}{fix}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{p}: holds a JSON {type(data).__name__}, not {what} (a JSON object){fix}"
+        )
+    return data
+
+
+def _read_results(p: Path) -> dict[str, Any]:
+    """A results.json checked for what ``Results.load`` reads (one-line errors naming it)."""
+    what = "the results.json of `dlcluster simulate --out`"
+    data = read_json_object(p, what)
+    for key in RESULTS_SECTIONS:
+        if not isinstance(data.get(key), dict):
+            raise ConfigError(
+                f"{p}: {key!r} must be a JSON object, got {data.get(key, '(missing)')!r:.60}; "
+                f"expected {what}"
+            )
+    missing = [k for k in IDENTITY_KEYS if k not in data["metrics"]]
+    if missing:
+        raise ConfigError(f"{p}: metrics lacks {', '.join(missing)}; expected {what}")
+    for key in SUMMARY_KEYS:
+        v = data["metrics"].get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ConfigError(f"{p}: metrics.{key} must be a number, got {v!r:.60}")
+    for section in ("jobs", "timeseries"):
+        lengths = set()
+        for key, col in data[section].items():
+            if not isinstance(col, list):
+                raise ConfigError(
+                    f"{p}: {section}.{key} must be a list (one value per "
+                    f"{'job' if section == 'jobs' else 'instant'}), got {col!r:.60}; "
+                    f"expected {what}"
+                )
+            lengths.add(len(col))
+        if len(lengths) > 1:
+            raise ConfigError(
+                f"{p}: the {section} columns have different lengths ({sorted(lengths)}); "
+                f"expected {what}"
+            )
+    return data
 
 
 def _jsonable(x: Any) -> Any:

@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,11 +192,24 @@ def _p_duration(v: str) -> float:
 MAX_JOB_GPUS = 1_000_000  # a job asking for more is a malformed row (config.MAX_GPUS)
 
 
+def _whole(v: str) -> int | None:
+    """The integer a count's text means (``4``, ``4.0``, ``4e0``), or None when the text has a
+    fractional part (``1.5``, and ``1.0000000000000001``, which a float would round to 1) or
+    is not a finite number."""
+    try:
+        d = Decimal(v.strip())
+    except InvalidOperation:
+        raise ValueError("not a number") from None
+    if not d.is_finite() or d != d.to_integral_value():
+        return None
+    return int(d)
+
+
 def _p_gpus(v: str) -> int:
-    x = float(v)
-    if not math.isfinite(x) or x != int(x) or x < 1 or x > MAX_JOB_GPUS:
-        raise ValueError(f"must be a positive integer <= {MAX_JOB_GPUS:,}")
-    return int(x)
+    x = _whole(v)
+    if x is None or x < 1 or x > MAX_JOB_GPUS:
+        raise ValueError(f"must be a positive integer <= {MAX_JOB_GPUS:,} (a whole GPU count)")
+    return x
 
 
 def _p_timestamp(v: str) -> float:
@@ -205,6 +219,21 @@ def _p_timestamp(v: str) -> float:
         raise ValueError("must be a timestamp like 2017-10-09 07:01:55") from None
     if dt.tzinfo is not None:
         dt = dt.replace(tzinfo=None) - dt.utcoffset()
+    return (dt - _EPOCH).total_seconds()
+
+
+def _p_local_timestamp(v: str) -> float:
+    """A timestamp without a time zone (Philly's are local times of one cluster: an offset on
+    some rows would shift them against the others)."""
+    try:
+        dt = datetime.fromisoformat(v.strip())
+    except ValueError:
+        raise ValueError("must be a timestamp like 2017-10-09 07:01:55") from None
+    if dt.tzinfo is not None:
+        raise ValueError(
+            "has a time zone; this format's timestamps are local times without one, like "
+            "2017-10-09 07:01:55"
+        )
     return (dt - _EPOCH).total_seconds()
 
 
@@ -229,10 +258,10 @@ def _p_number_or_timestamp(v: str) -> float:
 
 
 def _p_gpus0(v: str) -> int:
-    x = float(v)
-    if not math.isfinite(x) or x != int(x) or x < 0 or x > MAX_JOB_GPUS:
-        raise ValueError(f"must be an integer in [0, {MAX_JOB_GPUS:,}]")
-    return int(x)
+    x = _whole(v)
+    if x is None or x < 0 or x > MAX_JOB_GPUS:
+        raise ValueError(f"must be an integer in [0, {MAX_JOB_GPUS:,}] (a whole GPU count)")
+    return x
 
 
 def _p_nonneg(v: str) -> float:
@@ -277,6 +306,35 @@ def _read_columns(
     ``names`` are the column names of a header-less file, used when its first row is not a
     header (Alibaba PAI tables ship without one).
     """
+    try:
+        return _read_csv(path, columns, on_error, names)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except csv.Error as exc:
+        raise TraceError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def _not_utf8(path: Path) -> TraceError:
+    """A file that is not UTF-8 text: where the first bad byte is, and what to do."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+        where = ""
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        where = f" (line {line}: byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+    return TraceError(
+        f"{path}: not UTF-8 text{where}; a trace must be a UTF-8 CSV file (re-save it as "
+        "UTF-8, e.g. iconv -f latin1 -t utf-8)"
+    )
+
+
+def _read_csv(
+    path: Path,
+    columns: Sequence[tuple[str, _Parser]],
+    on_error: str,
+    names: Sequence[str] | None,
+) -> tuple[list, list[int], int]:
     skips = _Skips(path, on_error)
     with path.open(newline="", encoding="utf-8-sig") as f:  # a UTF-8 BOM is not a column name
         reader = csv.reader(f)
@@ -293,6 +351,13 @@ def _read_columns(
                 f"{path}: missing column(s) {', '.join(missing)}; columns found: "
                 f"{', '.join(header) or '(none)'}"
             )
+        for c, _ in columns:
+            if header.count(c) > 1:
+                at = [i + 1 for i, h in enumerate(header) if h == c]
+                raise TraceError(
+                    f"{path}: column {c!r} appears {len(at)} times in the header (columns "
+                    f"{', '.join(map(str, at))}); column names must be unique"
+                )
         idx = [header.index(c) for c, _ in columns]
         parsers = [p for _, p in columns]
         cols = [c for c, _ in columns]
@@ -303,6 +368,16 @@ def _read_columns(
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             line = reader.line_num
+            if any("\0" in c for c in row):
+                raise TraceError(
+                    f"{path}: line {line} holds a NUL byte; a trace must be a text (CSV) file, "
+                    "not a binary one"
+                )
+            if not pending and [h.strip() for h in row] == header:
+                raise TraceError(
+                    f"{path}: line {line} repeats the header row (two files joined?); a trace "
+                    "has one header, on line 1"
+                )
             if len(row) < width:
                 skips.bad(
                     TraceError(
@@ -325,10 +400,14 @@ def _read_columns(
                 for k, v in enumerate(values):
                     out[k].append(v)
                 lines.append(line)
-    skips.warn()
-    if not lines:
-        why = f" ({skips.count} malformed row(s) skipped)" if skips.count else ""
+    if not lines:  # the error says what the warning would have said
+        why = (
+            f" ({skips.count} malformed row(s) skipped; first: {skips.first[0]})"
+            if skips.count
+            else ""
+        )
         raise TraceError(f"{path}: no jobs (header only){why}")
+    skips.warn()
     return out, lines, skips.count
 
 
@@ -411,7 +490,7 @@ def load_philly(
     p = resolve_trace(path, traces_dir)
     (ts, dur, gpus), lines, skipped = _read_columns(
         p,
-        [("timestamp", _p_timestamp), ("duration", _p_duration), ("num_gpus", _p_gpus)],
+        [("timestamp", _p_local_timestamp), ("duration", _p_duration), ("num_gpus", _p_gpus)],
         on_error,
     )
     t = np.asarray(ts, dtype=np.float64)
