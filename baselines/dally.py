@@ -19,8 +19,11 @@ timers 0 (4.3.2). Starvation time = now - the time the job last entered the wait
 arrival, or its last preemption: ``get_last_resource_assignment_time`` of Algorithm 1).
 
 Auto-tuner (4.3.3, Algorithm 2): every acceptance at machine or rack level appends the job's
-starvation time to the list of (that level, that GPU demand); a timer is the mean of its list
-plus two sample standard deviations.
+starvation time to the list of (that level, that GPU demand) (Algorithm 1 lines 7 and 15); values
+larger than HISTORY_TIME_LIMIT are removed from the list (Algorithm 2 lines 2-6 and 8-12); a
+timer is the mean of its list plus two sample standard deviations (Algorithm 2 line 13, 4.3.3
+"adding two sample standard deviations"). This value cut-off is the default
+(``history_mode="value"``).
 
 Choices the paper leaves open (all are parameters):
 
@@ -30,10 +33,13 @@ Choices the paper leaves open (all are parameters):
   Ties in Nw_sens go to the job that has waited longest (then the lower job id).
 - **Timers from a short list**: an empty list gives the paper's manual defaults (12 h / 24 h);
   one sample gives that sample (a sample standard deviation needs two).
-- **HISTORY_TIME_LIMIT**: the text calls it a sliding window (4.3.3) while Algorithm 2 drops
-  values larger than the limit. ``history_mode="window"`` (default) keeps the samples recorded
-  in the last ``history_limit_s`` of simulated time; ``history_mode="value"`` keeps the
-  samples whose value is at most the limit (Algorithm 2 read literally).
+- **HISTORY_TIME_LIMIT**: Algorithm 2 (lines 3-4 and 9-10) removes every wait larger than the
+  limit, which the text also calls a "sliding window size" (4.3.3). ``history_mode="value"``
+  (default, Algorithm 2 as written) keeps the samples whose value is at most
+  ``history_limit_s``, however old; a value is dropped when it is recorded, which gives the
+  same lists as removing it when the timers are read (a value and the limit never change).
+  ``history_mode="window"`` (our variant, the text's "sliding window" read as time) keeps the
+  samples recorded in the last ``history_limit_s`` of simulated time, whatever their value.
 - **History limit default and cluster size**: 4.3.3 advises a smaller limit for larger
   clusters (more jobs are placed per unit time). Default: 48 h x 512 / (GPUs in the cluster),
   i.e. 48 h on the 8-rack cluster of 5.1.2, 192 h on 2 racks, 24 h on 16 racks.
@@ -98,8 +104,12 @@ from .consolidation import best_possible_tier, check_remaining, wake_at_earliest
 HOUR = 3600.0
 MANUAL_MACHINE_TIMER_S = 12 * HOUR  # 4.3.2
 MANUAL_RACK_TIMER_S = 24 * HOUR  # 4.3.2: another 12 h after the machine timer
-HISTORY_REF_S = 48 * HOUR  # default history limit on the reference cluster ...
-HISTORY_REF_GPUS = 512  # ... of 8 racks x 8 machines x 8 GPUs (5.1.2)
+TIMER_STDS = 2.0  # Algorithm 2 line 13, 4.3.3: mean + two sample standard deviations
+# HISTORY_TIME_LIMIT (Algorithm 2 lines 3, 9): the paper gives no value, only "a smaller history
+# time limit" for larger clusters (4.3.3). Ours: this limit on the reference cluster ...
+HISTORY_REF_S = 48 * HOUR
+HISTORY_REF_GPUS = 512  # ... of 8 racks x 8 machines x 8 GPUs (5.1.2), scaled by 512 / GPUs
+HISTORY_MODES = ("value", "window")  # Algorithm 2 as written (default); our time window
 MACHINE, RACK, NETWORK = int(Tier.MACHINE), int(Tier.RACK), int(Tier.NETWORK)
 SMALL_QUEUE = 64  # up to this many jobs to offer, ``offers`` runs on Python scalars
 
@@ -130,11 +140,13 @@ def _check_time(name: str, value: float | None, allow_none: bool = False) -> Non
 class WaitHistory:
     """The auto-tuner's wait-time lists (Algorithm 2), one per (level, GPU demand).
 
-    Keeps running sums so a timer costs O(1) however long the list is.
+    ``mode="value"`` (Algorithm 2 as written): a wait larger than ``limit_s`` never enters a
+    list. ``mode="window"`` (our variant): a wait leaves its list ``limit_s`` after it was
+    recorded. Keeps running sums so a timer costs O(1) however long the list is.
     """
 
-    def __init__(self, limit_s: float, mode: str) -> None:
-        if mode not in ("window", "value"):
+    def __init__(self, limit_s: float, mode: str = "value") -> None:
+        if mode not in HISTORY_MODES:
             raise ConfigError(f"history_mode must be 'window' or 'value', got {mode!r}")
         self.limit_s = limit_s
         self.mode = mode
@@ -147,7 +159,7 @@ class WaitHistory:
     def add(self, level: int, demand: int, now: float, starvation_s: float) -> None:
         """``update_demand_delay`` of Algorithm 1 (lines 7 and 15)."""
         if self.mode == "value" and starvation_s > self.limit_s:
-            return  # Algorithm 2 lines 3-4 / 9-10: values above the limit are discarded
+            return  # Algorithm 2 lines 3-4 / 9-10: "if time > HISTORY_TIME_LIMIT: remove time"
         key = (level, demand)
         self._timer.pop(key, None)
         self._lists.setdefault(key, deque()).append((now, starvation_s))
@@ -175,7 +187,8 @@ class WaitHistory:
             s[0] = s[1] = 0.0
 
     def timer(self, level: int, demand: int, now: float) -> float | None:
-        """Mean + 2 sample standard deviations of the list; None when the list is empty."""
+        """Mean + 2 sample standard deviations of the list (Algorithm 2 line 13); None when the
+        list is empty."""
         key = (level, demand)
         self._expire(key, now)
         got = self._timer.get(key, False)
@@ -193,8 +206,8 @@ class WaitHistory:
         mean = total / n
         if n == 1:
             return max(mean, 0.0)
-        var = max((sq - n * mean * mean) / (n - 1), 0.0)
-        return max(mean + 2.0 * math.sqrt(var), 0.0)
+        var = max((sq - n * mean * mean) / (n - 1), 0.0)  # sample variance (4.3.3)
+        return max(mean + TIMER_STDS * math.sqrt(var), 0.0)
 
 
 class Dally(BaseScheduler):
@@ -209,7 +222,7 @@ class Dally(BaseScheduler):
         self,
         *,
         history_limit_s: float | None = None,
-        history_mode: str = "window",
+        history_mode: str = "value",
         default_machine_timer_s: float = MANUAL_MACHINE_TIMER_S,
         default_rack_timer_s: float = MANUAL_RACK_TIMER_S,
         preemption: str | bool = "requeue",
@@ -218,7 +231,7 @@ class Dally(BaseScheduler):
         _check_time("history_limit_s", history_limit_s, allow_none=True)
         _check_time("default_machine_timer_s", default_machine_timer_s)
         _check_time("default_rack_timer_s", default_rack_timer_s)
-        if history_mode not in ("window", "value"):
+        if history_mode not in HISTORY_MODES:
             raise ConfigError(f"history_mode must be 'window' or 'value', got {history_mode!r}")
         preemption = preemption_mode(preemption)
         super().__init__(

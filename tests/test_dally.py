@@ -146,6 +146,67 @@ def test_wait_history_value_mode_drops_large_values():
     assert h.samples(1, 2, now=1e9) == [10.0, 20.0]  # old samples stay, large ones go
 
 
+H = 3600.0
+# (recorded at, starvation) in hours: one machine-level list and one rack-level list for
+# 4-GPU jobs, HISTORY_TIME_LIMIT = 10 h, timers read at t = 26 h.
+MACHINE_WAITS_H = [(0.0, 0.0), (18.0, 4.0), (20.0, 8.0), (25.0, 30.0)]
+RACK_WAITS_H = [(1.0, 1.0), (2.0, 5.0), (3.0, 9.0), (4.0, 12.0)]
+
+
+def tuned_dally(mode: str | None) -> Dally:
+    """A ``dally`` whose lists hold MACHINE_WAITS_H and RACK_WAITS_H (limit 10 h)."""
+    kwargs = {} if mode is None else {"history_mode": mode}
+    policy = Dally(history_limit_s=10 * H, **kwargs)
+    run_engine(small_scenario(racks=2, machines=2, gpus=4), [], policy)  # reset on a cluster
+    for level, waits in ((0, MACHINE_WAITS_H), (1, RACK_WAITS_H)):
+        for t, wait in waits:
+            policy.record(level, 4, now=t * H, starvation_s=wait * H)
+    return policy
+
+
+def test_algorithm2_as_written_is_the_default_and_drops_values_above_the_limit():
+    policy = tuned_dally(None)
+    assert policy.history_mode == "value" and policy.params["history_mode"] == "value"
+    # Algorithm 2 lines 3-4 / 9-10: 30 h and 12 h exceed the 10 h limit and are removed.
+    assert policy.history.samples(0, 4, now=26 * H) == [0.0, 4 * H, 8 * H]
+    assert policy.history.samples(1, 4, now=26 * H) == [1 * H, 5 * H, 9 * H]
+    # Line 13: machine [0, 4, 8] h: mean 4, sample std sqrt((16 + 0 + 16) / 2) = 4 -> 4 + 2 x 4
+    # = 12 h; rack [1, 5, 9] h: mean 5, sample std 4 -> 13 h. Old values are never forgotten.
+    for now in (26 * H, 1000 * H):
+        assert policy.timers(4, now=now) == (pytest.approx(12 * H), pytest.approx(13 * H))
+
+
+def test_window_variant_keeps_recent_values_whatever_their_size():
+    policy = tuned_dally("window")
+    # At 26 h the window holds what was recorded after 16 h: machine [4, 8, 30] h (30 h kept),
+    # mean 14, sample std sqrt((100 + 36 + 256) / 2) = 14 -> 14 + 2 x 14 = 42 h; the rack list
+    # (recorded at 1-4 h) has expired, so T_Rk falls back to the manual 24 h.
+    assert policy.history.samples(0, 4, now=26 * H) == [4 * H, 8 * H, 30 * H]
+    assert policy.timers(4, now=26 * H) == (pytest.approx(42 * H), 24 * H)
+    # At 11 h the rack window (recorded at 1 h or later) holds all of [1, 5, 9, 12] h, 12 h
+    # included: mean 6.75, sample variance (5.75^2 + 1.75^2 + 2.25^2 + 5.25^2) / 3 = 68.75 / 3.
+    fresh = tuned_dally("window")
+    rack = 6.75 + 2 * math.sqrt(68.75 / 3)  # 16.32 h (the value cut-off gives 13 h)
+    assert fresh.history.timer(1, 4, now=11 * H) == pytest.approx(rack * H)
+
+
+def test_paper_mode_does_not_record_a_wait_above_the_limit():
+    """Jobs 0-3 accept machines at t=0 after 0 s; job 4 (empty lists: the manual 12 h machine
+    timer) accepts a rack after waiting 12 h, more than the 1000 s limit."""
+    sc = small_scenario(racks=2, machines=2, gpus=4)
+    expect = {  # mode -> (rack list of 2-GPU jobs, machine list of 3-GPU jobs) at job 4's start
+        "value": ([], [0.0] * 4),  # 12 h > limit: removed; the 0 s waits stay however old
+        "window": ([pytest.approx(12 * H)], []),  # kept; the t=0 waits left the 1000 s window
+    }
+    for mode, (rack, machine) in expect.items():
+        policy = Dally(history_limit_s=1000.0, history_mode=mode)
+        _, res = run_engine(sc, fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)]), policy)
+        t, _, tier = starts(res)[4]
+        assert (t, tier) == (pytest.approx(1.0 + 12 * H), "rack")
+        assert policy.history.samples(1, 2, now=t) == rack
+        assert policy.history.samples(0, 3, now=t) == machine
+
+
 def test_auto_tuner_records_acceptances_and_falls_back_to_manual_defaults():
     sc = small_scenario(racks=2, machines=2, gpus=4)
     jobs = fragmented([Job(4, "resnet18", 2, 10, 1.0, 1.0)])
