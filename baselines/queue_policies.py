@@ -211,9 +211,11 @@ class TiresiasInScheduler(NativeInScheduler):
 
 
 class GandivaInScheduler(NativeInScheduler):
-    """``gandiva``: greedy first fit, migration to consolidated GPUs."""
+    """``gandiva`` in the Scheduler env: greedy first fit, migration to consolidated GPUs (the
+    ``gandiva-placement`` variant: the env's slots give each job its own GPUs, so Gandiva's
+    time-slicing of a shared GPU set has no expression here)."""
 
-    native = "gandiva"
+    native = "gandiva-placement"
     env_kwargs: ClassVar[dict[str, Any]] = {
         "order": "arrival",
         "preemption": True,

@@ -354,7 +354,12 @@ register_policy(
 register_policy(
     "gandiva",
     "dlcluster_gym.baselines.gandiva:Gandiva",
-    "Gandiva: greedy network-agnostic placement, migration to consolidated GPUs",
+    "Gandiva: 60 s time-slicing by suspend-resume, oversubscription, unpacking, migration",
+)
+register_policy(
+    "gandiva-placement",
+    "dlcluster_gym.baselines.gandiva:GandivaPlacementOnly",
+    "Gandiva's placement-and-migration-only variant (first fit, no time-slicing)",
 )
 register_policy(
     "themis",

@@ -123,9 +123,12 @@ def accuracy(t: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def make(policy: str, sigma: float, noise_seed: int):
-    """``crius-noisy`` is Crius with the estimator-noise model (``estimate_noise=sigma``)."""
+    """``crius-noisy`` is Crius with the estimator-noise model (``estimate_noise=sigma``);
+    ``gandiva`` is ``gandiva-placement``, the baseline as Crius describes it."""
     if policy == "crius-noisy":
         return make_policy("crius", estimate_noise=sigma, noise_seed=noise_seed)
+    if policy == "gandiva":  # Crius 8.1 / 9: Gandiva's profiling and migration, no time-slicing
+        return make_policy("gandiva-placement")
     return make_policy(policy)
 
 

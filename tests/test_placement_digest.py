@@ -38,7 +38,7 @@ CASES: dict[str, tuple[str, dict, tuple[int, ...], int]] = {
     "sharing-a": ("a100-4nic-tor3-poisson", {}, (1, 2), 1500),
     "batch-8rack": ("dally-batch-8rack", {}, (1,), 1500),
     "tiresias-4rack": ("dally-poisson-4rack", {"base_policy": "tiresias"}, (1,), 800),
-    "gandiva-4rack": ("dally-poisson-4rack", {"base_policy": "gandiva"}, (1,), 800),
+    "gandiva-4rack": ("dally-poisson-4rack", {"base_policy": "gandiva-placement"}, (1,), 800),
     "dally-manual-v0": (
         "dally-poisson-8rack",
         {"base_policy": "dally-manual", "wait_limit": "none"},
