@@ -5,20 +5,26 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
     ValidationError,
     field_validator,
 )
 
-from dlcluster_gym.config import load_scenario, load_yaml_file
+from dlcluster_gym.config import (
+    Bool,
+    Float,
+    Int,
+    NonNegInt,
+    PositiveFloat,
+    PositiveInt,
+    load_scenario,
+    load_yaml_file,
+)
 from dlcluster_gym.envs.base import deep_merge
 from dlcluster_gym.envs.sampling import one_line_error
 from dlcluster_gym.errors import ConfigError, DLClusterError
@@ -37,6 +43,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Processes and environments a config may ask for at once (each env holds a simulator, each
+# rollout worker is a process): far above a machine's cores, far below what exhausts one.
+MAX_PARALLEL = 256
+MAX_TIMESTEPS = 10_000_000_000  # ten billion environment steps (months of training)
+
 MIN_CI_SEEDS = 10
 """Seeds per scenario below which ``dlcluster evaluate`` warns that its 95 % confidence
 intervals are too wide to trust."""
@@ -53,8 +64,8 @@ class ScenarioSpec(_Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
     label: str | None = None
     weight: PositiveFloat = 1.0  # sampling weight in training
-    requires_traces: bool = False  # skipped when the trace root is absent
-    seeds: tuple[NonNegativeInt, ...] | None = Field(None, min_length=1)
+    requires_traces: Bool = False  # skipped when the trace root is absent
+    seeds: tuple[NonNegInt, ...] | None = Field(None, min_length=1)
 
     @property
     def name(self) -> str:
@@ -83,11 +94,11 @@ class TrainSpec(_Strict):
     """The training distribution: scenarios sampled by weight, seeds from ``seeds`` [lo, hi)."""
 
     scenarios: tuple[TrainScenarioSpec, ...] = Field(min_length=1)
-    seeds: tuple[int, int] = (0, 10_000)
-    timesteps: PositiveInt = 100_000
-    n_envs: PositiveInt = 2
+    seeds: tuple[Int, Int] = (0, 10_000)
+    timesteps: Annotated[PositiveInt, Field(le=MAX_TIMESTEPS)] = 100_000
+    n_envs: Annotated[PositiveInt, Field(le=MAX_PARALLEL)] = 2
     vec_env: Literal["dummy", "subproc"] = "dummy"
-    seed: int = 0
+    seed: Int = 0
 
     @field_validator("seeds")
     @classmethod
@@ -104,7 +115,7 @@ class EvalSetSpec(_Strict):
     ``DEFAULT_EVAL_SEEDS``, ten held-out seeds)."""
 
     scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
-    seeds: tuple[NonNegativeInt, ...] = Field(DEFAULT_EVAL_SEEDS, min_length=1)
+    seeds: tuple[NonNegInt, ...] = Field(DEFAULT_EVAL_SEEDS, min_length=1)
     reference: str = "dally"
 
     def seeds_of(self, spec: ScenarioSpec) -> tuple[int, ...]:
@@ -115,7 +126,7 @@ class EvalSetSpec(_Strict):
 class ValidationSpec(EvalSetSpec):
     """Periodic evaluation during training (the best checkpoint by score is kept)."""
 
-    seeds: tuple[NonNegativeInt, ...] = Field(min_length=1)
+    seeds: tuple[NonNegInt, ...] = Field(min_length=1)
     every_steps: PositiveInt = 10_000
 
 
@@ -127,11 +138,11 @@ class RolloutSpec(_Strict):
     ``warm_start.episodes`` is the number of labelled episodes."""
 
     horizon_h: PositiveFloat = 96.0
-    margin_job_h: float = Field(0.0, ge=0)
+    margin_job_h: Float = Field(0.0, ge=0)
     # cross-entropy weight of the labels that differ from the teacher's answer (they are
     # about one in ten; weight 1 clones the teacher almost exactly)
     deviation_weight: PositiveFloat = 1.0
-    workers: PositiveInt = 2
+    workers: Annotated[PositiveInt, Field(le=MAX_PARALLEL)] = 2
 
 
 class WarmStartSpec(_Strict):
@@ -152,10 +163,10 @@ class PPOParams(_Strict):
     n_steps: PositiveInt = 512
     batch_size: PositiveInt = 128
     n_epochs: PositiveInt = 5
-    gamma: float = Field(0.99, gt=0, le=1)
-    gae_lambda: float = Field(0.95, gt=0, le=1)
+    gamma: Float = Field(0.99, gt=0, le=1)
+    gae_lambda: Float = Field(0.95, gt=0, le=1)
     clip_range: PositiveFloat = 0.2
-    ent_coef: float = Field(0.0, ge=0)
+    ent_coef: Float = Field(0.0, ge=0)
     vf_coef: PositiveFloat = 0.5
     max_grad_norm: PositiveFloat = 0.5
     target_kl: PositiveFloat | None = None
@@ -166,7 +177,7 @@ class PolicyParams(_Strict):
 
     net_arch: tuple[PositiveInt, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
-    log_std_init: float = 0.0  # Box actions only
+    log_std_init: Float = 0.0  # Box actions only
 
 
 class AgentConfig(_Strict):
@@ -176,7 +187,7 @@ class AgentConfig(_Strict):
     algorithm: Literal["maskable_ppo", "ppo"]
     description: str = ""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    normalize_reward: bool = True
+    normalize_reward: Bool = True
     # "rack_timer": a placement agent may not wait once the job is past the base policy's
     # rack timer while a placement is valid (no offer is declined forever)
     wait_limit: Literal["none", "rack_timer"] = "none"

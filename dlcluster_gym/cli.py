@@ -41,6 +41,11 @@ def _warn_to_stderr(
     click.echo(f"warning: {_one_line(str(message))}", err=True)
 
 
+# click >= 8.2 raises this for a group called without a command (older clicks print the help
+# themselves); its message is the whole help, not an error to squash into one line.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class _Group(click.Group):
     """Every error a user can cause is one line on stderr and exit code 2, never a traceback:
     the package's own errors, click's usage errors, and a policy's crash (named by the
@@ -59,6 +64,10 @@ class _Group(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
+        except NO_ARGS_IS_HELP as exc:  # `dlcluster` alone: the help, where and as click shows it
+            text = exc.ctx.get_help() if exc.ctx is not None else exc.format_message()
+            click.echo(text, err=True)
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:
             where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
             _fail(f"{where}{exc.format_message()} (see --help)")

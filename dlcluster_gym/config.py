@@ -26,9 +26,35 @@ from pydantic import (
 from dlcluster_gym.cluster.catalog import GPU_TYPES, INTERCONNECTS, Interconnect
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+def _integer(v: Any) -> Any:
+    """An integer field takes integers only: not ``true`` (the number 1 to Python), ``2.0`` or
+    the text ``"2"`` (a fraction such as ``1.5`` goes on to pydantic's own message)."""
+    if isinstance(v, bool):
+        raise ValueError("expected an integer, not a boolean")
+    if isinstance(v, float) and v.is_integer():
+        raise ValueError(f"expected an integer, not the decimal number {v!r}")
+    if isinstance(v, str):
+        raise ValueError("expected an integer, not text")
+    return v
+
+
+def _not_bool(v: Any) -> Any:
+    """A number field does not take ``true``/``false`` (1 and 0 to Python)."""
+    if isinstance(v, bool):
+        raise ValueError("expected a number, not a boolean")
+    return v
+
+
+# Strict scalar types of every config model: an integer field takes integers, a boolean field
+# ``true``/``false``, a number field numbers (integers included), never a boolean.
+Int = Annotated[int, BeforeValidator(_integer)]
+Bool = Annotated[bool, Field(strict=True)]
+Float = Annotated[float, BeforeValidator(_not_bool), Field(allow_inf_nan=False)]
+PositiveInt = Annotated[Int, Field(gt=0)]
+NonNegInt = Annotated[Int, Field(ge=0)]
+NonNegFloat = Annotated[Float, Field(ge=0)]
+PositiveFloat = Annotated[Float, Field(gt=0)]
 
 
 # --------------------------------------------------------------------------- size limits
@@ -40,21 +66,22 @@ MAX_MACHINES = 100_000
 MAX_GPUS = 1_000_000
 MAX_JOBS = 2_000_000  # synthetic num_jobs and max_jobs; trace loaders check the same bound
 MAX_LOAD = 10.0  # offered load (1 = every GPU busy on average); above it, queues only grow
+MAX_NICS = 1_000_000  # NICs over the whole cluster (each is a link the network model tracks)
+MAX_GPU_DEMAND = MAX_GPUS  # a job's GPU count (no cluster has more); trace loaders check it too
+# A synthetic job's iterations: a billion iterations of 0.1 s is three years of training.
+MAX_ITERATIONS = 1_000_000_000
+# The shortest scheduling round: every round is an event, so a period of a millisecond over a
+# week of simulated time is 600 million events. Policies decide in rounds of minutes (Gavel
+# and Crius 5 minutes, Tiresias and Gandiva their own timers); 1 s is far below any of them.
+MIN_ROUND_PERIOD_S = 1.0
 
 MAX_SEED = 2**63 - 1  # seeds are stored as int64 (results tables, Parquet, numpy arrays)
 
-JobCount = Annotated[int, Field(gt=0, le=MAX_JOBS)]
-
-
-def _not_bool(v: Any) -> Any:
-    """``true`` is not the number 1 here (a seed, a count)."""
-    if isinstance(v, bool):
-        raise ValueError("expected an integer, not a boolean")
-    return v
-
-
-Seed = Annotated[int, BeforeValidator(_not_bool), Field(ge=0, le=MAX_SEED)]
-Load = Annotated[float, Field(gt=0, le=MAX_LOAD, allow_inf_nan=False)]
+JobCount = Annotated[Int, Field(gt=0, le=MAX_JOBS)]
+GPUDemand = Annotated[Int, Field(gt=0, le=MAX_GPU_DEMAND)]
+Iterations = Annotated[Int, Field(gt=0, le=MAX_ITERATIONS)]
+Seed = Annotated[Int, Field(ge=0, le=MAX_SEED)]
+Load = Annotated[Float, Field(gt=0, le=MAX_LOAD)]
 
 
 def _window(v: Any) -> Any:
@@ -135,7 +162,7 @@ class MachineGroup(_Frozen):
     name: str = "default"
     racks: PositiveInt
     machines_per_rack: PositiveInt
-    gpus_per_machine: Annotated[int, Field(ge=0)]  # 0: a CPU-only server (PS jobs, Nearchus)
+    gpus_per_machine: NonNegInt  # 0: a CPU-only server (PS jobs, Nearchus)
     gpu_type: str = "A100"
     cpus_per_machine: PositiveInt = 64  # physical cores (the MU bottleneck depends on it)
     memory_gb_per_machine: PositiveFloat = 512.0
@@ -148,7 +175,7 @@ class MachineGroup(_Frozen):
     # ``nic_gpus`` lists the local GPU indices of each NIC.
     nic_gbps: PositiveFloat | None = None
     nics_per_machine: PositiveInt | None = None
-    nic_gpus: tuple[tuple[Annotated[int, Field(ge=0)], ...], ...] | None = None
+    nic_gpus: tuple[tuple[NonNegInt, ...], ...] | None = None
     machine_link: LinkSpec | None = None  # overrides the cluster's `tiers.machine` for the group
 
     @model_validator(mode="after")
@@ -222,11 +249,11 @@ class ClusterConfig(_Frozen):
     groups: tuple[MachineGroup, ...]
     tiers: Tiers = Tiers()
     # ToR uplink: the rack's NIC capacity / this ratio (per rail switch with rail_optimized).
-    rack_uplink_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
+    rack_uplink_oversubscription: Annotated[Float, Field(ge=1.0)] = 1.0
     # Spine: the summed ToR uplink capacity / this ratio, one link all cross-rack flows share.
-    spine_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
+    spine_oversubscription: Annotated[Float, Field(ge=1.0)] = 1.0
     # NIC i of every machine in a rack on rail switch i (needs equal NIC counts everywhere).
-    rail_optimized: bool = False
+    rail_optimized: Bool = False
     # Legacy short form: one NIC of this speed per machine (for groups without NIC fields).
     machine_uplink_gbps: PositiveFloat | None = None
     # "hierarchical": ring in the machine, then halving/doubling across machines and racks;
@@ -234,7 +261,7 @@ class ClusterConfig(_Frozen):
     # (ranks that do not share memory, e.g. one container per GPU over TCP sockets).
     collective: Literal["hierarchical", "flat-ring"] = "hierarchical"
     # Fraction of a NIC's line rate a collective reaches (transport and protocol overheads).
-    transport_efficiency: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    transport_efficiency: Annotated[Float, Field(gt=0.0, le=1.0)] = 1.0
 
     @model_validator(mode="after")
     def _check_network(self) -> ClusterConfig:
@@ -290,7 +317,21 @@ class ClusterConfig(_Frozen):
             )
         if self.num_gpus > MAX_GPUS:
             raise ValueError(f"{self.num_gpus:,} GPUs is more than the limit of {MAX_GPUS:,}")
+        if self.num_nics > MAX_NICS:
+            raise ValueError(
+                f"{self.num_nics:,} NICs is more than the limit of {MAX_NICS:,} (machines x "
+                "nics_per_machine, summed over groups)"
+            )
         return self
+
+    @property
+    def num_nics(self) -> int:
+        """NICs over the cluster (one per machine with ``machine_uplink_gbps``)."""
+        if self.machine_uplink_gbps is not None:
+            return self.num_machines
+        return sum(
+            g.racks * g.machines_per_rack * g.num_nics(g.gpus_per_machine) for g in self.groups
+        )
 
     @property
     def num_racks(self) -> int:
@@ -331,9 +372,9 @@ class SyntheticWorkload(_WorkloadBase):
     load: Load | None = 0.9
     rate_per_hour: PositiveFloat | None = None
     models: tuple[str, ...] = ("resnet50",)
-    gpu_demands: tuple[PositiveInt, ...] = (1, 2, 4, 8)
+    gpu_demands: tuple[GPUDemand, ...] = (1, 2, 4, 8)
     gpu_demand_weights: tuple[PositiveFloat, ...] | None = None
-    iterations: tuple[PositiveInt, PositiveInt] = (1000, 10000)  # uniform [lo, hi]
+    iterations: tuple[Iterations, Iterations] = (1000, 10000)  # uniform [lo, hi]
 
     _models = field_validator("models")(_known_models)
 
@@ -450,7 +491,7 @@ class CriusWorkload(_WorkloadBase):
     # towards small sizes (``workload.crius.DEFAULT_SIZE_WEIGHTS``).
     models: tuple[str, ...] | None = None
     model_weights: tuple[PositiveFloat, ...] | None = None
-    gpu_demands: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16)
+    gpu_demands: tuple[GPUDemand, ...] = (1, 2, 4, 8, 16)
     gpu_demand_weights: tuple[PositiveFloat, ...] | None = None
     # Trace durations are capped at max_duration_s, then scaled so that the offered load
     # (GPU-seconds at the requested allocation / cluster GPU-seconds over the window) is
@@ -506,12 +547,13 @@ class ScenarioConfig(_Frozen):
     cluster: ClusterConfig
     workload: WorkloadConfig
     seed: Seed = 1
-    round_period_s: PositiveFloat | None = None  # periodic scheduling rounds (None: events only)
+    # Periodic scheduling rounds, at least MIN_ROUND_PERIOD_S apart (None: events only).
+    round_period_s: Annotated[Float, Field(ge=MIN_ROUND_PERIOD_S)] | None = None
     oversize_jobs: Literal["reject", "drop"] = "drop"
     overheads: Overheads = Overheads()
     # Link sharing between jobs (max-min fair, ``perf.network``): on unless a scenario turns
     # it off.
-    contention: bool = True
+    contention: Bool = True
     # "model": the network model; "ideal": no communication cost at all (cross-checks against
     # simulators without a topology).
     network: Literal["model", "ideal"] = "model"
@@ -560,15 +602,83 @@ def list_presets(kind: str) -> dict[str, str]:
     return out
 
 
+# The largest config file read (scenario, cluster, suite, agent config): the largest shipped
+# one is under 10 kB; a trace is a data file, read by ``workload.traces``, not a config.
+MAX_CONFIG_BYTES = 1_048_576
+
+
+# Values (scalars, lists, mappings) a config file may hold once its YAML aliases are expanded:
+# a 1 MiB file without aliases holds fewer; ten lines of nested aliases ("alias bomb") hold
+# billions, which validation and error messages would walk one by one.
+MAX_CONFIG_VALUES = 100_000
+
+
+class RefusedYAMLError(yaml.MarkedYAMLError):
+    """Valid YAML that a config file may not hold (aliases that expand too far, or that make
+    a value contain itself)."""
+
+
+def _check_aliases(root: yaml.Node, first_alias: yaml.Mark) -> None:
+    """Refuse a document whose aliases expand it past :data:`MAX_CONFIG_VALUES` values or make
+    a value contain itself; each shared node is sized once, so this is linear in the file."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise RefusedYAMLError(
+                None, None,
+                "a YAML alias refers to a value that contains it; a config must be a tree",
+                node.start_mark,
+            )  # fmt: skip
+        open_.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        open_.discard(key)
+        if total > MAX_CONFIG_VALUES:
+            raise RefusedYAMLError(
+                None, None,
+                f"YAML aliases (the first is here) expand this file to more than "
+                f"{MAX_CONFIG_VALUES:,} values, the limit of a config file; write the values "
+                "out or use fewer aliases",
+                first_alias,
+            )  # fmt: skip
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last) and
-    reads booleans as YAML 1.2 does: ``true``/``false`` only (YAML 1.1's ``yes``, ``no``,
-    ``on``, ``off`` stay text, so that a field declared boolean refuses them)."""
+    """``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last),
+    aliases that expand a file past :data:`MAX_CONFIG_VALUES` values (a few lines of nested
+    aliases expand to billions, an "alias bomb") or make a value contain itself, and reads
+    booleans as YAML 1.2 does: ``true``/``false`` only (YAML 1.1's ``yes``, ``no``, ``on``,
+    ``off`` stay text, so that a field declared boolean refuses them)."""
 
     yaml_implicit_resolvers: ClassVar[dict[Any, list]] = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    _first_alias: yaml.Mark | None = None
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self._first_alias is None and self.check_event(yaml.AliasEvent):
+            self._first_alias = self.peek_event().start_mark
+        return super().compose_node(parent, index)
+
+    def compose_document(self) -> Any:
+        self._first_alias = None
+        node = super().compose_document()
+        if self._first_alias is not None:
+            _check_aliases(node, self._first_alias)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, Any] = {}
@@ -603,17 +713,25 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return f"malformed YAML: {where}{problem}"
+    what = "" if isinstance(exc, RefusedYAMLError) else "malformed YAML: "
+    return f"{what}{where}{problem}"
 
 
 def load_yaml_file(path: Path) -> Any:
     """The YAML document in ``path`` (``safe_load``); one-line ``ConfigError``s naming the file
-    for a missing file, bytes that are not UTF-8, malformed YAML, an integer too long to
-    convert and nesting too deep to parse."""
+    for a missing file, a file over :data:`MAX_CONFIG_BYTES`, bytes that are not UTF-8,
+    malformed YAML, anchors and aliases, an integer too long to convert and nesting too deep
+    to parse."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: more than {MAX_CONFIG_BYTES:,} bytes (1 MiB), the limit of a config file; "
+            "is this the file you meant?"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

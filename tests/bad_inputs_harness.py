@@ -35,6 +35,17 @@ SIM = ["simulate", "--quiet", "--scenario"]
 SUITE = "seeds: [1]\nentrants: [fcfs]\nscenarios: ['{d}/s.yaml']\n"
 CSV_HEAD = "id,submit,gpus,runtime\n"
 HAS_AGENTS = all(importlib.util.find_spec(m) for m in ("torch", "stable_baselines3"))
+# Eleven lines under unknown keys, each nine aliases of the line before: 9**11 values expanded.
+ALIAS_BOMB = 'l0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n' + "".join(
+    f"l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 11)
+)
+ALIAS_REFUSED = (
+    "line 2, column 10: YAML aliases (the first is here) expand this file to more than 100,000 "
+    "values, the limit of a config file"
+)
+# A config file past the size limit (1 MiB): a long comment after a valid config.
+TOO_BIG = "# " + "x" * 1_048_576 + "\n"
+TOO_BIG_REFUSED = "more than 1,048,576 bytes (1 MiB), the limit of a config file"
 
 
 def scenario(**over: str) -> str:

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import pytest
 from bad_inputs_harness import (
+    ALIAS_BOMB,
+    ALIAS_REFUSED,
     CHECKPOINTS,
     HAS_AGENTS,
     OK_SCENARIO,
     SIM,
     SUITE,
+    TOO_BIG,
+    TOO_BIG_REFUSED,
     Case,
     check_case,
     params,
@@ -366,6 +370,31 @@ NEEDS_AGENTS: dict[str, Case] = {
         ["train", "--agent", "placement", "--config", "{d}/c.yaml"],
         {"c.yaml": "# \xe9\n".encode("latin-1")},
         "c.yaml: not UTF-8 text (line 1: byte 0xe9)",
+    ),
+    "train-config-alias-bomb": (
+        ["train", "--agent", "placement", "--config", "{d}/c.yaml"],
+        {"c.yaml": ALIAS_BOMB + "agent: placement\n"},
+        f"c.yaml: {ALIAS_REFUSED}",
+    ),
+    "train-config-too-big": (
+        ["train", "--agent", "placement", "--config", "{d}/c.yaml"],
+        {"c.yaml": "agent: placement\n" + TOO_BIG},
+        f"c.yaml: {TOO_BIG_REFUSED}",
+    ),
+    "train-config-too-many-envs": (
+        ["train", "--agent", "placement", "--config", "{d}/c.yaml"],
+        {"c.yaml": "agent: placement\ntrain: {n_envs: 100000}\n"},
+        "train.n_envs: Input should be less than or equal to 256 (got 100000)",
+    ),
+    "train-config-timesteps-decimal": (
+        ["train", "--agent", "placement", "--config", "{d}/c.yaml"],
+        {"c.yaml": "agent: placement\ntrain: {timesteps: 1.0e+6}\n"},
+        "train.timesteps: expected an integer, not the decimal number 1000000.0",
+    ),
+    "train-config-boolean-text": (
+        ["train", "--agent", "placement", "--config", "{d}/c.yaml"],
+        {"c.yaml": "agent: placement\nnormalize_reward: 'yes'\n"},
+        "normalize_reward: Input should be a valid boolean (got 'yes')",
     ),
     "train-config-not-a-mapping": (
         ["train", "--agent", "placement", "--config", "{d}/c.yaml"],

@@ -10,9 +10,13 @@ import json
 
 import pytest
 from bad_inputs_harness import (
+    ALIAS_BOMB,
+    ALIAS_REFUSED,
     LB_CELL,
     OK_SCENARIO,
     SUITE,
+    TOO_BIG,
+    TOO_BIG_REFUSED,
     Case,
     check_case,
     edited_json,
@@ -38,6 +42,18 @@ def scenarios(value: str, **extra: str) -> dict[str, str | bytes]:
 
 
 SUITE_CASES: dict[str, Case] = {
+    "alias-bomb": (LB, suite(ALIAS_BOMB + SUITE), f"suite.yaml: {ALIAS_REFUSED}"),
+    "too-big": (LB, suite(SUITE + TOO_BIG), f"suite.yaml: {TOO_BIG_REFUSED}"),
+    "optional-text": (
+        LB,
+        entrants("[fcfs, {policy: nosuch, optional: 'yes'}]"),
+        f"{INVALID}entrants.1.optional: Input should be a valid boolean (got 'yes')",
+    ),
+    "seed-decimal": (
+        LB,
+        suite(SUITE.replace("[1]", "[2.0]")),
+        f"{INVALID}seeds.0: expected an integer, not the decimal number 2.0",
+    ),
     "name-a-list": (
         LB,
         suite(SUITE + "name: [1]\n"),

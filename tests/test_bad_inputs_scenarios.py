@@ -5,7 +5,17 @@ error naming the file, the field and the value (``bad_inputs_harness.check_case`
 from __future__ import annotations
 
 import pytest
-from bad_inputs_harness import OK_SCENARIO, SIM, Case, check_case, params
+from bad_inputs_harness import (
+    ALIAS_BOMB,
+    ALIAS_REFUSED,
+    OK_SCENARIO,
+    SIM,
+    TOO_BIG,
+    TOO_BIG_REFUSED,
+    Case,
+    check_case,
+    params,
+)
 
 C = "{racks: 1, machines_per_rack: 2, gpus_per_machine: 4"
 W = "{kind: synthetic, num_jobs: 4"
@@ -38,6 +48,8 @@ GT0 = ": Input should be greater than 0"
 FINITE = ": Input should be a finite number"
 NUMBER = ": Input should be a valid number"
 EXTRA = ": Extra inputs are not permitted"
+GE1 = ": Input should be greater than or equal to 1"
+NOT_BOOL = ": expected a number, not a boolean"
 
 TOP = {
     "seed": [
@@ -46,11 +58,21 @@ TOP = {
         ("[1]", ": Input should be a valid integer (got [1])"),
         ("9223372036854775808", ": Input should be less than or equal to 9223372036854775807"),
     ],
-    "round_period_s": [("0", GT0), (".inf", FINITE), ("abc", NUMBER)],
+    "round_period_s": [
+        ("0", GE1),
+        ("1e-9", GE1 + " (got '1e-9')"),  # YAML 1.1 reads 1e-9 as text; pydantic as a number
+        ("0.001", GE1),
+        (".inf", FINITE),
+        ("abc", NUMBER),
+        ("true", NOT_BOOL),
+    ],
     "oversize_jobs": [("keep", ": Input should be 'reject' or 'drop' (got 'keep')")],
     "contention": [
         ("maybe", ": Input should be a valid boolean"),
         ("2", ": Input should be a valid boolean"),
+        ("1", ": Input should be a valid boolean (got 1)"),
+        ("'true'", ": Input should be a valid boolean (got 'true')"),
+        ("on", ": Input should be a valid boolean (got 'on')"),
     ],
     "network": [("fast", ": Input should be 'model' or 'ideal' (got 'fast')")],
     "profile": [("nosuch", ": Input should be 'physics', 'physics-ddp', 'dally-table1' or")],
@@ -68,11 +90,23 @@ TOP = {
 
 CLUSTER_FIELDS = {
     "gpu_type": [("5", ": Input should be a valid string (got 5)")],
-    "cpus_per_machine": [("0", GT0)],
-    "memory_gb_per_machine": [("-1", GT0), (".nan", FINITE)],
+    "memory_gb_per_machine": [("-1", GT0), (".nan", FINITE), ("true", NOT_BOOL)],
+    "cpus_per_machine": [
+        ("0", GT0),
+        ("true", ": expected an integer, not a boolean (got True)"),
+        ("2.0", ": expected an integer, not the decimal number 2.0"),
+        ("'2'", ": expected an integer, not text (got '2')"),
+        ("1e6", ": expected an integer, not text (got '1e6')"),  # YAML 1.1: text
+        ("1.0e+6", ": expected an integer, not the decimal number 1000000.0"),
+        ("1.5", ": Input should be a valid integer, got a number with a fractional part"),
+    ],
     "allocatable_cpus_per_machine": [("0", GT0)],
     "nic_gbps": [("0", GT0), (".inf", FINITE)],
-    "nics_per_machine": [("0", GT0)],
+    "nics_per_machine": [
+        ("0", GT0),
+        ("4.0", ": expected an integer, not the decimal"),
+        ("false", ": expected an integer, not a boolean (got False)"),
+    ],
     "machine_link": [
         ("warp", ": unknown interconnect 'warp'; known: eth-1"),
         ("{bandwidth_gbps: 10}", ": give an interconnect preset name, or both bandwidth_gbps"),
@@ -85,7 +119,11 @@ CLUSTER_FIELDS = {
     ],
     "rack_uplink_oversubscription": [("0.5", ": Input should be greater than or equal to 1")],
     "spine_oversubscription": [(".nan", FINITE)],
-    "rail_optimized": [("maybe", ": Input should be a valid boolean")],
+    "rail_optimized": [
+        ("maybe", ": Input should be a valid boolean"),
+        ("'yes'", ": Input should be a valid boolean (got 'yes')"),
+        ("1", ": Input should be a valid boolean (got 1)"),
+    ],
     "machine_uplink_gbps": [("-5", GT0)],
     "collective": [("tree", ": Input should be 'hierarchical' or 'flat-ring' (got 'tree')")],
     "transport_efficiency": [("1.5", ": Input should be less than or equal to 1"), ("0", GT0)],
@@ -109,9 +147,16 @@ SYNTHETIC = {
     "gpu_demands": [
         ("[0]", ".0" + GT0),
         ("[1.5]", ".0: Input should be a valid integer, got a number with a fractional part"),
+        ("[1000001]", ".0: Input should be less than or equal to 1000000"),
+        ("[true]", ".0: expected an integer, not a boolean"),
     ],
     "gpu_demand_weights": [("[-1, 1, 1, 1]", ".0" + GT0)],
-    "iterations": [("[0, 5]", ".0" + GT0), ("[5]", ".1: Field required")],
+    "iterations": [
+        ("[0, 5]", ".0" + GT0),
+        ("[5]", ".1: Field required"),
+        ("[5, 1000000001]", ".1: Input should be less than or equal to 1000000000"),
+        ("[5, 1.0e+6]", ".1: expected an integer, not the decimal number 1000000.0"),
+    ],
     "max_jobs": [
         ("0", GT0),
         ("-2", GT0),
@@ -149,6 +194,13 @@ CASES: dict[str, Case] = {
     "yml-missing": ([*SIM, "{d}/s.yml"], {}, "s.yml: file not found"),
     "unclosed-quote": (RUN, {"s.yaml": "name: 'abc\n" + OK_SCENARIO}, "malformed YAML: line 4"),
     "undefined-alias": (RUN, {"s.yaml": "cluster: *c\n"}, "found undefined alias 'c'"),
+    "recursive-alias": (
+        RUN,
+        {"s.yaml": f"cluster: &c [*c]\nworkload: {W}}}\n"},
+        "s.yaml: line 1, column 10: a YAML alias refers to a value that contains it",
+    ),
+    "alias-bomb": (RUN, {"s.yaml": ALIAS_BOMB + OK_SCENARIO}, f"s.yaml: {ALIAS_REFUSED}"),
+    "too-big": (RUN, {"s.yaml": OK_SCENARIO + TOO_BIG}, f"s.yaml: {TOO_BIG_REFUSED}"),
     "python-tag": (
         RUN,
         {"s.yaml": "cluster: !!python/object:os.system {}\n"},
@@ -177,6 +229,14 @@ CASES: dict[str, Case] = {
     ),
     "preset-with-a-path": ([*SIM, "../../etc/passwd"], {}, "unknown scenario '../../etc/passwd'"),
     "empty-scenario-name": ([*SIM, ""], {}, "unknown scenario ''; valid scenarios:"),
+    "too-many-nics": (
+        RUN,
+        {
+            "s.yaml": "cluster: {racks: 1, machines_per_rack: 2, gpus_per_machine: 0, "
+            "nics_per_machine: 1000000}\nworkload: {kind: ps, num_jobs: 2}\n"
+        },
+        f"{INVALID}cluster: 2,000,000 NICs is more than the limit of 1,000,000",
+    ),
     "missing-workload": (RUN, {"s.yaml": f"cluster: {C}}}\n"}, f"{WL}: Field required"),
     "missing-cluster": (RUN, {"s.yaml": f"workload: {W}}}\n"}, f"{INVALID}cluster: Field required"),
     # --- a cluster file beside the scenario
@@ -192,6 +252,19 @@ CASES: dict[str, Case] = {
             "c.yaml": "racks: 0\nmachines_per_rack: 1\ngpus_per_machine: 4\n",
         },
         "c.yaml: invalid config: racks: Input should be greater than 0 (got 0)",
+    ),
+    "cluster-file-alias-bomb": (
+        RUN,
+        {
+            "s.yaml": f"cluster: c.yaml\nworkload: {W}}}\n",
+            "c.yaml": ALIAS_BOMB + "racks: 1\nmachines_per_rack: 2\ngpus_per_machine: 4\n",
+        },
+        f"c.yaml: {ALIAS_REFUSED}",
+    ),
+    "cluster-file-too-big": (
+        RUN,
+        {"s.yaml": f"cluster: c.yaml\nworkload: {W}}}\n", "c.yaml": TOO_BIG},
+        f"c.yaml: {TOO_BIG_REFUSED}",
     ),
     "cluster-file-a-list": (
         RUN,
@@ -235,7 +308,12 @@ CASES: dict[str, Case] = {
     "cluster-racks-text": (
         RUN,
         sc(cluster="{racks: abc, machines_per_rack: 2, gpus_per_machine: 4}"),
-        "cluster.racks: Input should be a valid integer, unable to parse string",
+        "cluster.racks: expected an integer, not text (got 'abc')",
+    ),
+    "cluster-racks-true": (
+        RUN,
+        sc(cluster="{racks: true, machines_per_rack: 2, gpus_per_machine: 4}"),
+        "cluster.racks: expected an integer, not a boolean (got True)",
     ),
     "cluster-machines-per-rack-0": (
         RUN,
@@ -345,7 +423,7 @@ CASES: dict[str, Case] = {
     "synthetic-num-jobs-text": (
         RUN,
         sc(workload="{kind: synthetic, num_jobs: abc}"),
-        "workload.synthetic.num_jobs: Input should be a valid integer",
+        "workload.synthetic.num_jobs: expected an integer, not text (got 'abc')",
     ),
     "synthetic-num-jobs-fraction": (
         RUN,
@@ -546,3 +624,20 @@ def test_the_table_has_distinct_cases():
 @pytest.mark.parametrize(("args", "files", "culprit"), params(CASES))
 def test_bad_scenario_is_one_line_and_exit_2(tmp_path, monkeypatch, args, files, culprit):
     check_case(tmp_path, monkeypatch, args, files, culprit)
+
+
+def test_anchors_and_aliases_within_the_limit_load(tmp_path):
+    """Shared values (anchors and aliases, as ``yaml.safe_dump`` writes them for a value used
+    twice) load as the values written out would."""
+    from dlcluster_gym.config import load_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "cluster: {racks: 2, machines_per_rack: 2, gpus_per_machine: 4,\n"
+        "          tiers: {rack: &link ib-quantum, network: *link}}\n"
+        "workload: {kind: synthetic, num_jobs: 4, gpu_demands: &d [1, 2], "
+        "gpu_demand_weights: *d}\n"
+    )
+    cfg = load_scenario(path)
+    assert cfg.cluster.tiers.network.preset == "ib-quantum"
+    assert cfg.workload.gpu_demand_weights == (1.0, 2.0)

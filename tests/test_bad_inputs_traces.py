@@ -318,6 +318,34 @@ CASES: dict[str, Case] = {
         {"s.yaml": generic_trace(), "t.csv": GEN + "a,0,1,60\nb,2017-10-09 07:01:55x,1,60\n"},
         "line 3, column 'submit': must be a timestamp like 2017-10-09 07:01:55",
     ),
+    "generic-number-after-timestamps": (
+        RUN,
+        {"s.yaml": generic_trace(), "t.csv": GEN + "a,2017-10-09 07:01:55,1,60\nb,1000,1,60\n"},
+        "t.csv: line 3, column 'submit': a number, but line 2 ('submit') has a timestamp; the "
+        "times of a trace must be all numbers (seconds) or all timestamps (got '1000')",
+    ),
+    "generic-timestamp-after-numbers": (
+        RUN,
+        {"s.yaml": generic_trace(), "t.csv": GEN + "a,0,1,60\nb,2017-10-09 07:01:55,1,60\n"},
+        "line 3, column 'submit': a timestamp, but line 2 ('submit') has a number; the times "
+        "of a trace must be all numbers (seconds) or all timestamps (got '2017-10-09 07:01:55')",
+    ),
+    "generic-end-a-timestamp-arrival-a-number": (
+        RUN,
+        {
+            "s.yaml": generic_trace().replace("duration: runtime", "end: runtime"),
+            "t.csv": GEN + "a,0,1,2017-10-09 07:01:55\n",
+        },
+        "line 2, column 'runtime': a timestamp, but line 2 ('submit') has a number",
+    ),
+    "helios-number-after-timestamps": (
+        RUN,
+        {
+            "s.yaml": trace_scenario("helios"),
+            "t.csv": _bad_cell("helios", "submit_time", "5"),
+        },
+        "line 3, column 'submit_time': a number, but line 2 ('submit_time') has a timestamp",
+    ),
     "generic-quote-never-closed": (
         RUN,
         {"s.yaml": generic_trace(), "t.csv": GEN + 'a,0,1,60\n"b,5,1,60\n'},

@@ -280,3 +280,14 @@ def test_list_policies_shows_each_kind():
     assert kinds["fcfs"] == kinds["dally"] == kinds["tiresias"] == "deployable"
     assert kinds["srw"] == kinds["themis"] == "clairvoyant" and kinds["ideal"] == "bound"
     assert set(kinds.values()) <= {"deployable", "clairvoyant", "bound"}
+
+
+def test_no_arguments_prints_the_help():
+    """`dlcluster` alone shows the help as click lays it out (one line per option and command),
+    not one `error:` line with the help squashed into it."""
+    result = CliRunner().invoke(main, [], prog_name="dlcluster")
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Usage: dlcluster [OPTIONS] COMMAND [ARGS]..."
+    assert "Commands:" in lines and any(ln.split()[:1] == ["simulate"] for ln in lines)
+    assert "error:" not in result.stderr and len(lines) > 10

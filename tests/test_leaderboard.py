@@ -4,6 +4,7 @@ reports, verification, and the CLI."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -458,6 +459,45 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _descendants(pid: int) -> set[int]:
+    out, todo = set(), [pid]
+    while todo:
+        kids = _children(todo.pop()) - out
+        out |= kids
+        todo.extend(kids)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_workers_die_with_a_killed_driver(tmp_path):
+    """SIGKILL to the driver alone: its workers and the pool's resource tracker end too,
+    instead of living on re-parented to init (the cells in flight sleep for 60 s)."""
+    sleeper = {"policy": "tests.fixtures.leaderboard_policies:Sleeps",
+               "params": {"seconds": 60}, "label": "sleeps"}  # fmt: skip
+    suite = suite_file(tmp_path, seeds=[1, 2, 3, 4], entrants=[sleeper], reference="sleeps",
+                       scenarios=[scenario_file(tmp_path, num_jobs=4)])  # fmt: skip
+    cmd = [sys.executable, "-m", "dlcluster_gym.cli", "leaderboard", "--suite", str(suite)]
+    cmd += ["--out", str(tmp_path / "run"), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        kids: set[int] = set()
+        while len(kids) < 3 and time.monotonic() < deadline:  # two workers and the tracker
+            time.sleep(0.1)
+            kids = {k for k in _descendants(proc.pid) if _alive(k)}
+        assert len(kids) >= 3, f"the driver started {len(kids)} processes, not 2 workers + 1"
+        time.sleep(1.0)  # the workers are past their start, in a cell
+        proc.kill()
+        proc.wait()
+        t = time.monotonic()
+        while any(_alive(k) for k in kids) and time.monotonic() - t < 10:
+            time.sleep(0.1)
+        assert not [k for k in kids if _alive(k)], "processes outlived the killed driver"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
     """SIGTERM to the driver alone (not its process group): the workers stop with it, the
@@ -873,3 +913,42 @@ def test_experiment_targets_use_the_best_deployable_heuristic():
     line = next(ln for ln in md.splitlines() if ln.startswith("| a |"))
     assert "1.125 (tiresias)" in line and "1.500 (themis)" in line
     assert "best heuristic, deployable" in md.splitlines()[0]
+
+
+# --------------------------------------------------------------------------- files by content
+
+
+def test_the_shipped_agents_suite_loads_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    agents = [c for c in lb.load_suite("agents").cells() if c.policy.startswith("agent:")]
+    assert agents and all(Path(c.checkpoint_file).is_file() for c in agents)
+    assert all(Path(c.checkpoint_file).parent == REPO / "agents" / "checkpoints" for c in agents)
+
+
+def test_a_run_verifies_from_any_folder(tmp_path, monkeypatch):
+    """Relative paths resolve against the suite file (a scenario beside it) or the project root
+    (the shipped checkpoints); rows record them as written and the checkpoint by content."""
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    scenario_file(folder, num_jobs=6)
+    ckpt = "agents/checkpoints/delay_timer.zip"
+    suite = folder / "s.yaml"
+    suite.write_text(
+        yaml.safe_dump(
+            {"name": "files", "seeds": [1], "reference": f"agent:{ckpt}",
+             "entrants": [f"agent:{ckpt}"], "scenarios": ["tiny.yaml"]}
+        )
+    )  # fmt: skip
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "run"
+    (row,) = lb.run_suite(lb.load_suite(suite), out, workers=1, progress=False)
+    assert row["status"] == "ok", row["reason"]
+    assert row["policy"] == f"agent:{ckpt}" and row["scenario"] == "tiny.yaml"
+    assert row["checkpoint"] == hashlib.sha256((REPO / ckpt).read_bytes()).hexdigest()[:16]
+    lb.render_leaderboard(out)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    checks = lb.verify(out)
+    assert [c.differences for c in checks if not c.ok] == []
+    assert len(checks) == 4  # the row and the three published files

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from dlcluster_gym.config import configs_dir
-from dlcluster_gym.leaderboard.suite import AGENT_PREFIX
+from dlcluster_gym.leaderboard.suite import AGENT_PREFIX, file_hash
 
 # Preset folders a cell reads by name at run time (suites and agent configs decide which cells
 # exist, not what a cell computes, so editing them does not make finished cells stale).
@@ -60,11 +60,10 @@ def code_hash() -> str:
 
 
 def cell_code(policy: str) -> str:
-    """What a cell of ``policy`` records as ``code``: :func:`code_hash`, plus the checkpoint's
-    own hash for an ``agent:PATH`` entrant (``+missing`` when the file is absent)."""
+    """What a cell of ``policy`` (an ``agent:PATH`` entrant with the checkpoint's path as found:
+    ``Cell.run_policy``) records as ``code``: :func:`code_hash`, plus the checkpoint's own hash
+    (:func:`~dlcluster_gym.leaderboard.suite.file_hash`) for an agent (``+missing`` when the file
+    is absent)."""
     if not policy.startswith(AGENT_PREFIX):
         return code_hash()
-    path = Path(policy[len(AGENT_PREFIX) :])
-    if not path.is_file():
-        return f"{code_hash()}+missing"
-    return f"{code_hash()}+{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
+    return f"{code_hash()}+{file_hash(policy[len(AGENT_PREFIX) :]) or 'missing'}"

@@ -17,6 +17,7 @@ written before kinds were recorded gets its kind from its policy and parameters 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import io
 import json
@@ -24,6 +25,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -45,6 +47,7 @@ from dlcluster_gym.leaderboard.suite import (
     Suite,
     agent_support,
     entrant_kind,
+    file_hash,
 )
 from dlcluster_gym.sim.results import SUMMARY_KEYS, _jsonable
 
@@ -101,10 +104,12 @@ def _base_row(cell: Cell, suite: str) -> dict[str, Any]:
         "entrant": cell.entrant,
         "policy": cell.policy,
         "params": cell.params_json(),
-        "kind": entrant_kind(cell.policy, cell.params_json()),
+        "kind": entrant_kind(cell.run_policy, cell.params_json()),
         "seed": cell.seed,
         "version": _version(),
-        "code": cell_code(cell.policy),
+        "code": cell_code(cell.run_policy),
+        # an agent's checkpoint by content (its path is the suite's, relative to the suite file)
+        "checkpoint": None if cell.checkpoint_file is None else file_hash(cell.checkpoint_file),
     }
 
 
@@ -123,10 +128,10 @@ def run_cell(
     row = _base_row(cell, suite)
     t0, c0 = time.perf_counter(), time.process_time()
     try:
-        row["scenario_hash"], num_gpus = scenario_hash(cell.scenario, cell.seed)
+        row["scenario_hash"], num_gpus = scenario_hash(cell.run_scenario, cell.seed)
         res = simulate(
-            cell.scenario,
-            resolve_entrant(cell.policy, cell.params),
+            cell.run_scenario,
+            resolve_entrant(cell.run_policy, cell.params),
             cell.seed,
             policy_params=cell.params,
             traces_dir=traces_dir,
@@ -303,11 +308,39 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+PR_SET_PDEATHSIG = 1  # Linux prctl option: a signal this process gets when its parent dies
+PARENT_POLL_S = 1.0  # how often a worker checks that its driver still runs
+
+
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: end this process when the driver ``parent`` ends, however it ends
+    (SIGKILL included), instead of living on re-parented to init. On Linux the kernel sends
+    SIGKILL when the parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread
+    checks every :data:`PARENT_POLL_S` seconds that the parent is still ``parent``. The pool's
+    resource tracker exits on its own once the driver and its workers are gone."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):  # no libc: the thread below still watches
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the driver died before the line above ran
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="watch-driver", daemon=True).start()
+
+
 def _local(
     cells: list[Cell], suite: str, traces_dir: Any, workers: int, limit: float | None
 ) -> Iterator[Result]:
     ctx = get_context("spawn")  # no inherited threads or state; same behaviour on every OS
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     finished = False
     try:
         pending = {pool.submit(run_cell, c, suite, traces_dir, limit) for c in cells}
@@ -418,7 +451,7 @@ def fingerprint(cell: Cell, suite: str) -> dict[str, Any]:
     scenario hash is None when the scenario no longer loads (the cell then reruns)."""
     row = {k: v for k, v in _base_row(cell, suite).items() if k in FINGERPRINT_KEYS}
     try:
-        row["scenario_hash"] = scenario_hash(cell.scenario, cell.seed)[0]
+        row["scenario_hash"] = scenario_hash(cell.run_scenario, cell.seed)[0]
     except DLClusterError:
         row["scenario_hash"] = None
     return row

@@ -18,13 +18,22 @@ A suite YAML (``configs/suites/NAME.yaml`` or any file)::
 
 Unknown policies and scenarios are errors that list the valid ones, unless marked
 ``optional: true``: then they are left out and reported in :attr:`Suite.skipped`.
+
+A relative file path in a suite (a scenario YAML, an ``agent:PATH`` checkpoint) is looked for in
+the suite file's folder, then in the project root (the folder that holds ``configs/`` and
+``agents/``: the repository, or the installed package), then in the current folder
+(:func:`locate`). Rows record the path as the suite writes it and the checkpoint by its content
+(:func:`file_hash`), so a run verifies from any folder and on any machine with the same files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +47,7 @@ from pydantic import (
     model_validator,
 )
 
-from dlcluster_gym.config import Seed, configs_dir, list_presets, read_yaml
+from dlcluster_gym.config import Bool, Float, Seed, configs_dir, list_presets, read_yaml
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
 from dlcluster_gym.scheduler import make_policy, policies, policy_kind, resolve_policy
 
@@ -54,7 +63,7 @@ class EntrantSpec(BaseModel):
     policy: str
     params: dict[str, Any] = Field(default_factory=dict)
     label: str | None = None
-    optional: bool = False
+    optional: Bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -78,7 +87,7 @@ class ScenarioSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    optional: bool = False
+    optional: Bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -99,7 +108,7 @@ class SuiteConfig(BaseModel):
     entrants: tuple[EntrantSpec, ...] = Field(min_length=1)
     scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
     # Wall-clock seconds one cell may take (None: no limit); past it the cell is an error.
-    time_limit_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    time_limit_s: Annotated[Float, Field(gt=0)] | None = None
 
     @field_validator("seeds")
     @classmethod
@@ -114,7 +123,11 @@ class SuiteConfig(BaseModel):
 
 @dataclass(frozen=True)
 class Cell:
-    """One run: an entrant on a scenario with a seed. ``id`` is stable and file-name safe."""
+    """One run: an entrant on a scenario with a seed. ``id`` is stable and file-name safe.
+
+    ``scenario`` and ``policy`` are as the suite writes them (what a row records);
+    ``scenario_file`` and ``checkpoint_file`` are the files they name, found by :func:`locate`
+    (None for a preset scenario and for an entrant that is not an agent)."""
 
     id: str
     scenario: str
@@ -122,9 +135,35 @@ class Cell:
     policy: str
     params: dict[str, Any]
     seed: int
+    scenario_file: str | None = None
+    checkpoint_file: str | None = None
 
     def params_json(self) -> str:
         return json.dumps(self.params, sort_keys=True)
+
+    @property
+    def run_scenario(self) -> str:
+        """The scenario to load: its file, else its preset name."""
+        return self.scenario_file or self.scenario
+
+    @property
+    def run_policy(self) -> str:
+        """The policy to build: ``agent:FILE`` with the checkpoint found, else ``policy``."""
+        if self.checkpoint_file is not None:
+            return f"{AGENT_PREFIX}{self.checkpoint_file}"
+        return self.policy
+
+    def located(self, bases: Iterable[str | Path | None], checkpoint: str | None = None) -> Cell:
+        """This cell with its files looked for under ``bases`` (:func:`locate`); with
+        ``checkpoint`` (a recorded :func:`file_hash`), a checkpoint of that content first."""
+        bases = list(bases)
+        scen = self.scenario
+        ckpt = self.policy[len(AGENT_PREFIX) :] if self.policy.startswith(AGENT_PREFIX) else None
+        return dataclasses.replace(
+            self,
+            scenario_file=str(locate(scen, bases)) if is_scenario_file(scen) else None,
+            checkpoint_file=None if ckpt is None else str(locate(ckpt, bases, checkpoint)),
+        )
 
 
 @dataclass(frozen=True)
@@ -141,11 +180,15 @@ class Suite:
     source: str
     skipped: tuple[str, ...] = field(default_factory=tuple)
     time_limit_s: float | None = None  # per cell, wall clock (None: no limit)
+    # The suite file's folder (absolute; the current folder for a mapping): where its relative
+    # paths are looked for first.
+    base: str | None = None
 
     def cells(self) -> list[Cell]:
         """Every (scenario, entrant, seed), scenario-major, in suite order."""
+        bases = load_bases(self.base)
         return [
-            Cell(cell_id(sc, e.name, s), sc, e.name, e.policy, dict(e.params), s)
+            Cell(cell_id(sc, e.name, s), sc, e.name, e.policy, dict(e.params), s).located(bases)
             for sc in self.scenarios
             for e in self.entrants
             for s in self.seeds
@@ -175,9 +218,57 @@ def _suite_path(spec: str | Path) -> Path:
     return path
 
 
-def _scenario_exists(name: str) -> bool:
-    if name.endswith((".yaml", ".yml")):
-        return Path(name).is_file()
+def project_root() -> Path:
+    """The folder that holds ``configs/`` and ``agents/``: the repository, or the installed
+    package (where the shipped suites' ``agents/checkpoints/...`` paths point)."""
+    return configs_dir().resolve().parent
+
+
+def load_bases(base: str | Path | None) -> list[Path]:
+    """Where a suite's relative paths are looked for, in order: the suite file's folder, the
+    project root, the current folder."""
+    return [Path(b) for b in (base, project_root(), Path.cwd()) if b is not None]
+
+
+def locate(path: str, bases: Iterable[str | Path | None], sha: str | None = None) -> Path:
+    """The file a suite names: an absolute ``path`` as is; a relative one under the first of
+    ``bases`` that holds it (with ``sha``, a :func:`file_hash`: the first whose content has
+    it, else the first that holds one). Not found anywhere: ``path`` under the first base."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    found: list[Path] = []
+    for b in bases:
+        if b is not None and (Path(b) / p).is_file():
+            c = (Path(b) / p).resolve()
+            if c not in found:
+                found.append(c)
+    if sha is not None:
+        for c in found:
+            if file_hash(c) == sha:
+                return c
+    if found:
+        return found[0]
+    first = next((Path(b) for b in bases if b is not None), Path.cwd())
+    return (first / p).absolute()
+
+
+def file_hash(path: str | Path) -> str | None:
+    """sha256 (first 16 hex digits) of a file's bytes; None when it cannot be read."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def is_scenario_file(name: str) -> bool:
+    """A scenario given as a YAML file (else a preset name)."""
+    return name.endswith((".yaml", ".yml"))
+
+
+def _scenario_exists(name: str, bases: list[Path]) -> bool:
+    if is_scenario_file(name):
+        return locate(name, bases).is_file()
     return (configs_dir() / "scenarios" / f"{name}.yaml").is_file()
 
 
@@ -221,10 +312,10 @@ def agent_support(policy: str) -> bool:
     return True
 
 
-def _check_policy(e: EntrantSpec, known: dict[str, Any]) -> bool:
+def _check_policy(e: EntrantSpec, known: dict[str, Any], bases: list[Path]) -> bool:
     """True if the entrant can run; False if optional and unavailable; raise otherwise."""
     if e.policy.startswith(AGENT_PREFIX):
-        path = Path(e.policy[len(AGENT_PREFIX) :])
+        path = locate(e.policy[len(AGENT_PREFIX) :], bases)
         if not path.exists():
             if e.optional:
                 return False
@@ -254,12 +345,13 @@ def _check_policy(e: EntrantSpec, known: dict[str, Any]) -> bool:
 def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
     """A suite from a preset name, a YAML path or a mapping, validated against what exists."""
     if isinstance(spec, dict):
-        data, source = dict(spec), "<suite mapping>"
+        data, source, base = dict(spec), "<suite mapping>", Path.cwd()
     else:
         path = _suite_path(spec)
-        source = str(path)
+        source, base = str(path), path.resolve().parent
         data = read_yaml(path)
         data.setdefault("name", path.stem)
+    bases = load_bases(base)
     try:
         cfg = SuiteConfig.model_validate(data)
     except ValidationError as exc:
@@ -287,7 +379,7 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
     entrants = []
     for e in cfg.entrants:
         try:
-            ok = _check_policy(e, known)
+            ok = _check_policy(e, known, bases)
         except (UnknownNameError, ConfigError) as exc:
             raise ConfigError(f"{source}: entrants: {exc}") from None
         if ok and not e.policy.startswith(AGENT_PREFIX):
@@ -312,7 +404,7 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         )
     scenarios = []
     for s in cfg.scenarios:
-        if _scenario_exists(s.name):
+        if _scenario_exists(s.name, bases):
             scenarios.append(s.name)
         elif s.optional:
             skipped.append(f"scenario {s.name} (no such preset yet)")
@@ -323,7 +415,7 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         raise ConfigError(f"{source}: no scenario of the suite exists")
     if len(set(scenarios)) != len(scenarios):
         raise ConfigError(f"{source}: scenarios: a scenario is listed twice")
-    _check_scenarios(source, scenarios, cfg.seeds)
+    _check_scenarios(source, scenarios, cfg.seeds, bases)
     _check_cell_ids(source, scenarios, [e.name for e in entrants])
     return Suite(
         name=cfg.name,
@@ -336,6 +428,7 @@ def load_suite(spec: str | Path | dict[str, Any]) -> Suite:
         source=source,
         skipped=tuple(skipped),
         time_limit_s=cfg.time_limit_s,
+        base=str(base),
     )
 
 
@@ -360,7 +453,9 @@ def _check_cell_ids(source: str, scenarios: list[str], labels: list[str]) -> Non
             seen[key] = (sc, label)
 
 
-def _check_scenarios(source: str, scenarios: list[str], seeds: tuple[int, ...]) -> None:
+def _check_scenarios(
+    source: str, scenarios: list[str], seeds: tuple[int, ...], bases: list[Path]
+) -> None:
     """Every scenario loads with every seed (its config, not its trace file): a mistake in a
     scenario file is the suite's error now, not one failed cell per entrant and seed later."""
     from dlcluster_gym.config import load_scenario
@@ -368,6 +463,7 @@ def _check_scenarios(source: str, scenarios: list[str], seeds: tuple[int, ...]) 
     for name in scenarios:
         for seed in seeds[:1]:  # the seed only overrides a field: one load checks the file
             try:
-                load_scenario(name, seed=seed)
+                spec = str(locate(name, bases)) if is_scenario_file(name) else name
+                load_scenario(spec, seed=seed)
             except DLClusterError as exc:
                 raise ConfigError(f"{source}: scenarios: {exc}") from None

@@ -12,9 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from dlcluster_gym.config import configs_dir
 from dlcluster_gym.errors import ConfigError, UnknownNameError
-from dlcluster_gym.leaderboard.runner import STATUS_OK, read_rows, run_cell
-from dlcluster_gym.leaderboard.suite import Cell
+from dlcluster_gym.leaderboard.runner import STATUS_OK, SUITE_FILE, read_rows, run_cell
+from dlcluster_gym.leaderboard.suite import Cell, load_bases
 from dlcluster_gym.sim.results import SUMMARY_KEYS
 
 
@@ -34,16 +35,40 @@ def _same(a: Any, b: Any) -> bool:
     return (na and nb) or a == b
 
 
-def verify_row(row: dict[str, Any], traces_dir: str | Path | None = None) -> Check:
-    """Re-run the row's cell and compare status, scenario hash, the entrant's kind (a row that
-    labels a clairvoyant policy deployable does not verify) and every summary metric."""
+def verify_bases(results_dir: str | Path | None) -> list[Path]:
+    """Where the relative paths of a run's rows are looked for, in order: the suite file's
+    folder recorded in ``suite.json`` (when it still exists), the shipped suites' folder, the
+    project root, the current folder. Files are matched by content where the row records it,
+    so the answer is the same from any folder and on any machine with the same files."""
+    recorded = None
+    if results_dir is not None:
+        try:
+            recorded = json.loads((Path(results_dir) / SUITE_FILE).read_text()).get("base")
+        except (OSError, ValueError, AttributeError):
+            recorded = None
+    first = [Path(recorded)] if isinstance(recorded, str) and Path(recorded).is_dir() else []
+    return [*first, configs_dir() / "suites", *load_bases(None)]
+
+
+def verify_row(
+    row: dict[str, Any],
+    traces_dir: str | Path | None = None,
+    bases: list[Path] | None = None,
+) -> Check:
+    """Re-run the row's cell and compare status, scenario hash, the agent checkpoint's content,
+    the entrant's kind (a row that labels a clairvoyant policy deployable does not verify) and
+    every summary metric. Relative paths are looked for under ``bases`` (default:
+    :func:`verify_bases` without a run directory)."""
     cell = Cell(
         id=row["id"], scenario=row["scenario"], entrant=row["entrant"], policy=row["policy"],
         params=json.loads(row["params"]) if isinstance(row["params"], str) else row["params"],
         seed=int(row["seed"]),
     )  # fmt: skip
+    cell = cell.located(verify_bases(None) if bases is None else bases, row.get("checkpoint"))
     new, _ = run_cell(cell, row.get("suite", ""), traces_dir)
     keys = ["status", "scenario_hash", "kind", *(k for k in SUMMARY_KEYS if k in row or k in new)]
+    if row.get("checkpoint") is not None:  # rows written before checkpoints were recorded lack it
+        keys.insert(2, "checkpoint")
     diffs = tuple(
         f"{k}: recorded {row.get(k)!r}, replayed {new.get(k)!r}"
         for k in keys
@@ -123,7 +148,8 @@ def verify(
         rows = [r for r in rows if r["id"] == row_id]
         if not rows:
             raise UnknownNameError("row", row_id, [r["id"] for r in read_rows(out)])
-    checks = [verify_row(r, traces_dir) for r in rows if r["status"] in (STATUS_OK, "n/a")]
+    bases = verify_bases(out)
+    checks = [verify_row(r, traces_dir, bases) for r in rows if r["status"] in (STATUS_OK, "n/a")]
     if row_id is None:
         checks += verify_published(out)
     return checks

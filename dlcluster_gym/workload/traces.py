@@ -30,7 +30,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
@@ -247,14 +247,47 @@ def _p_str(v: str) -> str:
 _Parser = Callable[[str], object]
 
 
+class _Stamp(float):
+    """Seconds since 1970 read from a timestamp (a float that remembers it was one)."""
+
+    __slots__ = ()
+
+
 def _p_number_or_timestamp(v: str) -> float:
-    """Seconds as a number, or an ISO timestamp (seconds since 1970)."""
+    """Seconds as a number, or an ISO timestamp (seconds since 1970, as a :class:`_Stamp`);
+    :func:`_one_time_form` then checks that a trace does not mix the two."""
     try:
         return _p_time(v)
     except ValueError as exc:
         if "finite" in str(exc):
             raise
-    return _p_timestamp(v)
+    return _Stamp(_p_timestamp(v))
+
+
+def _time_text(x: float) -> str:
+    if isinstance(x, _Stamp):
+        return str(datetime.fromtimestamp(x, timezone.utc).replace(tzinfo=None))
+    return f"{x:g}"
+
+
+def _one_time_form(path: Path, columns: Mapping[str, Sequence[float]], lines: list[int]) -> None:
+    """The time columns of a trace (read by :func:`_p_number_or_timestamp`) hold numbers only
+    or timestamps only: a number among timestamps would be read as seconds while the
+    timestamps are seconds since 1970 (a 50-year gap). The error names the first row of the
+    other form and the row whose form it differs from."""
+    first: tuple[bool, str, int] | None = None
+    for k, line in enumerate(lines):
+        for name, values in columns.items():
+            stamp = isinstance(values[k], _Stamp)
+            if first is None:
+                first = (stamp, name, line)
+            elif stamp != first[0]:
+                form = ("a timestamp", "a number") if stamp else ("a number", "a timestamp")
+                raise _bad(
+                    path, line, name, _time_text(values[k]),
+                    f"{form[0]}, but line {first[2]} ({first[1]!r}) has {form[1]}; the times "
+                    "of a trace must be all numbers (seconds) or all timestamps",
+                )  # fmt: skip
 
 
 def _p_gpus0(v: str) -> int:
@@ -681,6 +714,7 @@ def load_helios(
         ],
         on_error,
     )
+    _one_time_form(p, {"submit_time": t}, lines)
     keep = [i for i in range(len(lines)) if gpus[i] > 0 and dur[i] > 0]
     if not keep:
         raise TraceError(f"{p}: no GPU jobs (every row has gpu_num 0 or duration 0)")
@@ -848,8 +882,12 @@ def load_generic(
         parse = {"iterations": _p_duration, "end": _p_number_or_timestamp}.get(k, _p_str)
         spec.append((cols[k], parse))
     values, lines, skipped = _read_columns(p, spec, on_error)
-    t = np.asarray(values[0], dtype=np.float64)
     extra = dict(zip(optional, values[3:], strict=True))
+    times = {cols["arrival"]: values[0]}
+    if "end" in cols:
+        times[cols["end"]] = extra["end"] if "duration" in cols else values[2]
+    _one_time_form(p, times, lines)
+    t = np.asarray(values[0], dtype=np.float64)
     if "duration" in cols:
         dur = np.asarray(values[2], dtype=np.float64) * d_unit
         if "end" in extra:
