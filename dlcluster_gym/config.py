@@ -25,6 +25,7 @@ from pydantic import (
 
 from dlcluster_gym.cluster.catalog import GPU_TYPES, INTERCONNECTS, Interconnect
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
+from dlcluster_gym.workload.traces import TraceFormat
 
 
 def _integer(v: Any) -> Any:
@@ -396,10 +397,7 @@ class TraceWorkload(_WorkloadBase):
     """Jobs read from a trace file under the trace root."""
 
     kind: Literal["trace"]
-    format: Literal[
-        "philly", "tiresias", "itp-raw", "itp-extracted", "elasticflow-philly",
-        "pollux-workload", "helios", "alibaba-pai", "generic",
-    ]  # fmt: skip
+    format: TraceFormat
     path: str  # relative to the trace root (or absolute)
     # "dally": uniform over the six Dally models; "pollux": Pollux's GPU-time classes;
     # "trace": the trace's model names; a list: uniform over those zoo names.
@@ -474,17 +472,7 @@ class CriusWorkload(_WorkloadBase):
     size, global batch, GPU amount and GPU type drawn at random (``workload.crius``)."""
 
     kind: Literal["crius"]
-    format: Literal[
-        "philly",
-        "tiresias",
-        "itp-raw",
-        "itp-extracted",
-        "elasticflow-philly",
-        "pollux-workload",
-        "helios",
-        "alibaba-pai",
-        "generic",
-    ] = "philly"  # a format ``workload.traces.load_trace`` reads
+    format: TraceFormat = "philly"  # a format ``workload.traces.load_trace`` reads
     path: str  # relative to the trace root (or absolute)
     time_window_s: tuple[NonNegFloat, NonNegFloat] | None = None
     # Crius Table 2 model names (``workload.large_models``); None: all 14 sizes, weighted
