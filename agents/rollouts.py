@@ -13,8 +13,9 @@ visits). The agent is then cloned from these labels and refined by PPO.
 The copies are ``os.fork`` children (a copy-on-write snapshot of the whole simulation,
 generators included), so this needs a POSIX system. The rollouts see the episode's real future
 arrivals; the agent does not, so the cloned policy learns the answer that is best on average
-for what it observes. Episodes run in ``workers`` spawned processes; each episode's seed is
-fixed by its index, so the data does not depend on the number of workers.
+for what it observes. Episodes run in ``workers`` spawned processes, which end with the
+process that started them (:func:`dlcluster_gym.workers.die_with_parent`); each episode's seed
+is fixed by its index, so the data does not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, WAIT
+from dlcluster_gym.workers import die_with_parent
 
 HOUR = 3600.0
 _SEED_STRIDE = 7919
@@ -183,7 +185,13 @@ def rollout_data(
         results = [label_episode(*a) for a in _progress(args, progress)]
     else:
         ctx = get_context("spawn")  # no fork of a process that holds torch threads
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        # the workers end with this process, even when it is killed (SIGKILL included)
+        with ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=die_with_parent,
+            initargs=(os.getpid(),),
+        ) as pool:
             futures = [pool.submit(label_episode, *a) for a in args]
             results = [f.result() for f in _progress(futures, progress)]
     data: dict[str, list[Any]] = {k: [] for k in DATA_KEYS}

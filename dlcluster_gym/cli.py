@@ -41,6 +41,11 @@ def _warn_to_stderr(
     click.echo(f"warning: {_one_line(str(message))}", err=True)
 
 
+class ExplainedError(click.ClickException):
+    """An error that takes several lines to explain: what failed first, then each thing found
+    wrong and what to do, printed as they are (not joined into one line)."""
+
+
 # click >= 8.2 raises this for a group called without a command (older clicks print the help
 # themselves); its message is the whole help, not an error to squash into one line.
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -49,8 +54,10 @@ NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 class _Group(click.Group):
     """Every error a user can cause is one line on stderr and exit code 2, never a traceback:
     the package's own errors, click's usage errors, and a policy's crash (named by the
-    engine). SIGTERM/Ctrl-C exit 143/130 with one line. Anything else is a bug: one line and
-    exit 3 (``DLCLUSTER_DEBUG=1`` shows the traceback)."""
+    engine); an :class:`ExplainedError` (several problems found at once) keeps one line per
+    problem, and ``dlcluster``, ``dlcluster list`` or ``dlcluster traces`` alone shows its
+    help. SIGTERM/Ctrl-C exit 143/130 with one line. Anything else is a bug: one line and exit
+    3 (``DLCLUSTER_DEBUG=1`` shows the traceback)."""
 
     def main(  # type: ignore[override]
         self,
@@ -68,6 +75,9 @@ class _Group(click.Group):
             text = exc.ctx.get_help() if exc.ctx is not None else exc.format_message()
             click.echo(text, err=True)
             sys.exit(exc.exit_code)
+        except ExplainedError as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(2)
         except click.UsageError as exc:
             where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
             _fail(f"{where}{exc.format_message()} (see --help)")
@@ -375,7 +385,8 @@ def simulate(
         click.echo(f"results written to {out}")
 
 
-@main.command(name="list")
+# `dlcluster list` alone shows its help (what can be listed), as `dlcluster` alone does
+@main.command(name="list", no_args_is_help=True)
 @click.argument(
     "what", type=click.Choice(["policies", "scenarios", "models", "clusters", "suites"])
 )
@@ -383,7 +394,9 @@ def list_cmd(what: str) -> None:
     """List policies, scenarios, models, clusters or suites, one per line with a description.
 
     Policies also show their kind with default parameters: deployable (uses what a real
-    scheduler observes), clairvoyant (reads job lengths or future arrivals) or bound."""
+    scheduler observes), clairvoyant (reads job lengths or future arrivals) or bound.
+    Scenarios, clusters and suites are the YAML presets of the configs folder:
+    $DLCLUSTER_CONFIGS when set, else the presets that ship with the package."""
     rows: list[tuple[str, str]]
     if what == "policies":
         from dlcluster_gym.leaderboard.suite import entrant_kind
@@ -407,10 +420,181 @@ def list_cmd(what: str) -> None:
     else:
         from dlcluster_gym.config import list_presets
 
+        _check_preset_folder(what)
         rows = list(list_presets(what).items())
     width = max((len(n) for n, _ in rows), default=0)
     for name, desc in rows:
         click.echo(f"{name:<{width}}  {desc}")
+
+
+def _check_preset_folder(kind: str) -> None:
+    """Raise :class:`ExplainedError` when the ``kind`` preset folder is missing or holds a
+    preset file that cannot be read or is not a mapping, naming every such file."""
+    from dlcluster_gym.config import configs_dir, load_yaml_file
+
+    root = configs_dir()
+    folder = root / kind
+    ctx = click.get_current_context(silent=True)
+    cmd = f"{ctx.command_path} {kind}" if ctx is not None else f"list {kind}"
+    if os.environ.get("DLCLUSTER_CONFIGS"):
+        where = f"Presets are read from {root} (set by DLCLUSTER_CONFIGS)"
+    else:
+        where = f"Presets are read from {root} (shipped with the package)"
+    if not folder.is_dir():
+        fix = (
+            "point DLCLUSTER_CONFIGS at a folder that holds clusters/, scenarios/ and suites/, "
+            "or unset it to use the presets shipped with the package"
+            if os.environ.get("DLCLUSTER_CONFIGS")
+            else "the installation is damaged: reinstall the package"
+        )
+        raise ExplainedError(f"{cmd}: no {kind} folder at {folder}\n{where}: {fix}.")
+    problems: list[str] = []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            data = load_yaml_file(path)
+        except DLClusterError as exc:  # names the file, the line and the problem
+            problems.append(str(exc))
+            continue
+        except OSError as exc:
+            problems.append(f"{path}: {exc.strerror or exc}")
+            continue
+        if not isinstance(data, dict):
+            held = "nothing" if data is None else f"a {type(data).__name__}"
+            problems.append(f"{path}: holds {held}, not a mapping (description: ... and the rest)")
+    if problems:
+        many = len(problems) > 1
+        head = f"{cmd}: {len(problems)} preset file{'s' if many else ''} cannot be read:"
+        tail = f"{where}: fix or remove {'these files' if many else 'it'}."
+        raise ExplainedError("\n".join([head, *(f"  {p}" for p in problems), tail]))
+
+
+@main.group(name="traces")
+def traces_cmd() -> None:
+    """The public traces that trace scenarios read: list them, fetch them into a trace root,
+    check a folder of them (every file by size and sha256)."""
+
+
+@traces_cmd.command(name="list")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def traces_list(fmt: str) -> None:
+    """Each trace: what it holds, the trace formats that read it, its files and size, its
+    license and upstream source, and the scenario presets that read it."""
+    from rich.filesize import decimal
+
+    from dlcluster_gym import traces_catalog as tc
+
+    catalog = tc.load_catalog()
+    readers = tc.scenario_readers(catalog)
+    if fmt == "json":
+        out = [
+            {
+                **spec.model_dump(mode="json", exclude={"files", "archives"}),
+                "url": spec.url,
+                "folder": spec.folder,
+                "bytes": spec.size,
+                "scenarios": readers[name],
+                "archives": {a: spec.archive_url(a) for a in spec.archives},
+                "files": [
+                    {"path": f.path, "sha256": f.sha256, "bytes": f.size, "url": spec.file_url(f)}
+                    for f in spec.files
+                ],
+            }
+            for name, spec in catalog.items()
+        ]
+        click.echo(json.dumps(out, indent=2))
+        return
+    for i, (name, spec) in enumerate(catalog.items()):
+        rows = [
+            ("formats", ", ".join(spec.formats) or "none (measurements, not jobs)"),
+            ("files", f"{len(spec.files)}, {decimal(spec.size)}, under {spec.folder}/"),
+            ("license", spec.license + (f"; {spec.note}" if spec.note else "")),
+            ("upstream", spec.url + (f" ({', '.join(spec.archives)})" if spec.archives else "")),
+            *([("needs", ", ".join(spec.needs))] if spec.needs else []),
+            ("scenarios", ", ".join(readers[name]) or "none (read by code and tests)"),
+        ]
+        click.echo(("\n" if i else "") + f"{name}  {spec.title}")
+        for key, value in rows:
+            click.echo(f"  {key:<10} {value}")
+    click.echo(
+        "\nGet one with `dlcluster traces fetch NAME --to DIR`, then point the package at DIR: "
+        "DLCLUSTER_TRACES=DIR or --traces-dir DIR."
+    )
+
+
+@traces_cmd.command(name="fetch")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@click.option(
+    "--to",
+    "dest",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The trace root to put the files in (created if needed).",
+)
+@click.option(
+    "--from",
+    "source",
+    default=None,
+    metavar="URL_OR_DIR",
+    help="A folder or URL (file://, https://) laid out like a trace root, instead of the "
+    "upstream repositories.",
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def traces_fetch(names: tuple[str, ...], dest: Path, source: str | None, quiet: bool) -> None:
+    """Download traces into the trace root --to and check every file's sha256. NAME is a name
+    of `dlcluster traces list` (or `all`); the traces it needs come with it. Files already
+    there with the right hash are kept; a download that does not match is not written."""
+    from dlcluster_gym import traces_catalog as tc
+
+    specs = tc.select(names)
+    check_writable(dest, "--to", directory=True)
+    done = tc.fetch(specs, dest, source, progress=not quiet)
+    action = {d.path: d.action for d in done}  # a file two traces share is fetched once
+    for spec in specs:
+        mine = [action[f.path] for f in spec.files]
+        counts = ", ".join(
+            f"{mine.count(a)} {a}" for a in ("fetched", "replaced", "kept") if a in mine
+        )
+        click.echo(f"{spec.name}: {len(mine)} files under {dest / spec.folder} ({counts})")
+    click.echo(f"Point the package at it: DLCLUSTER_TRACES={dest} or --traces-dir {dest}")
+
+
+@traces_cmd.command(name="check")
+@click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+def traces_check(root: Path, names: tuple[str, ...]) -> None:
+    """Check a trace root against the catalog, every file by size and sha256: the traces NAME,
+    or every trace that ROOT holds files of. Exit code 1 when a file is missing or differs."""
+    from rich.filesize import decimal
+
+    from dlcluster_gym import traces_catalog as tc
+
+    specs = tc.select(names) if names else tc.present(root)
+    if not specs:
+        raise DLClusterError(
+            f"{root} holds no file of the catalog's traces (dlcluster traces list); get one with "
+            f"dlcluster traces fetch NAME --to {root}"
+        )
+    results = tc.check(root, specs)
+    failed = False
+    for spec in specs:
+        mine = [r for r in results if r.trace == spec.name]
+        wrong = [r for r in mine if not r.ok]
+        failed = failed or bool(wrong)
+        if wrong:
+            click.echo(f"FAIL {spec.name}: {len(wrong)} of {len(mine)} files")
+            for r in wrong:
+                click.echo(f"  {r.describe()}")
+        else:
+            click.echo(f"ok   {spec.name}: {len(mine)} files, {decimal(spec.size)}")
+    if not names:
+        shown = {s.name for s in specs}
+        for name in tc.load_catalog():
+            if name not in shown:
+                click.echo(f"-    {name}: not here (dlcluster traces fetch {name} --to {root})")
+    if failed:
+        sys.exit(1)
 
 
 @main.command()

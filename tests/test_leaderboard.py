@@ -20,6 +20,8 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from fixtures.code_pin import pinned_code_hash
+from fixtures.processes import HAS_PROC, alive, children, descendants
 
 from dlcluster_gym import leaderboard as lb
 from dlcluster_gym.cli import main
@@ -64,8 +66,20 @@ def suite_file(tmp_path: Path, **kw) -> Path:
     return p
 
 
-def metrics_only(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in ("wall_s", "cpu_s")} for r in rows]
+def metrics_only(rows: list[dict], drop: tuple[str, ...] = ()) -> list[dict]:
+    skip = ("wall_s", "cpu_s", *drop)
+    return [{k: v for k, v in r.items() if k not in skip} for r in rows]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_code_hash():
+    """The code hash captured once for the module, reported by this process and by the local
+    workers that its runs start (``fixtures/code_pin.py``): a source file edited while these
+    tests run does not make the cells of an earlier run look computed by other code. Processes
+    started otherwise (the CLI, Ray) hash the sources themselves, so comparisons with their
+    rows leave ``code`` out."""
+    with pinned_code_hash() as code:
+        yield code
 
 
 # --------------------------------------------------------------------------- suites
@@ -353,13 +367,13 @@ def test_resume_reruns_cells_whose_scenario_changed(tmp_path):
         ("code", None, r"code: computed by other code \(not recorded"),
     ],
 )
-def test_resume_reruns_cells_of_another_version_or_code(tmp_path, key, value, why):
+def test_resume_reruns_cells_of_another_version_or_code(tmp_path, key, value, why, one_code_hash):
     suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs", "dally"]))
     out = tmp_path / "run"
     lb.run_suite(suite, out, workers=1, progress=False)
     path = out / "cells" / "tiny.fcfs.s1.json"
     row = json.loads(path.read_text())
-    assert row["code"] == fingerprint.code_hash()
+    assert row["code"] == one_code_hash == fingerprint.code_hash()
     row[key], row["avg_jct_s"] = value, -1.0
     path.write_text(json.dumps({k: v for k, v in row.items() if v is not None}))
     seen = []
@@ -413,10 +427,10 @@ def test_a_run_directory_belongs_to_one_suite(tmp_path):
 
 def test_entrant_parameters_are_checked_when_the_suite_loads(tmp_path):
     for params, msg in (
-        ({"round_s": 60}, "policy 'gavel' has no parameter 'round_s'; parameters: .none."),
+        ({"round_s": 60}, "policy 'fcfs' has no parameter 'round_s'; parameters: .none."),
         ({"preemption": "maybe"}, "parameter 'preemption': Input should be a valid boolean"),
     ):
-        policy = "gavel" if "round_s" in params else "tiresias"
+        policy = "fcfs" if "round_s" in params else "tiresias"
         entrants = ["fcfs", {"policy": policy, "params": params}]
         with pytest.raises(ConfigError, match=msg):
             lb.load_suite(suite_file(tmp_path, entrants=entrants))
@@ -440,35 +454,11 @@ def test_kill_then_resume_equals_uninterrupted(tmp_path):
     resumed = subprocess.run([*cmd, "--resume"], cwd=REPO, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     full = lb.run_suite(lb.load_suite(suite), tmp_path / "full", workers=2, progress=False)
-    assert metrics_only(read_rows(out, [r["id"] for r in full])) == metrics_only(full)
+    cli_rows = read_rows(out, [r["id"] for r in full])
+    assert metrics_only(cli_rows, drop=("code",)) == metrics_only(full, drop=("code",))
 
 
-def _children(pid: int) -> set[int]:
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            out |= {int(x) for x in (task / "children").read_text().split()}
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _descendants(pid: int) -> set[int]:
-    out, todo = set(), [pid]
-    while todo:
-        kids = _children(todo.pop()) - out
-        out |= kids
-        todo.extend(kids)
-    return out
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+@pytest.mark.skipif(not HAS_PROC, reason="needs Linux /proc")
 def test_workers_die_with_a_killed_driver(tmp_path):
     """SIGKILL to the driver alone: its workers and the pool's resource tracker end too,
     instead of living on re-parented to init (the cells in flight sleep for 60 s)."""
@@ -484,21 +474,21 @@ def test_workers_die_with_a_killed_driver(tmp_path):
         kids: set[int] = set()
         while len(kids) < 3 and time.monotonic() < deadline:  # two workers and the tracker
             time.sleep(0.1)
-            kids = {k for k in _descendants(proc.pid) if _alive(k)}
+            kids = {k for k in descendants(proc.pid) if alive(k)}
         assert len(kids) >= 3, f"the driver started {len(kids)} processes, not 2 workers + 1"
         time.sleep(1.0)  # the workers are past their start, in a cell
         proc.kill()
         proc.wait()
         t = time.monotonic()
-        while any(_alive(k) for k in kids) and time.monotonic() - t < 10:
+        while any(alive(k) for k in kids) and time.monotonic() - t < 10:
             time.sleep(0.1)
-        assert not [k for k in kids if _alive(k)], "processes outlived the killed driver"
+        assert not [k for k in kids if alive(k)], "processes outlived the killed driver"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+@pytest.mark.skipif(not HAS_PROC, reason="needs Linux /proc")
 def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
     """SIGTERM to the driver alone (not its process group): the workers stop with it, the
     finished cells stay, and --resume completes the run as if it had never stopped."""
@@ -514,7 +504,7 @@ def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
         time.sleep(0.05)
     workers = set()
     while not workers and time.monotonic() < deadline:
-        workers = {c for c in _children(proc.pid) if _alive(c)}
+        workers = {c for c in children(proc.pid) if alive(c)}
     try:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -524,9 +514,9 @@ def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
     assert proc.returncode == 143 and "terminated by SIGTERM" in err, err
     assert "Traceback" not in err
     t = time.monotonic()
-    while any(_alive(w) for w in workers) and time.monotonic() - t < 10:
+    while any(alive(w) for w in workers) and time.monotonic() - t < 10:
         time.sleep(0.1)
-    assert workers and not any(_alive(w) for w in workers), "workers outlived the driver"
+    assert workers and not any(alive(w) for w in workers), "workers outlived the driver"
     done = {p.stem for p in (out / "cells").glob("*.json")}
     assert 1 <= len(done) < 6, "the run finished before it could be stopped"
     resumed = subprocess.run([*cmd, "--resume"], cwd=REPO, capture_output=True, text=True)
@@ -558,10 +548,9 @@ def test_ray_local_instance_matches_local_backend(finished_run, tmp_path):
     pytest.importorskip("ray")
     suite, _, rows, _ = finished_run
     ray_rows = lb.run_suite(suite, tmp_path / "ray", backend="ray", workers=2, progress=False)
-    strip = [{k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "reason")} for r in rows]
-    assert strip == [
-        {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "reason")} for r in ray_rows
-    ]
+    drop = ("wall_s", "cpu_s", "reason", "code")  # Ray's workers hash the sources themselves
+    strip = [{k: v for k, v in r.items() if k not in drop} for r in rows]
+    assert strip == [{k: v for k, v in r.items() if k not in drop} for r in ray_rows]
 
 
 # --------------------------------------------------------------------------- tables

@@ -17,7 +17,6 @@ written before kinds were recorded gets its kind from its policy and parameters 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import io
 import json
@@ -25,7 +24,6 @@ import math
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import traceback
@@ -50,6 +48,7 @@ from dlcluster_gym.leaderboard.suite import (
     file_hash,
 )
 from dlcluster_gym.sim.results import SUMMARY_KEYS, _jsonable
+from dlcluster_gym.workers import die_with_parent
 
 CELLS_DIR = "cells"
 SUITE_FILE = "suite.json"  # the resolved suite of a run directory (see save_suite)
@@ -306,32 +305,6 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
-
-
-PR_SET_PDEATHSIG = 1  # Linux prctl option: a signal this process gets when its parent dies
-PARENT_POLL_S = 1.0  # how often a worker checks that its driver still runs
-
-
-def die_with_parent(parent: int) -> None:
-    """Worker initializer: end this process when the driver ``parent`` ends, however it ends
-    (SIGKILL included), instead of living on re-parented to init. On Linux the kernel sends
-    SIGKILL when the parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread
-    checks every :data:`PARENT_POLL_S` seconds that the parent is still ``parent``. The pool's
-    resource tracker exits on its own once the driver and its workers are gone."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):  # no libc: the thread below still watches
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the driver died before the line above ran
-        os._exit(1)
-
-    def watch() -> None:
-        while True:
-            time.sleep(PARENT_POLL_S)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="watch-driver", daemon=True).start()
 
 
 def _local(
