@@ -4,7 +4,7 @@ allocation into engine actions (Crius's FinalizeAlloc, 6.1)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -12,9 +12,10 @@ from dlcluster_gym.errors import NotApplicableError
 from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.sim.actions import Action
 from dlcluster_gym.sim.boundary import JobTable
-from dlcluster_gym.sim.view import ClusterView
+from dlcluster_gym.sim.view import ClusterView, Plan
 
 Alloc = tuple[int, int]  # (GPU count, GPU type index into cluster.gpu_types)
+Finder = Callable[[Plan, int, int], "np.ndarray | None"]  # (plan, count, type) -> GPUs
 
 
 def require_adaptive_jobs(view: ClusterView, jobs: JobTable, policy: str) -> None:
@@ -51,11 +52,18 @@ def _shrink(view: ClusterView, gpus: np.ndarray, n: int) -> np.ndarray:
     return np.sort(gpus[order[:n]])
 
 
-def finalize(view: ClusterView, target: Mapping[int, Alloc | None]) -> list[Action]:
+def _on_type(plan: Plan, n: int, k: int) -> np.ndarray | None:
+    return plan.find_on_type(n, k)
+
+
+def finalize(
+    view: ClusterView, target: Mapping[int, Alloc | None], find: Finder = _on_type
+) -> list[Action]:
     """Actions that take the cluster from its current allocation to ``target`` (jobs not in
     ``target`` keep theirs): preemptions, then shrinks in place, then moves to another type,
-    then growths in place, then starts. A move or growth that finds no GPUs (two jobs
-    swapping types) becomes a preemption and a start."""
+    then growths in place, then starts (in ``target``'s order). A move or growth that finds
+    no GPUs (two jobs swapping types) becomes a preemption and a start. ``find`` places
+    ``n`` GPUs of type ``k`` (default: on as few machines of that type as possible)."""
     plan = view.plan()
     moves: list[tuple[int, Alloc]] = []
     grows: list[tuple[int, Alloc]] = []
@@ -77,7 +85,7 @@ def finalize(view: ClusterView, target: Mapping[int, Alloc | None]) -> list[Acti
         else:
             grows.append((job, want))
     for job, (n, k) in moves:
-        gpus = plan.find_on_type(n, k)
+        gpus = find(plan, n, k)
         if gpus is None:
             plan.preempt(job)
             starts.append((job, (n, k)))
@@ -87,14 +95,14 @@ def finalize(view: ClusterView, target: Mapping[int, Alloc | None]) -> list[Acti
             plan.resize(job, gpus)
     for job, (n, k) in grows:
         own = np.asarray(view.gpus_of(job))
-        extra = plan.find_on_type(n - own.size, k)
+        extra = find(plan, n - own.size, k)
         if extra is None:
             plan.preempt(job)
             starts.append((job, (n, k)))
         else:
             plan.resize(job, np.sort(np.concatenate((own, extra))))
     for job, (n, k) in starts:
-        gpus = plan.find_on_type(n, k)
+        gpus = find(plan, n, k)
         if gpus is not None:
             plan.start(job, gpus)
     return plan.actions

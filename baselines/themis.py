@@ -15,15 +15,72 @@ thesis's description and documents what it fills in:
   lease runs ``lease_s`` (10 min, the thesis's bidding period) from its start or renewal, so
   leases are not synchronized (4.5.2). When leases expire the policy wakes up, the expired
   jobs give up their GPUs, and the released GPUs plus the free ones are auctioned to the
-  expired and the waiting jobs: the arbiter serves bidders in decreasing rho ("help jobs that
-  are farthest in terms of their fairness metric", 4.4.2), each on the placement with the
+  expired and the waiting jobs by the arbiter (below), each winner on the placement with the
   smallest slowdown penalty. A job that wins its own GPUs back keeps running (renewal, no
   restart); one placed elsewhere moves (checkpoint + restore); one that wins nothing is
   preempted and waits. Running jobs whose lease has not expired are never preempted.
-  Between auctions, free GPUs go to waiting jobs in decreasing rho (work conservation).
-  ``auction="renew"`` is the earlier behaviour (our variant): synchronized epochs at
-  multiples of ``lease_s``, at which waiting jobs preempt running jobs of lower rho and
-  winners renew on the same GPUs.
+  Between lease ends, free GPUs are auctioned the same way to the waiting jobs (work
+  conservation). ``auction="renew"`` is our variant (greedy arbiter only): synchronized
+  epochs at multiples of ``lease_s``, at which waiting jobs preempt running jobs of lower rho
+  and winners renew on the same GPUs.
+- **Arbiter** (``arbiter="auction"``, default; 4.4.2: "Themis's central arbiter determines
+  the global winning bids to maximize the aggregate improvement in the finish-time fair
+  metrics across all bidding jobs"; 4.5.1: "Jobs participate in an auction where they send
+  bid values for different GPU allocations"). The facts of the Themis paper used here (it is
+  not in ../shared/papers): a fairness knob f lets only the 1 - f fraction of jobs with the
+  worst rho bid; a job bids its rho for each GPU allocation it could get; the arbiter's
+  partial allocation withholds part of each winner's allocation, and leftover resources go to
+  the jobs that did not take part. At each auction:
+
+  1. *Filter*: the active jobs (running, expired included, and waiting) are ranked by rho,
+     worst first (ties: lower job id); the worst ``max(1, floor((1 - f) x N))`` of the N active
+     jobs are eligible, and the eligible expired and waiting jobs bid in the main round.
+     ``fairness_knob`` f = 0.2: the default of the public YARN prototype of Themis
+     (configuration key ``themis.fairness.knob``, floor((1 - f) x N) bidders, at least one);
+     the paper's own default was not confirmed.
+  2. *Bids*: a bidder bids for its demand only, {0, demand} (why, below): rho_after = its rho
+     if it runs from now on (a waiting job at compute x 1, an expired one at compute x the
+     penalty of its placement), rho_before = rho_after + ``lease_s`` / T_ideal (it waits one
+     lease before it runs); the bid's value is the improvement rho_before - rho_after. The
+     fair share of T_ideal counts the N active jobs.
+  3. *Winners*: at most one bid per bidder, GPU counts summing to at most the free GPUs, and
+     the largest sum of improvements: a multiple-choice knapsack solved exactly by dynamic
+     programming over GPU counts (``arbitrate``). Bidders enter in rank order and a bid
+     replaces what is there only when strictly better, so among equal sums the bids of the
+     worse-rho bidders win, and among one bidder's equal bids the smaller GPU count.
+  4. *Partial allocation* (``partial_allocation=True``): winner i keeps a fraction
+     c_i = min(1, prod over the other bidders j of rho_j(x_-i) / rho_j(x)) of its allocation,
+     with x the winning bids, x_-i the arbiter's winning bids without i, rho_j(x) = rho_after
+     if j wins in x, else rho_before (the paper's hidden payment with the valuation 1 / rho;
+     the min because x maximizes a sum, not a product). A job's GPU count cannot be cut here,
+     so the fraction applies to time (our reading for gang-scheduled jobs): the winner holds
+     its GPUs for c_i x ``lease_s``; then its lease ends and, until its full lease would have
+     ended, it bids only in a last round after every other bidder, so the withheld share of
+     its allocation goes to the others, and back to it only when none of them can use it.
+     When every bidder that could win wins, c_i = 1.
+  5. *Leftover allocation*: the GPUs the main round leaves free are auctioned the same way
+     (steps 2-4) to the bidders the filter left out; then those still free to the bidders
+     paying a partial allocation.
+
+  Winners are placed once every round is decided, in rank order, the expired ones first (so
+  that renewals keep their GPUs). ``arbiter="greedy"`` (the registered ``themis-greedy``) is
+  the greedy arbiter: every bidder bids, served in decreasing rho, the first that fits wins
+  ("help jobs that are farthest in terms of their fairness metric", 4.4.2);
+  ``fairness_knob`` and ``partial_allocation`` do not apply to it.
+- **Worker counts**: "the number of workers is automatically tuned based on Themis's
+  finish-time-fairness metric" (4.5.1) is modelled only as whether a job runs: bids are for
+  the job's demand or nothing, and a job never runs on fewer or more GPUs than it demands.
+  The engine cannot run a job on fewer GPUs faithfully: it scales a job's compute by
+  demand / GPUs (a fixed global batch) and its exposed communication with it, where a
+  ring all-reduce of the same gradient takes about the same time on fewer GPUs; it has no
+  memory model for the model-parallel jobs of the Cassini traces (GPT-3 partitioned over its
+  GPUs would not fit on fewer); it changes no batch size or hyper-parameter with the worker
+  count (4.5.1: "the number of workers and hyper-parameters change"); and it accepts a start
+  on fewer GPUs than the demand only from a policy that declares elastic jobs, which Cassini,
+  the policy the engine sees for Th+Cassini, does not. More GPUs than the demand is never
+  bid: the demand is the job's largest allocation, as in Themis, where a job's demand is its
+  maximum parallelism. ``arbitrate`` itself takes any bid table (tests use several counts
+  per bidder).
 - **Placement penalty** (4.4.2, ``placement="penalty"``, default): "Themis uses a slowdown
   penalty based on whether the workers are under the same rack or across racks." Themis
   sees racks, not machines: a placement inside one rack has penalty 1, one across racks
@@ -45,12 +102,6 @@ thesis's description and documents what it fills in:
   the expected remaining work under the empirical distribution of the finished jobs'
   lengths (the "attained" estimate until a finished job is longer). A job's length is then
   done + that estimate. Everything else is unchanged.
-- **Not modelled**: Themis's worker-count tuning. The thesis says only that "the number of
-  workers is automatically tuned based on Themis's finish-time-fairness metric" with bids
-  "for different GPU allocations"; the valuation and the partial-allocation arbiter are in
-  the Themis paper, which is not in ../shared/papers, and the engine's jobs here have fixed
-  GPU demands. Also not modelled: the fairness-knob filter that lets only the worst 1-f of
-  jobs bid (every job bids).
 
 Implementation at trace scale (``fast_paths``; per-job results bit-identical to
 waking up for every expiry, checked in ``tests/test_speed_paths.py``): while no job waits, a
@@ -64,22 +115,28 @@ base starts or moves a job, and a renewal does neither (4.5.2: "Placement change
 triggered by job arrivals, job departures, and when the lease time of any of the servers
 expires"; a renewal is an expiry whose auction changes no placement). Engine events and
 time-series points are fewer (``sim_events`` changes; time averages over the series agree to
-rounding). The auction itself (``_auction`` with ``fast_paths``, same winners as without): the
-expired jobs release their GPUs before it and it only takes GPUs, so the free count only
-falls; a bidder whose demand exceeds it wins nothing, so only the bidders that fit the free
-GPUs at the start are ranked (rho per job, the fair share still over all bidders) and the loop
-stops once the free GPUs are below every ranked demand; an expired one-rack job whose GPUs
-are still free renews without a placement search (no placement has a smaller penalty).
+rounding). This holds for both arbiters: with nobody waiting the auction arbiter's bidders are
+the expired jobs, whose demands fit the GPUs they released, every bid's improvement is
+positive, so all of them win (in the main or the leftover round) and pay no partial
+allocation. The greedy auction itself (``_auction`` with ``fast_paths``, same winners as
+without): the expired jobs release their GPUs before it and it only takes GPUs, so the free
+count only falls; a bidder whose demand exceeds it wins nothing, so only the bidders that fit
+the free GPUs at the start are ranked (rho per job, the fair share still over all bidders)
+and the loop stops once the free GPUs are below every ranked demand; an expired one-rack job
+whose GPUs are still free renews without a placement search (no placement has a smaller
+penalty; both arbiters).
 Per-call costs (the same floats and decisions, checked in
-``tests/test_speed_paths.py``): the bidders' rho reads ``done_iters`` and the few expired
-(running) bidders' ``iterations_done`` instead of ``view.live`` over every bidder, with
-iterations x compute taken once per job at reset; the penalty placement scans one rack's
-GPU list, not every GPU's rack; the expired jobs and the next wake-up come from one gather of
-the running jobs' lease ends; deferred renewals that recur before the next call are replayed
-on a heap (one operation per renewal, not a pass over every running job per instant). On ITP
-cluster08 (64 GPUs, offered load 1.03) nearly every lease end is contested: 218,404
-preemptions for 13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none
-is restarted at the instant it was preempted; 1.4 % restart later on the same GPUs)."""
+``tests/test_speed_paths.py``): the bidders' rho reads ``done_iters`` and the running jobs'
+(the greedy arbiter's few expired bidders) ``iterations_done`` instead of ``view.live`` over
+every job, with iterations x compute taken once per job at reset; the penalty placement scans
+one rack's GPU list, not every GPU's rack; the expired jobs and the next wake-up come from
+one gather of the running jobs' lease ends; deferred renewals that recur before the next call
+are replayed on a heap (one operation per renewal, not a pass over every running job per
+instant). The auction arbiter's knapsack enters, of the bidders that bid for one count, only
+the best ``free // count`` of each count (``arbitrate``). On ITP cluster08 (64 GPUs, offered
+load 1.03) nearly every lease end is contested: with the greedy arbiter, 218,404 preemptions
+for 13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none is
+restarted at the instant it was preempted; 1.4 % restart later on the same GPUs)."""
 
 from __future__ import annotations
 
@@ -101,8 +158,126 @@ from .consolidation import make_room
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
 LENGTHS = ("known", "attained", "history")
+ARBITERS = ("auction", "greedy")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
+_FLOOR_EPS = 1e-9  # floor((1 - f) x N) robust to the binary representation of f
+_SCALAR_MAX = 16  # running jobs up to which their iterations done are read one by one
+
+# One bidder of an auction: (rho_before, [(GPUs, rho_after), ...]): its finish-time fairness
+# if it gets nothing now, and for each GPU count it bids for, its fairness with that many.
+Bidder = tuple[float, Sequence[tuple[int, float]]]
+
+
+def bidding_count(active: int, fairness_knob: float) -> int:
+    """How many of ``active`` jobs (the worst rho first) may bid in the main round:
+    max(1, floor((1 - f) x N)), the floor robust to the binary representation of f."""
+    return max(1, math.floor((1.0 - fairness_knob) * active + _FLOOR_EPS))
+
+
+def _options(bidder: Bidder, free: int) -> list[tuple[int, float]]:
+    """The bids of ``bidder`` that can win with ``free`` GPUs: (GPUs, improvement) with
+    1 <= GPUs <= free and improvement rho_before - rho_after > 0, by increasing GPU count
+    (the first of equal counts)."""
+    before, table = bidder
+    out: dict[int, float] = {}
+    for gpus, after in table:
+        g = int(gpus)
+        gain = before - after
+        if 1 <= g <= free and gain > 0 and g not in out:
+            out[g] = gain
+    return sorted(out.items())
+
+
+def arbitrate(bidders: Sequence[Bidder], free: int) -> list[int]:
+    """The winning bids of one auction: the GPU count each bidder wins (0: none).
+
+    At most one bid per bidder, counts summing to at most ``free``, and the largest sum of
+    improvements rho_before - rho_after (Cassini thesis 4.4.2: the arbiter maximizes "the
+    aggregate improvement in the finish-time fair metrics across all bidding jobs"). Exact: a
+    multiple-choice knapsack solved by dynamic programming over GPU counts, bidders taken in
+    the given order (rank order: worst rho first). A bid replaces the best so far only when
+    strictly better, so among equal sums the earlier bidders' bids win, and among one
+    bidder's equal bids the smaller count. Bids with no positive improvement never win.
+    Where every bidder bids for one count, only the best ``free // count`` bidders of each
+    count (larger improvement, then earlier) can be in an optimum and only they enter."""
+    n = len(bidders)
+    won = [0] * n
+    if free <= 0 or not n:
+        return won
+    opts = [_options(b, free) for b in bidders]
+    use = [k for k in range(n) if opts[k]]
+    if not use:
+        return won
+    if all(len(opts[k]) == 1 for k in use):
+        if sum(opts[k][0][0] for k in use) <= free:  # every bid fits: all of them win
+            for k in use:
+                won[k] = opts[k][0][0]
+            return won
+        by_count: dict[int, list[int]] = {}
+        for k in use:
+            by_count.setdefault(opts[k][0][0], []).append(k)
+        keep: list[int] = []
+        for g, ks in by_count.items():
+            ks.sort(key=lambda k: (-opts[k][0][1], k))
+            keep += ks[: free // g]
+        use = sorted(keep)
+    best = np.zeros(free + 1)  # best[c]: largest sum with at most c GPUs
+    choice = np.zeros((len(use), free + 1), dtype=np.int32)  # 1 + the bid taken, 0: none
+    for r, k in enumerate(use):
+        new = best.copy()
+        for idx, (g, gain) in enumerate(opts[k], 1):
+            cand = best[: free + 1 - g] + gain
+            tail = new[g:]
+            better = cand > tail
+            if better.any():
+                tail[better] = cand[better]
+                choice[r, g:][better] = idx
+        best = new
+    c = free
+    for r in range(len(use) - 1, -1, -1):
+        idx = int(choice[r, c])
+        if idx:
+            k = use[r]
+            g = opts[k][idx - 1][0]
+            won[k] = g
+            c -= g
+    return won
+
+
+def partial_fractions(bidders: Sequence[Bidder], free: int, won: Sequence[int]) -> list[float]:
+    """The partial allocation of the winning bids ``won`` (``arbitrate``'s answer): the
+    fraction c_i of its allocation each winner keeps (1.0 for the others).
+
+    c_i = min(1, prod over the other bidders j of rho_j(x_-i) / rho_j(x)), x = ``won``, x_-i
+    the arbiter's winning bids when i does not bid, rho_j(y) = j's rho_after for the count it
+    wins in y, else its rho_before: the Themis paper's hidden payment with the valuation
+    1 / rho, capped at 1 because x maximizes a sum rather than a product. When every bidder
+    bids for one count and every one that can win wins, removing one changes nobody else's
+    outcome: c = 1."""
+    n = len(bidders)
+    out = [1.0] * n
+    opts = [_options(b, free) for b in bidders]
+    if all(len(o) <= 1 and (won[k] or not o) for k, o in enumerate(opts)):
+        return out
+
+    def rho_of(k: int, gpus: int) -> float:
+        before, table = bidders[k]
+        if not gpus:
+            return float(before)
+        return float(next(after for g, after in table if int(g) == gpus))
+
+    for i in range(n):
+        if not won[i]:
+            continue
+        without = [b if k != i else (b[0], ()) for k, b in enumerate(bidders)]
+        alt = arbitrate(without, free)
+        ratio = 1.0
+        for j in range(n):
+            if j != i and alt[j] != won[j]:
+                ratio *= rho_of(j, alt[j]) / rho_of(j, won[j])
+        out[i] = min(1.0, ratio)
+    return out
 
 
 class Themis(BaseScheduler):
@@ -121,6 +296,9 @@ class Themis(BaseScheduler):
         placement: str = "penalty",
         cross_rack_slowdown: float = 1.5,
         lengths: str = "known",
+        arbiter: str = "auction",
+        fairness_knob: float = 0.2,
+        partial_allocation: bool = True,
     ) -> None:
         if not isinstance(lease_s, int | float) or not (math.isfinite(lease_s) and lease_s > 0):
             raise ConfigError(f"lease_s must be a finite number of seconds > 0, got {lease_s!r}")
@@ -138,6 +316,27 @@ class Themis(BaseScheduler):
             )
         if lengths not in LENGTHS:
             raise ConfigError(f"lengths must be one of {', '.join(LENGTHS)}, got {lengths!r}")
+        if arbiter not in ARBITERS:
+            raise ConfigError(f"arbiter must be one of {', '.join(ARBITERS)}, got {arbiter!r}")
+        if (
+            isinstance(fairness_knob, bool)
+            or not isinstance(fairness_knob, int | float)
+            or not (0.0 <= fairness_knob <= 1.0)
+        ):
+            raise ConfigError(
+                f"fairness_knob must be a number in [0, 1] (the fraction of jobs, those with "
+                f"the best finish-time fairness, left out of each auction), got {fairness_knob!r}"
+            )
+        if not isinstance(partial_allocation, bool):
+            raise ConfigError(
+                f"partial_allocation must be true or false, got {partial_allocation!r}"
+            )
+        if arbiter == "auction" and auction == "renew":
+            raise ConfigError(
+                "arbiter 'auction' needs auction='reauction' (it auctions the GPUs of expired "
+                "per-job leases); auction='renew' (synchronized epochs) runs with "
+                "arbiter='greedy', got auction='renew' with arbiter='auction'"
+            )
         # "known": the apps report their lengths (the thesis's information model); in a
         # simulator that is the oracle, so this variant is clairvoyant.
         self.clairvoyant = lengths == "known"
@@ -147,8 +346,14 @@ class Themis(BaseScheduler):
             placement=placement,
             cross_rack_slowdown=cross_rack_slowdown,
             lengths=lengths,
+            arbiter=arbiter,
+            fairness_knob=fairness_knob,
+            partial_allocation=partial_allocation,
         )
         self.lengths = lengths
+        self.arbiter = arbiter
+        self.fairness_knob = float(fairness_knob)
+        self.partial_allocation = partial_allocation
         self.lease_s = float(lease_s)
         self.auction = auction
         self.placement = placement
@@ -170,12 +375,17 @@ class Themis(BaseScheduler):
         self._next_epoch = self.lease_s
         self._lease_end = np.full(n, np.inf)  # per job, while it runs (re-auction)
         self._penalty = np.ones(n)  # Themis's slowdown estimate of the job's placement
+        # Until when a winner pays a partial allocation (its full lease's end): it bids in
+        # the auction arbiter's last round only.
+        self._paid_until = np.full(n, -np.inf)
         self._cross = np.zeros(n, dtype=bool)  # the job's placement spans racks
         # Running jobs (after the last decision's actions) whose one-rack lease renewals are
         # deferred to the next call (fast paths; see ``_defer``), or None.
         self._deferred: np.ndarray | None = None
         self.renewals = 0
         self.auction_times: list[float] = []  # instants at which leases expired
+        self.partial_leases = 0  # winners of the auction arbiter that hold a shortened lease
+        self._lease_min = math.inf  # the earliest lease end granted in the current call
 
     def rho(
         self,
@@ -240,12 +450,20 @@ class Themis(BaseScheduler):
         return np.flatnonzero(plan.free_mask)[:n], True  # no rack holds n: they span racks
 
     def _start(
-        self, plan: Plan, job: int, gpus: np.ndarray, now: float, cross: bool | None = None
+        self,
+        plan: Plan,
+        job: int,
+        gpus: np.ndarray,
+        now: float,
+        cross: bool | None = None,
+        lease_s: float | None = None,
     ) -> None:
-        """Start ``job`` on ``gpus`` in ``plan`` with a new lease; ``cross``: whether they
-        span racks, when the caller knows."""
+        """Start ``job`` on ``gpus`` in ``plan`` with a new lease (``lease_s`` long, default
+        the policy's); ``cross``: whether they span racks, when the caller knows."""
         plan.start(job, gpus)
-        self._lease_end[job] = now + self.lease_s
+        end = now + (self.lease_s if lease_s is None else lease_s)
+        self._lease_end[job] = end
+        self._lease_min = min(self._lease_min, end)
         if cross is None:
             racks = plan.cluster.gpu_rack[gpus]
             cross = bool(gpus.size and racks.min() != racks.max())
@@ -261,6 +479,7 @@ class Themis(BaseScheduler):
         """Per-job leases; at expiry the released GPUs are re-auctioned (4.5.1)."""
         now = view.now
         fast = self.fast_paths
+        self._lease_min = math.inf
         if self._deferred is not None:
             self._catch_up(now)
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
@@ -281,7 +500,10 @@ class Themis(BaseScheduler):
             for j in own:
                 plan.preempt(j)  # gives up its servers; kept if it wins them back
             self._lease_end[expired] = np.inf  # not running unless it wins again
-            kept = self._auction(view, plan, waiting, expired, own, now)
+            if self.arbiter == "greedy":
+                kept = self._auction(view, plan, waiting, expired, own, now)
+            else:
+                kept = self._arbitrate(view, plan, waiting, running, is_exp, own, now)
             won = bool(kept)
             if kept:  # renewals: the job keeps its GPUs, no preemption and no restart
                 plan.actions = [a for a in plan.actions if getattr(a, "job", None) not in kept]
@@ -297,8 +519,8 @@ class Themis(BaseScheduler):
             if expired.size:
                 ends = ends[~is_exp]
             wake = float(ends.min()) if ends.size else math.inf
-            if won or started:
-                wake = min(wake, now + self.lease_s)
+            if won or started:  # the earliest new lease (now + lease_s unless shortened)
+                wake = min(wake, self._lease_min)
             if math.isfinite(wake):
                 plan.wake_up(wake)
             return plan.actions
@@ -374,6 +596,120 @@ class Themis(BaseScheduler):
                     self._bid(plan, job, own, now, kept)
         return kept
 
+    def _arbitrate(
+        self,
+        view: ClusterView,
+        plan: Plan,
+        waiting: np.ndarray,
+        running: np.ndarray,
+        is_exp: np.ndarray,
+        own: dict[int, np.ndarray],
+        now: float,
+    ) -> set[int]:
+        """The auction arbiter (``arbiter="auction"``; module docstring, steps 1-5) over the
+        released and free GPUs: the fairness filter over the active jobs (``running``, of which
+        ``is_exp`` flags the expired ones, then ``waiting``), a main round for the eligible
+        bidders, a leftover round for the others, and a last round for the winners still
+        paying a partial allocation. Returns the expired jobs that won their own GPUs back
+        (renewals)."""
+        ids = np.concatenate((running, waiting))
+        n_run, n = running.size, ids.size
+        dem = self._demand[ids]
+        if self.fast_paths and self.placement == "penalty":
+            rho = self._rho_bidders(view, ids, dem, n_run, n)
+        else:
+            rho = self.rho(view, ids, np.arange(n) < n_run, bidders=n)
+        ideal = self._ideal(view, ids, dem, n_run, n)
+        order = np.lexsort((ids, -rho))  # worst rho first; ties: lower job id
+        n_elig = bidding_count(n, self.fairness_knob)
+        bids = np.ones(n, dtype=bool)
+        bids[:n_run] = is_exp
+        bids &= dem <= plan.num_free  # a bid for more GPUs than are free cannot win
+        paying = self._paid_until[ids] > now + EPS
+        ranked_bids, ranked_paying = bids[order], paying[order]
+        main = order[:n_elig][ranked_bids[:n_elig] & ~ranked_paying[:n_elig]].tolist()
+        rest = order[n_elig:][ranked_bids[n_elig:] & ~ranked_paying[n_elig:]].tolist()
+        last = order[ranked_bids & ranked_paying].tolist()
+        free = plan.num_free
+        wins: list[tuple[int, int, float]] = []  # (job, GPUs, lease) in rank order per round
+        for group in (main, rest, last):
+            if group and free:
+                free -= self._round(group, ids, dem, rho, ideal, free, now, wins)
+        # Placed once every round is decided: the expired winners first (their own GPUs when
+        # no placement is better), then the waiting ones on their smallest-penalty placement.
+        kept: set[int] = set()
+        wins.sort(key=lambda w: w[0] not in own)  # stable: rank order kept
+        for job, gpus_won, lease in wins:
+            if job in own:
+                self._bid(plan, job, own, now, kept, lease)
+                continue
+            if self.placement == "penalty":
+                gpus, cross = self._place_penalty(plan, gpus_won)
+            else:
+                got = plan.find(gpus_won)
+                gpus = got if got is not None else np.flatnonzero(plan.free_mask)[:gpus_won]
+                cross = None
+            self._start(plan, job, gpus, now, cross, lease)
+        return kept
+
+    def _round(
+        self,
+        group: list[int],
+        ids: np.ndarray,
+        dem: np.ndarray,
+        rho: np.ndarray,
+        ideal: np.ndarray,
+        free: int,
+        now: float,
+        wins: list[tuple[int, int, float]],
+    ) -> int:
+        """One round of the auction arbiter over ``free`` GPUs: the bidders at positions
+        ``group`` of ``ids`` (rank order) bid for their demand (``rho_before = rho + lease_s /
+        T_ideal``, ``rho_after = rho``), ``arbitrate`` picks the winners and
+        ``partial_fractions`` their leases; appends (job, GPUs, lease) to ``wins`` and returns
+        the GPUs won."""
+        group = [k for k in group if dem[k] <= free]
+        if not group:
+            return 0
+        bidders: list[Bidder] = [
+            (float(rho[k] + self.lease_s / ideal[k]), ((int(dem[k]), float(rho[k])),))
+            for k in group
+        ]
+        won = arbitrate(bidders, free)
+        if self.partial_allocation:
+            frac = partial_fractions(bidders, free, won)
+        else:
+            frac = [1.0] * len(group)
+        for i, k in enumerate(group):
+            if not won[i]:
+                continue
+            job = int(ids[k])
+            lease = self.lease_s
+            if frac[i] < 1.0:  # the hidden payment: the GPUs return to the auction early
+                lease = frac[i] * self.lease_s
+                self._paid_until[job] = now + self.lease_s
+                self.partial_leases += 1
+            wins.append((job, won[i], lease))
+        return sum(won)
+
+    def _ideal(
+        self, view: ClusterView, ids: np.ndarray, dem: np.ndarray, n_run: int, n: int
+    ) -> np.ndarray:
+        """T_ideal of ``ids`` (the first ``n_run`` running) with ``n`` active jobs sharing the
+        cluster: length x compute x max(1, demand / fair share), the length known or done +
+        the estimated remaining iterations (``lengths``)."""
+        over = np.maximum(1.0, dem / (view.num_gpus / max(n, 1)))
+        if self.lengths == "known":
+            return self._ic[ids] * over
+        done = view.done_iters[ids]
+        if n_run:
+            done[:n_run] = view.live(ids[:n_run])[0]
+        compute = self._compute[ids]
+        remaining = remaining_iterations(
+            view.history, compute, done, method=self.lengths, floor_s=self.lease_s
+        )
+        return (done + remaining) * compute * over
+
     def _rho_bidders(
         self,
         view: ClusterView,
@@ -383,17 +719,23 @@ class Themis(BaseScheduler):
         bidders: int,
     ) -> np.ndarray:
         """``rho(view, ids, running, bidders)`` for ``placement="penalty"`` in the auction,
-        where the first ``n_exp`` jobs (the expired bidders, a few) are exactly the running
-        ones and ``dem`` is ``ids``'s demands: the same float operations in the same order,
-        without computing
-        ``view.live``'s run and attained columns for every bidder (a waiting job's
-        iterations done are ``done_iters``; a running one's are ``iterations_done``, the
-        scalar form of ``live``), and with ``iterations x compute`` taken once per job."""
+        where the first ``n_exp`` jobs (the expired bidders for the greedy arbiter, every
+        running job for the auction arbiter) are exactly the running ones and ``dem`` is
+        ``ids``'s demands: the same float operations in the same order, without computing
+        ``view.live`` for every bidder (a waiting job's iterations done are ``done_iters``; a
+        running one's are ``iterations_done``, the scalar form of ``live``, or ``live`` over
+        the running jobs only when they are many), and with ``iterations x compute`` taken
+        once per job."""
         done = view.done_iters[ids]
         it = self._compute[ids]
-        for k, j in enumerate(ids[:n_exp].tolist()):
-            done[k] = view.iterations_done(j)
-            it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
+        if n_exp > _SCALAR_MAX:  # many running jobs: ``view.live``, the same operations
+            run = ids[:n_exp]
+            done[:n_exp] = view.live(run)[0]
+            it[:n_exp] = it[:n_exp] * self._penalty[run]
+        else:
+            for k, j in enumerate(ids[:n_exp].tolist()):
+                done[k] = view.iterations_done(j)
+                it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
         fair_share = view.num_gpus / max(bidders, 1)
         if self.lengths != "known":
             return self._rho_estimated(view, ids, done, it, dem / fair_share)
@@ -401,16 +743,23 @@ class Themis(BaseScheduler):
         return shared / (self._ic[ids] * np.maximum(1.0, dem / fair_share))
 
     def _bid(
-        self, plan: Plan, job: int, own: dict[int, np.ndarray], now: float, kept: set[int]
+        self,
+        plan: Plan,
+        job: int,
+        own: dict[int, np.ndarray],
+        now: float,
+        kept: set[int],
+        lease_s: float | None = None,
     ) -> None:
         """One bidder's turn in the auction: its smallest-penalty placement, or its own GPUs
-        (an expired job) when they are free and no placement has a smaller penalty."""
+        (an expired job) when they are free and no placement has a smaller penalty; a lease
+        of ``lease_s`` (default the policy's)."""
         mine = own.get(job)
         if self.fast_paths and mine is not None and plan.free_mask[mine].all():
             racks = plan.cluster.gpu_rack[mine]
             if racks.min() == racks.max():  # one rack: no placement has a smaller penalty
                 kept.add(job)
-                self._start(plan, job, mine, now, cross=False)
+                self._start(plan, job, mine, now, cross=False, lease_s=lease_s)
                 return
         gpus = self.place(plan, job)
         if (
@@ -423,7 +772,7 @@ class Themis(BaseScheduler):
             return
         if mine is not None and np.array_equal(np.sort(gpus), np.sort(mine)):
             kept.add(job)
-        self._start(plan, job, gpus, now)
+        self._start(plan, job, gpus, now, lease_s=lease_s)
 
     @staticmethod
     def _all_one_rack(view: ClusterView, jobs: np.ndarray) -> bool:
@@ -591,3 +940,35 @@ class Themis(BaseScheduler):
         if running.size or plan.actions:  # leases to renew; nothing to renew once idle
             plan.wake_up(self._next_epoch)
         return plan.actions
+
+
+class ThemisGreedy(Themis):
+    """Themis with the greedy arbiter: bidders served in decreasing rho, the first that fits
+    wins (``arbiter="greedy"``; module docstring, "Arbiter")."""
+
+    name = "themis-greedy"
+
+    def __init__(
+        self,
+        *,
+        lease_s: float = 600.0,
+        auction: str = "reauction",
+        placement: str = "penalty",
+        cross_rack_slowdown: float = 1.5,
+        lengths: str = "known",
+    ) -> None:
+        super().__init__(
+            lease_s=lease_s,
+            auction=auction,
+            placement=placement,
+            cross_rack_slowdown=cross_rack_slowdown,
+            lengths=lengths,
+            arbiter="greedy",
+        )
+        self.params = {
+            "lease_s": lease_s,
+            "auction": auction,
+            "placement": placement,
+            "cross_rack_slowdown": cross_rack_slowdown,
+            "lengths": lengths,
+        }

@@ -364,7 +364,13 @@ register_policy(
 register_policy(
     "themis",
     "dlcluster_gym.baselines.themis:Themis",
-    "Themis: finish-time fairness, 10-minute leases and auctions (Cassini's base scheduler)",
+    "Themis: finish-time fairness, 10-minute leases, auctions maximizing the summed rho "
+    "improvement (Cassini's base scheduler)",
+)
+register_policy(
+    "themis-greedy",
+    "dlcluster_gym.baselines.themis:ThemisGreedy",
+    "Themis with the greedy arbiter: bidders served in decreasing finish-time fairness rho",
 )
 register_policy(
     "cassini",
@@ -426,7 +432,22 @@ register_policy(
 register_policy(
     "gavel",
     "dlcluster_gym.baselines.gavel:Gavel",
-    "Gavel: heterogeneity-aware max-sum-throughput LP (HiGHS), rounds, data-parallel profiles",
+    "Gavel: heterogeneity-aware max-sum-throughput LP (HiGHS), time-shared in rounds",
+)
+register_policy(
+    "gavel-las",
+    "dlcluster_gym.baselines.gavel:GavelLAS",
+    "Gavel's max-min fairness (LAS) LP over GPU time, time-shared in 6-minute rounds",
+)
+register_policy(
+    "gavel-ftf",
+    "dlcluster_gym.baselines.gavel:GavelFTF",
+    "CLAIRVOYANT Gavel finish-time fairness (reads remaining iterations), rounds",
+)
+register_policy(
+    "gavel-ftf-history",
+    "dlcluster_gym.baselines.gavel:GavelFTFHistory",
+    "Gavel finish-time fairness with remaining work estimated from finished jobs, rounds",
 )
 register_policy(
     "elasticflow-ls",

@@ -200,8 +200,11 @@ def main(argv: list[str] | None = None) -> None:
         "0.9, 1-12 GPUs, 200-1000 iterations, link sharing on, model profiles from the "
         "`cassini-testbed` source (`configs/profiles/cassini-testbed.yaml`, as the engine runs "
         "them: `dlcluster models --overheads --profile cassini-testbed`). Iteration time of a "
-        "job = (compute + exposed communication incl. contention) / iterations. Th+Cassini's "
-        "candidates move running jobs too (`candidates=auction`, thesis 4.4.2 step 1); the "
+        "job = (compute + exposed communication incl. contention) / iterations. Themis's "
+        "arbiter picks the bids that maximize the summed finish-time-fairness improvement "
+        "(`arbiter=auction`: fairness knob 0.2, partial allocation, leftovers; "
+        "`baselines/themis.py`). Th+Cassini's candidates move running jobs too "
+        "(`candidates=auction`, thesis 4.4.2 step 1); the "
         "`new-only` row is the earlier behaviour. 'job link-time shared': of the time running "
         "jobs spend on shared links (NICs, ToR uplinks), the part spent on a link that carries "
         "another job.",

@@ -92,7 +92,7 @@ def test_non_adaptive_jobs_still_need_their_exact_demand():
         eng.run()
 
 
-@pytest.mark.parametrize("policy", ["crius", "gavel", "elasticflow-ls"])
+@pytest.mark.parametrize("policy", ["crius", "elasticflow-ls"])
 def test_policies_are_not_applicable_to_other_models(policy):
     with pytest.raises(NotApplicableError, match="adaptive-parallelism jobs"):
         simulate("dally-batch-2rack", policy, seed=1)

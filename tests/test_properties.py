@@ -24,7 +24,7 @@ from dlcluster_gym.workload.models import DALLY_MODELS
 
 # Policies of parameter-server jobs and of adaptive-parallelism jobs refuse these workloads
 # (NotApplicableError, checked by the scenario x policy matrix); the others all run here.
-ONLY_OTHER_JOBS = {"nearchus", "optimus", "fa-bf", "crius", "gavel", "elasticflow-ls"}
+ONLY_OTHER_JOBS = {"nearchus", "optimus", "fa-bf", "crius", "elasticflow-ls"}
 POLICIES = sorted(
     name for name, spec in policies().items() if not spec.bound and name not in ONLY_OTHER_JOBS
 )

@@ -89,6 +89,8 @@ def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
         ("cassini-testbed-poisson", "themis", {"lengths": "attained"}),
         ("cassini-testbed-poisson", "themis", {"lengths": "history"}),
         ("cassini-testbed-poisson", "cassini", {}),
+        ("cassini-testbed-poisson", "themis-greedy", {}),
+        ("cassini-testbed-poisson", "themis-greedy", {"lengths": "history"}),
         pytest.param("dally-poisson-8rack", "themis", {}, marks=pytest.mark.slow),
     ],
 )

@@ -130,7 +130,7 @@ def test_themis_reauction_moves_a_cross_rack_job_into_a_freed_rack():
     assert ("preempt", 2) in ev and ("start", 2) in ev
     t, gpus, tier = starts(res)[2]
     assert (t, gpus, tier) == (pytest.approx(601.0), [0, 1], "machine")
-    _, old = run_engine(sc, jobs, make_policy("themis", auction="renew"))
+    _, old = run_engine(sc, jobs, make_policy("themis-greedy", auction="renew"))
     assert old.jobs["preemptions"][2] == 0 and starts(old)[2][2] == "network"
 
 
