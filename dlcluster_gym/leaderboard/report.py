@@ -196,7 +196,8 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         f"Seeds {', '.join(map(str, suite['seeds']))}; package version {version}; "
         f"{len(rows)} of {len(suite['cells'])} cells finished"
         + (f" ({missing} missing: rerun with --resume)" if missing else "")
-        + ".",
+        + "."
+        + _run_time(df),
         f"Score: geometric mean over scenarios of each metric's ratio to `{reference}` "
         f"(mean over seeds), then geometric mean over the metrics ({', '.join(metrics)}); "
         "lower is better, the reference scores 1. Each ranking compares entrants scored on the "
@@ -377,3 +378,11 @@ def run_kind(res: Any) -> str:
     if res.is_bound:
         return "bound"
     return entrant_kind(res.policy, res.policy_params)
+
+
+def _run_time(df: pd.DataFrame) -> str:
+    """ " Cells ran N s in all, the slowest M s." from the cells' recorded run times."""
+    if "wall_s" not in df or not df["wall_s"].notna().any():
+        return ""
+    w = df["wall_s"].astype(float)
+    return f" Cells ran {w.sum():,.0f} s in all (the slowest {w.max():,.0f} s; wall time per cell)."
