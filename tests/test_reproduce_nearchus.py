@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_nearchus.py"
@@ -12,7 +13,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_nearch
 def load():
     spec = importlib.util.spec_from_file_location("reproduce_nearchus", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/claims.py
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
     return mod
 
 
