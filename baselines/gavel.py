@@ -112,6 +112,16 @@ def max_sum_throughput(thr: np.ndarray, demand: np.ndarray, caps: np.ndarray) ->
     J, K = thr.shape
     if J == 0:
         return np.zeros((0, K))
+    if K == 1:  # a fractional knapsack: the fewest GPUs per unit of throughput first
+        x = np.zeros((J, 1))
+        left = float(caps[0])
+        t = thr[:, 0]
+        for j in np.lexsort((np.arange(J), -t / np.maximum(demand, 1), t <= 0)).tolist():
+            if t[j] <= 0 or left <= 0:
+                break
+            x[j, 0] = min(1.0, left / float(demand[j]))
+            left -= x[j, 0] * float(demand[j])
+        return x
     a, b, bounds = _base(thr, demand, caps)
     x = _solve(-thr.reshape(-1), a, b, bounds)
     return np.clip(x.reshape(J, K), 0.0, 1.0)

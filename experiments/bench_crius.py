@@ -14,6 +14,7 @@ import argparse
 import time
 
 import numpy as np
+from bench_out import markdown_copy  # experiments/ (the script's folder) is on sys.path
 
 from dlcluster_gym.api import prepare
 from dlcluster_gym.perf import parallelism as par
@@ -28,7 +29,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="crius-philly-1280gpu")
     ap.add_argument("--max-jobs", type=int, default=None)
+    ap.add_argument("--out", metavar="FILE", help="also write the output as a markdown page")
     args = ap.parse_args()
+    with markdown_copy(args.out, "Crius on its 1,280-GPU cluster"):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Time one Crius run and its decisions."""
     t0 = time.perf_counter()
     cfg, cluster, jobs, rng = prepare(args.scenario, None)
     if args.max_jobs:

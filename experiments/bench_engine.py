@@ -35,7 +35,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import signal
 import statistics
@@ -44,6 +43,7 @@ import sys
 import time
 
 import numpy as np
+from bench_out import markdown_copy  # experiments/ (the script's folder) is on sys.path
 
 from dlcluster_gym.api import prepare
 from dlcluster_gym.config import load_scenario
@@ -140,12 +140,12 @@ def bench(
 
 
 def _row(r: dict, base: dict | None) -> str:
-    target = f"<={r['target_s']:g}s" if r["target_s"] else ""
+    target = f"<= {r['target_s']:g} s" if r["target_s"] else ""
     ratio = f"{r['sim_s'] / base['sim_s']:.2f}x" if base and base["sim_s"] > 0 else ""
     return (
-        f"{r['cell']:<36}{r['jobs']:>8}{r['gpus']:>6}{r['load_s']:>8.2f}{r['sim_s']:>8.2f}"
-        f"{r['total_s']:>9.2f}{r['jobs_per_s']:>9}{r['events_per_s']:>10}{target:>8}"
-        f"{ratio:>8}{r['avg_contention_slowdown']:>9.3f}"
+        f"| {r['cell']} | {r['jobs']:,} | {r['gpus']:,} | {r['load_s']:.2f} | {r['sim_s']:.2f} | "
+        f"{r['cpu_s']:.2f} | {r['jobs_per_s']:,} | {r['events_per_s']:,} | {target} | {ratio} | "
+        f"{r['avg_contention_slowdown']:.3f} |"
     )
 
 
@@ -238,8 +238,8 @@ def _sweep_row(r: dict) -> str:
 def sweep(args: argparse.Namespace) -> None:
     names = args.policies or [n for n, spec in policies().items() if not spec.bound]
     print(
-        f"# median of {args.repeat} single-threaded runs, timeout {args.timeout:g} CPU s; "
-        f"load average {os.getloadavg()[0]:.1f} at start"
+        f"# Median of {args.repeat} single-threaded runs, timeout {args.timeout:g} CPU s; "
+        f"load average {os.getloadavg()[0]:.1f} at start."
     )
     if not args.json:
         print("| scenario : policy | sim s | CPU s | load s | events | preemptions | target |")
@@ -248,7 +248,7 @@ def sweep(args: argparse.Namespace) -> None:
         for name in names:
             r = sweep_cell(f"{scenario}:{name}", args.repeat, args.timeout)
             print(json.dumps(r) if args.json else _sweep_row(r), flush=True)
-    print(f"# load average {os.getloadavg()[0]:.1f} at end")
+    print(f"# Load average {os.getloadavg()[0]:.1f} at the end.")
 
 
 def main() -> None:
@@ -266,24 +266,33 @@ def main() -> None:
     ap.add_argument("--scenarios", nargs="*", default=list(SWEEP_SCENARIOS))
     ap.add_argument("--policies", nargs="*", help="sweep only these (default: all)")
     ap.add_argument("--timeout", type=float, default=600.0, help="sweep: seconds per run")
+    ap.add_argument("--out", metavar="FILE", help="also write the output as a markdown page")
     ap.add_argument("--once", metavar="CELL", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.once:
         print(json.dumps(run_once(args.once)))
         return
     if args.sweep:
-        sweep(args)
+        with markdown_copy(args.out, "Every policy on the traces"):
+            sweep(args)
         return
+    with markdown_copy(args.out, "Engine speed"):
+        cells(args)
+
+
+def cells(args: argparse.Namespace) -> None:
+    """The default mode: each cell with link sharing off and on (best of ``--repeat``)."""
     print(
-        f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-        f"best of {args.repeat}; 'vs off' = sim s / sim s of the same cell without contention"
-    )
-    header = (
-        f"{'cell':<36}{'jobs':>8}{'GPUs':>6}{'load s':>8}{'sim s':>8}{'total s':>9}"
-        f"{'jobs/s':>9}{'events/s':>10}{'target':>8}{'vs off':>8}{'slowdown':>9}"
+        f"# Best of {args.repeat} runs per cell; `vs off`: sim s over the same cell's sim s "
+        "without link sharing; `+share`: link sharing on, `os4`: ToR uplinks 4:1 "
+        "over-subscribed; `slowdown`: mean contention slowdown."
     )
     if not args.json:
-        print(header)
+        print(
+            "| cell | jobs | GPUs | load s | sim s | CPU s | jobs/s | events/s | target "
+            "| vs off | slowdown |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for cell in args.cells:
         runs = [(False, None), (True, None)]
         if args.oversubscription and cell in CONTENDED_CELLS:
@@ -293,7 +302,7 @@ def main() -> None:
             try:
                 r = bench(cell, args.repeat, contention, oversub)
             except TraceError as exc:
-                print(f"{cell:<36} skipped: {exc}")
+                print(f"| {cell} | skipped: {exc} |")
                 break
             if args.json:
                 print(json.dumps(r))

@@ -8,17 +8,18 @@ Every row runs whole episodes (reset included) for ``--episodes`` seeds and repo
 per wall-clock second, steps per CPU second of this process (the single-core figure, robust
 to other load on the machine) and simulated jobs/s.
 
-Usage: python experiments/bench_envs.py [--episodes N] [--rows ENV:SCENARIO:POLICY ...] [--json]
+Usage: python experiments/bench_envs.py [--episodes N] [--json] [--out FILE]
+       [--rows ENV[-vN]:SCENARIO:POLICY ...]   (ENV alone: its latest version)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 
 import gymnasium as gym
+from bench_out import markdown_copy  # experiments/ (the script's folder) is on sys.path
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.envs import latest
@@ -33,16 +34,19 @@ DEFAULT_ROWS = (
     "DelayTimer:dally-poisson-4rack:dally",
     "Scheduler:dally-poisson-8rack:random",
     "Scheduler:dally-poisson-4rack:random",
-    "Scheduler:dally-poisson-8rack:dally",
-    "Scheduler:dally-poisson-8rack:srw-slots",
+    "Scheduler-v2:dally-poisson-8rack:random",
+    "Scheduler-v2:dally-poisson-8rack:dally",
+    "Scheduler-v2:dally-poisson-8rack:srw-slots",
 )
 
 
 def bench(row: str, episodes: int) -> dict:
-    kind, scenario, policy = row.split(":")
+    """Episodes of ``ENV[-vN]:SCENARIO:POLICY`` (the latest version unless named)."""
+    env_name, scenario, policy = row.split(":")
+    kind, _, version = env_name.partition("-v")
     target = ENV_POLICIES[kind][policy][0]
     kw = dict(getattr(_import(target), "env_kwargs", {}))
-    env = gym.make(f"DLCluster/{kind}-v{latest(kind)}", scenario=scenario, **kw)
+    env = gym.make(f"DLCluster/{kind}-v{version or latest(kind)}", scenario=scenario, **kw)
     pol = make_env_policy(policy, env, **({"seed": 0} if policy == "random" else {}))
     steps = jobs = 0
     t0 = time.perf_counter()
@@ -70,21 +74,24 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=3)
     ap.add_argument("--rows", nargs="*", default=list(DEFAULT_ROWS))
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--out", metavar="FILE", help="also write the table as a markdown page")
     args = ap.parse_args()
     out = [bench(r, args.episodes) for r in args.rows]
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    print(
-        f"{'env:scenario:policy':42s} {'steps':>6s} {'wall s':>7s} {'steps/s':>8s} "
-        f"{'steps/cpu-s':>11s} {'jobs/s':>7s}"
-    )
-    for r in out:
+    with markdown_copy(args.out, "Environment speed"):
         print(
-            f"{r['row']:42s} {r['steps']:6d} {r['wall_s']:7.2f} {r['steps_per_s']:8.0f} "
-            f"{r['steps_per_cpu_s']:11.0f} {r['jobs_per_s']:7.0f}"
+            f"# Whole episodes including resets ({args.episodes} per row), one core; steps/s "
+            "over wall time, steps/CPU-s over CPU time."
         )
+        print("| env : scenario : policy | steps | wall s | steps/s | steps/CPU-s | jobs/s |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in out:
+            print(
+                f"| {r['row'].replace(':', ' : ')} | {r['steps']:,} | {r['wall_s']:.2f} | "
+                f"{r['steps_per_s']:,.0f} | {r['steps_per_cpu_s']:,.0f} | {r['jobs_per_s']:,.0f} |"
+            )
 
 
 if __name__ == "__main__":

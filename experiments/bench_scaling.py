@@ -20,7 +20,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from bench_out import markdown_copy  # experiments/ (the script's folder) is on sys.path
 
 JOBS = (1_000, 10_000, 100_000, 1_000_000)
 GPUS = (512, 4_096, 16_384)
@@ -134,16 +134,22 @@ def main() -> None:
     ap.add_argument("--policies", nargs="*", default=list(POLICIES))
     ap.add_argument("--timeout", type=float, default=600.0, help="CPU seconds per cell")
     ap.add_argument("--json", action="store_true", help="one JSON object per cell")
+    ap.add_argument("--out", metavar="FILE", help="also write the output as a markdown page")
     ap.add_argument("--once", metavar="JOBS:GPUS:POLICY", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.once:
         jobs, gpus, policy = args.once.split(":")
         print(json.dumps(run_once(int(jobs), int(gpus), policy)))
         return
+    with markdown_copy(args.out, "Scaling with jobs and cluster size"):
+        table(args)
+
+
+def table(args: argparse.Namespace) -> None:
+    """One row per policy x GPUs x jobs (a row stops at its first timeout or error)."""
     print(
-        f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-        f"numpy {np.__version__}; one single-threaded process per cell; load average "
-        f"{os.getloadavg()[0]:.1f} at start"
+        f"# numpy {np.__version__}; one single-threaded process per cell; load average "
+        f"{os.getloadavg()[0]:.1f} at the start."
     )
     if not args.json:
         print(
@@ -157,7 +163,7 @@ def main() -> None:
                 print(json.dumps(r) if args.json else _row(r), flush=True)
                 if "timeout_s" in r or "error" in r:
                     break  # larger job counts of this row would only take longer
-    print(f"# load average {os.getloadavg()[0]:.1f} at end")
+    print(f"# Load average {os.getloadavg()[0]:.1f} at the end.")
 
 
 if __name__ == "__main__":

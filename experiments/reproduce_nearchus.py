@@ -232,7 +232,10 @@ REASON_A_JCT = (
 )
 REASON_B = (
     "Nearchus grows its nodes' vCPUs multiplicatively and stops at a few fat nodes, which our "
-    f"PS model runs slower than Optimus's and FA-BF's many 5-vCPU nodes ({DOC})"
+    f"PS model runs slower than Optimus's and FA-BF's many 5-vCPU nodes ({DOC}); on the "
+    "5-server cluster B a grown worker passes the per-process vCPU cap and the even split "
+    "into one more worker does not fit a server, where Table I's 9-server cluster B reaches "
+    "FA-BF's speed (docs/gaps.md)"
 )
 
 

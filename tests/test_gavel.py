@@ -77,6 +77,19 @@ def test_ftf_on_one_type_gives_at_least_the_isolated_share():
     np.testing.assert_allclose(x[:, 0], [0.5, 1.0], atol=1e-5)
 
 
+def test_max_sum_throughput_on_one_type_is_the_lp_optimum():
+    # 5 GPUs, demands 1, 4, 2, 2 (throughput 1 each): 1, 2, 2 fit (3 jobs), the 4-GPU job
+    # gets nothing; the closed form reaches the LP's optimum value
+    from dlcluster_gym.baselines.gavel import _base, _solve
+
+    thr, d, caps = np.ones((4, 1)), np.array([1, 4, 2, 2]), np.array([5])
+    x = max_sum_throughput(thr, d, caps)
+    np.testing.assert_allclose(x[:, 0], [1.0, 0.0, 1.0, 1.0])
+    a, b, bounds = _base(thr, d, caps)
+    lp = _solve(-thr.reshape(-1), a, b, bounds)  # HiGHS on the same problem
+    assert x.sum() == pytest.approx(lp.sum())
+
+
 def test_max_sum_throughput_fills_the_cluster():
     x = max_sum_throughput(np.ones((3, 1)), np.array([1, 1, 2]), np.array([2]))
     assert (np.array([1, 1, 2]) @ x[:, 0]) == pytest.approx(2.0)

@@ -1,0 +1,51 @@
+"""The benchmark scripts' ``--out`` pages: what the docs include is what a run printed."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench_out():
+    spec = importlib.util.spec_from_file_location(
+        "bench_out", ROOT / "experiments" / "bench_out.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_render_keeps_tables_turns_comments_into_text_and_the_rest_into_code():
+    lines = ["# Best of 3.", "| a | b |", "|---|---|", "| 1 | 2 |", "decision mean 1.9 ms", "x"]
+    assert _bench_out().render(lines) == [
+        "", "Best of 3.", "", "| a | b |", "|---|---|", "| 1 | 2 |",
+        "", "```text", "decision mean 1.9 ms", "x", "```", "",
+    ]  # fmt: skip
+
+
+def test_a_benchmark_run_writes_its_page_with_command_machine_and_load(tmp_path):
+    out = tmp_path / "engine.md"
+    cmd = [sys.executable, str(ROOT / "experiments" / "bench_engine.py"), "--repeat", "1",
+           "--cells", "dally-batch-2rack:fcfs", "--oversubscription", "0",
+           "--out", str(out)]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    page = out.read_text()
+    assert page.startswith("**Engine speed.** Written by `python experiments/bench_engine.py")
+    assert "load average" in page and "cores" in page
+    rows = [ln for ln in page.splitlines() if ln.startswith("| dally-batch-2rack:fcfs")]
+    assert len(rows) == 2  # sharing off and on
+    assert rows[0] in run.stdout  # the page holds what the run printed
+
+
+def test_every_page_the_performance_docs_include_exists():
+    doc = (ROOT / "docs" / "performance.md").read_text()
+    pages = [ln.split('"')[1] for ln in doc.splitlines() if ln.startswith("--8<--")]
+    assert len(pages) >= 6
+    for page in pages:
+        assert (ROOT / page).is_file(), f"docs/performance.md includes {page}: not written yet"
