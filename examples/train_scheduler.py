@@ -13,7 +13,7 @@ KW = {"scenario": "dally-poisson-2rack", "scenario_overrides": {"workload": {"nu
 
 
 def main(episodes=30, epochs=100, ppo_steps=10_000, held_out=(101, 102, 103)):
-    torch.set_num_threads(1)  # small networks: one thread is fastest
+    torch.set_num_threads(1)  # small networks: one thread, robust to a shared machine
     env = gym.make(ENV, **KW)  # held_out: seeds never used for training
     jct = {p: average_jct_h(env, p, held_out) for p in ("random", TEACHER)}  # avg JCT, hours
     demos = record(env, TEACHER, seeds=range(episodes))  # the teacher's (obs, action, mask)

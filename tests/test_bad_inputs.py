@@ -212,9 +212,9 @@ CASES: dict[str, Case] = {
         "--policy-arg 'noequals'",
     ),
     "param-unknown-gavel": (
-        [*SIM, "dally-batch-2rack", "--policy", "gavel", "--policy-arg", "round_s=60"],
+        [*SIM, "dally-batch-2rack", "--policy", "gavel", "--policy-arg", "lease_s=60"],
         {},
-        "policy 'gavel' has no parameter 'round_s'",
+        "policy 'gavel' has no parameter 'lease_s'",
     ),
     "param-unknown-fcfs": (
         [*SIM, "dally-batch-2rack", "--policy-arg", "x=1"],
@@ -354,10 +354,10 @@ CASES: dict[str, Case] = {
     "suite-entrant-bad-param": (
         ["leaderboard", "--suite", "{d}/suite.yaml"],
         {
-            "suite.yaml": SUITE.replace("[fcfs]", "[fcfs, {policy: gavel, params: {round_s: 60}}]"),
+            "suite.yaml": SUITE.replace("[fcfs]", "[fcfs, {policy: gavel, params: {lease_s: 60}}]"),
             "s.yaml": OK_SCENARIO,
         },
-        "policy 'gavel' has no parameter 'round_s'",
+        "policy 'gavel' has no parameter 'lease_s'",
     ),
     "suite-bad-reference": (
         ["leaderboard", "--suite", "{d}/suite.yaml"],
