@@ -34,9 +34,14 @@ maximisation, no change of GPU counts). Each choice:
   the job arrived, ``R_j`` its remaining iterations and ``X_iso`` its isolated share: the
   heterogeneity-agnostic max-min time fraction ``min(1, c / N_j)`` (``c`` the water level at
   which the active jobs fill the cluster), spread over types in proportion to their GPUs.
-  ``min max rho`` is solved by bisection on rho (tolerance 1e-6 relative), each step a
+  ``min max rho`` is solved by bisection on rho between its lower bound (every job on its
+  best type all the time) and 1 (the isolated share; tolerance 1e-4 relative), each step a
   feasibility LP (a closed form on one GPU type), then the same GPU-throughput tie-break (on
   one type: water-filling of the GPU time left above each job's need).
+  On one GPU type the isolated share is feasible, gives every job rho = 1 and no allocation
+  lowers every rho, so the allocation is that share whatever the lengths: ``gavel-las``'s
+  water-filling (checked against the bisection in ``tests/test_gavel.py``), computed without
+  reading them.
   ``R_j`` is ground truth in the paper (jobs declare their iterations), so ``gavel-ftf`` is
   declared clairvoyant; ``gavel-ftf-history`` (our deployable variant) estimates ``R_j`` from
   the finished jobs' lengths (``sim.estimators``, method ``"history"``, at least one round of
@@ -79,6 +84,7 @@ ROUND_S = 360.0  # Gavel's round duration (paper 5: 6-minute rounds)
 MIN_ROUND_S = 1.0
 LENGTHS = ("known", "history")
 _TIE = 1e-7  # relative slack on the fairness level kept by the total-throughput tie-break
+_RHO_TOL = 1e-4  # relative tolerance of the bisection on finish-time fairness
 
 
 def _base(thr: np.ndarray, demand: np.ndarray, caps: np.ndarray, extra: int = 0):
@@ -273,14 +279,13 @@ def finish_time_fairness(
         )
         return res.status == 0
 
-    # rho with every job on its best type all the time: no allocation does better
+    # rho with every job on its best type all the time: no allocation does better (lo <= 1);
+    # the isolated share is feasible and gives every job rho = 1 (hi)
     lo = float(np.max((elapsed[live] + remaining[live] / best[live]) / t_iso[live]))
-    hi = max(lo, 1.0) * 2.0
-    while not feasible(hi):
-        hi *= 2.0
-    if feasible(lo):
-        hi = lo
-    while hi - lo > 1e-6 * hi:
+    hi = 1.0 + 1e-9
+    if lo >= hi or feasible(lo):
+        hi = max(lo, hi)
+    while hi - lo > _RHO_TOL * hi:
         mid = 0.5 * (lo + hi)
         if feasible(mid):
             hi = mid
@@ -478,6 +483,11 @@ class GavelFTF(Gavel):
             self._iters = np.array([j.iterations for j in view.oracle.jobs], dtype=np.float64)
 
     def allocation(self, view: ClusterView, active: np.ndarray) -> np.ndarray:
+        if self.caps.size == 1:
+            # On one GPU type the isolated share is feasible, gives every job rho = 1 and no
+            # allocation lowers every rho: the finish-time-fair allocation is that share, the
+            # max-min water-filling, whatever the remaining lengths.
+            return GavelLAS.allocation(self, view, active)
         done, _, _ = view.live(active)
         if self.lengths == "known":
             remaining = np.maximum(self._iters[active] - done, 0.0)

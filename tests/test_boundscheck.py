@@ -41,6 +41,7 @@ CACHE = Path(
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="the kernels need numba")
 
 
+@pytest.mark.slow  # .ci/run runs it on every build, after the default run
 @pytest.mark.skipif(IN_CHECKED_RUN, reason="this is the bounds-checked run itself")
 def test_kernels_pass_with_bounds_checked() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)

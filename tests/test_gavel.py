@@ -77,6 +77,19 @@ def test_ftf_on_one_type_gives_at_least_the_isolated_share():
     np.testing.assert_allclose(x[:, 0], [0.5, 1.0], atol=1e-5)
 
 
+def test_ftf_equals_the_water_filling_on_one_type_whatever_the_lengths():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(rng.integers(1, 8))
+        d = rng.integers(1, 5, n)
+        gpus = np.array([int(rng.integers(1, 12))])
+        ftf = finish_time_fairness(
+            np.ones((n, 1)), d, gpus, rng.uniform(0, 1e4, n), rng.uniform(1, 1e5, n)
+        )
+        las = max_min_fairness(np.ones((n, 1)), d, gpus)
+        np.testing.assert_allclose(ftf, las, atol=1e-5)
+
+
 def test_max_sum_throughput_on_one_type_is_the_lp_optimum():
     # 5 GPUs, demands 1, 4, 2, 2 (throughput 1 each): 1, 2, 2 fit (3 jobs), the 4-GPU job
     # gets nothing; the closed form reaches the LP's optimum value

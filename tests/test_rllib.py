@@ -103,6 +103,7 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.mark.slow  # .ci/run runs it on every build, after the default run
 @needs_rllib
 def test_one_rllib_ppo_iteration_is_finite_and_never_takes_a_masked_action(ray_local):
     """One PPO iteration with one env-runner process of two envs; the wrapper raises on a
