@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from dlcluster_gym import BaseScheduler, Migrate, Preempt, SetTimeShift, Start, WakeUp
 from dlcluster_gym.cluster.topology import Cluster
@@ -15,6 +16,12 @@ from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import get_model
+
+# Property tests draw the same examples on every run (reproducible results and run times);
+# HYPOTHESIS_PROFILE=explore draws new ones each run (docs/testing.md).
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 TRACES = Path(
     os.environ.get("DLCLUSTER_TRACES")
