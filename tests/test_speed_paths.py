@@ -113,7 +113,8 @@ def test_themis_fast_paths_match_general_loop_on_trace_prefix():
 @pytest.mark.parametrize(
     ("scenario", "policy", "jobs"),
     [
-        ("philly-1024gpu", "themis", 1500),
+        pytest.param("philly-1024gpu", "themis", 1500, marks=pytest.mark.slow),
+        ("itp-cluster04", "themis", 400),
         pytest.param("philly-1024gpu", "cassini", 600, marks=pytest.mark.slow),
         pytest.param("itp-cluster04", "cassini", 300, marks=pytest.mark.slow),
     ],
