@@ -135,6 +135,19 @@ def evaluate() -> None:
     tables()
 
 
+def _training_wall(name: str) -> str:
+    """`` (N s of training, M s of it the warm start)`` from the shipped training summary."""
+    path = RESULTS / f"{name}_train_summary.json"
+    if not path.exists():
+        return ""
+    d = json.loads(path.read_text())
+    warm = (
+        (d.get("warm_start") or {}).get("wall_s") if isinstance(d.get("warm_start"), dict) else None
+    )
+    extra = f", {warm:.0f} s of it the warm start" if warm else ""
+    return f" ({d['wall_s']:.0f} s of training{extra}, `{name}_train_summary.json`)"
+
+
 PAPER = ("dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini")
 HEURISTICS = (*PAPER, "srw")  # what "the best heuristic" is chosen from, by kind
 
@@ -244,11 +257,11 @@ def tables() -> None:
         d["rows"] = with_kinds(d["rows"], f"{agent}-agent", d["checkpoint"])
         table = summary_table(d["rows"], "dally")
         md = markdown_table(table, "dally")
-        wall = f"; {d['wall_s']:.0f} s" if "wall_s" in d else ""
+        wall = f"; evaluation {d['wall_s']:.0f} s" if "wall_s" in d else ""
         (RESULTS / f"{name}_eval.md").write_text(
             f"# {agent} agent, held-out evaluation (ratio to Dally)\n\n"
-            f"Checkpoint `{d['checkpoint']}`, trained with `{d['command']}`; "
-            f"seeds {d['seeds']}{wall}.\n\nAverage JCT:\n\n{md}\n\n"
+            f"Checkpoint `{d['checkpoint']}`, trained with `{d['command']}`"
+            f"{_training_wall(name)}; seeds {d['seeds']}{wall}.\n\nAverage JCT:\n\n{md}\n\n"
             f"P99 JCT:\n\n{p99_table(table, 'dally')}\n\n"
             f"Makespan:\n\n{makespan_table(table, 'dally')}\n"
             + (f"\nHeld-out targets:\n\n{targets_table(d['rows'], f'{agent}-agent')}\n"
