@@ -45,7 +45,8 @@ pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="the kernels need numba")
 @pytest.mark.skipif(IN_CHECKED_RUN, reason="this is the bounds-checked run itself")
 def test_kernels_pass_with_bounds_checked() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(CACHE)}
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(CACHE),
+           "DLCLUSTER_PROPERTY_EXAMPLES": "100"}  # fmt: skip
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-rA", "-p", "no:cacheprovider"]
     cmd += [str(TESTS / name) for name in CHECKED]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
