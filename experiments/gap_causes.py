@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from reproduce_crius import reference_iter_times
 from reproduce_nearchus import (  # experiments/ (the script's folder) is on sys.path
     CONVERGE_FACTOR,
     INTERVAL_S,
@@ -609,11 +610,7 @@ def throughput(scenario: str, policy: str, seed: int) -> Throughput:
     as in ``reproduce_crius.run``): their speeds relative to their requested GPUs (the
     report's unit), the same weighted by the requested GPUs, and raw samples/s."""
     cfg, cluster, jobs, rng = prepare(scenario, seed)
-    hw = par.cluster_hardware(cluster)
-    ref = np.array([
-        par.best_plan(j.model, hw[cluster.gpu_types.index(j.gpu_type)], j.num_gpus).iter_time_s
-        for j in jobs
-    ])  # fmt: skip
+    ref = reference_iter_times(cluster, jobs)
     gpus = np.array([j.num_gpus for j in jobs], float)
     batch = np.array([parse_large_model(j.model)[1] for j in jobs], float)
     eng = Engine(cfg, cluster, jobs, make_policy(policy), rng)

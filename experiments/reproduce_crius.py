@@ -136,16 +136,22 @@ def make(policy: str, sigma: float, noise_seed: int):
     return make_policy(policy)
 
 
+def reference_iter_times(cluster: Cluster, jobs: list) -> np.ndarray:
+    """Each job's iteration time on its requested GPUs with its best plan: the report's unit
+    of throughput (a job running at it counts as 1)."""
+    hw = par.cluster_hardware(cluster)
+    return np.array([
+        par.best_plan(j.model, hw[cluster.gpu_types.index(j.gpu_type)], j.num_gpus).iter_time_s
+        for j in jobs
+    ])  # fmt: skip
+
+
 def run(
     scenario: str, policy: str, seed: int, sigma: float = NOISE_SIGMA, noise_seed: int = 0
 ) -> dict:
     """One run, with the cluster-throughput series sampled after every decision."""
     cfg, cluster, jobs, rng = prepare(scenario, seed)
-    hw = par.cluster_hardware(cluster)
-    ref = np.array([
-        par.best_plan(j.model, hw[cluster.gpu_types.index(j.gpu_type)], j.num_gpus).iter_time_s
-        for j in jobs
-    ])  # fmt: skip
+    ref = reference_iter_times(cluster, jobs)
     pol = make(policy, sigma, noise_seed)
     eng = Engine(cfg, cluster, jobs, pol, rng)
     ts_t: list[float] = []

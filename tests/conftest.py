@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,19 @@ traces_available = TRACES.is_dir()
 needs_traces = pytest.mark.skipif(
     not traces_available, reason=f"{TRACES} not found (set DLCLUSTER_TRACES to run trace tests)"
 )
+
+
+def experiment_script(name: str):
+    """The module of ``experiments/NAME.py`` (imported with its folder on ``sys.path``, as
+    the scripts import each other)."""
+    import importlib
+
+    folder = str(Path(__file__).resolve().parents[1] / "experiments")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)
 
 
 def small_scenario(racks: int = 1, machines: int = 2, gpus: int = 4, **kw) -> ScenarioConfig:

@@ -9,26 +9,17 @@ here until the script is re-run and its fragments committed.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import experiment_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script(name: str):
-    sys.path.insert(0, str(ROOT / "experiments"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "experiments"))
-
-
 @pytest.mark.parametrize("section", ["report_numbers", "nearchus_fitted_model"])
-def test_gap_fragments_match_the_script(section: str) -> None:
-    mod = _script("gap_causes")
+def test_gap_fragments_match_theexperiment_script(section: str) -> None:
+    mod = experiment_script("gap_causes")
     fragments = mod.SECTIONS[section]()
     assert fragments
     for name, text in fragments.items():
@@ -42,7 +33,7 @@ def test_gap_fragments_match_the_script(section: str) -> None:
 
 def test_gaps_page_includes_every_fragment() -> None:
     """Every committed fragment is on the page, and the page includes no other file."""
-    mod = _script("gap_causes")
+    mod = experiment_script("gap_causes")
     page = (ROOT / "docs" / "gaps.md").read_text()
     included = {
         line.split('"')[1] for line in page.splitlines() if line.strip().startswith("--8<--")

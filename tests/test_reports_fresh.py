@@ -8,26 +8,17 @@ published number fails here until the script is re-run and its results committed
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import experiment_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
 RTOL = 1e-9
 NOT_COMPARED = {"wall_s", "decision_ms_mean", "scenario"}  # machine-dependent or labels
-
-
-def _script(name: str):
-    sys.path.insert(0, str(ROOT / "experiments"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "experiments"))
 
 
 def _row(csv: Path, **where) -> pd.Series:
@@ -58,7 +49,7 @@ def _same(committed: pd.Series, now: dict, where: str) -> None:
 
 
 def test_dally_reproduction_cell() -> None:
-    mod = _script("reproduce_dally")
+    mod = experiment_script("reproduce_dally")
     # the committed Gandiva rows are its placement and migration (as Dally 5.1.3 describes
     # it), the registered gandiva-placement; gandiva itself also time-slices
     res = mod.simulate_spec("dally-batch-2rack", ("gandiva-placement", {}), 1)
@@ -69,7 +60,7 @@ def test_dally_reproduction_cell() -> None:
 
 @pytest.mark.parametrize("policy", ["ideal", "random"])
 def test_cassini_reproduction_cell(policy: str) -> None:
-    mod = _script("reproduce_cassini")
+    mod = experiment_script("reproduce_cassini")
     got = mod.run("cassini-testbed-poisson", policy, 1)
     csv = RESULTS / "cassini" / "runs.csv"
     want = _row(csv, scenario="cassini-testbed-poisson", policy=policy, seed=1)
@@ -77,7 +68,7 @@ def test_cassini_reproduction_cell(policy: str) -> None:
 
 
 def test_crius_reproduction_cell() -> None:
-    mod = _script("reproduce_crius")
+    mod = experiment_script("reproduce_crius")
     got = mod.run("crius-testbed-64gpu", "crius", 1)
     want = _row(
         RESULTS / "crius" / "runs.csv", scenario="crius-testbed-64gpu", policy="crius", seed=1
@@ -86,7 +77,7 @@ def test_crius_reproduction_cell() -> None:
 
 
 def test_nearchus_reproduction_cell(monkeypatch) -> None:
-    mod = _script("reproduce_nearchus")
+    mod = experiment_script("reproduce_nearchus")
     monkeypatch.setattr(mod, "CLUSTERS", ("A",))
     got = mod.run_multi([1])
     committed = pd.read_csv(RESULTS / "nearchus" / "multi.csv")
