@@ -184,6 +184,7 @@ def test_rollout_value_is_the_jct_reward_of_following_the_base_policy() -> None:
     assert other != value
 
 
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_rollout_labels_do_not_depend_on_workers_and_margin_clones_the_teacher() -> None:
     from dlcluster_gym.agents.config import AgentConfig
     from dlcluster_gym.agents.rollouts import rollout_data

@@ -436,6 +436,7 @@ def test_entrant_parameters_are_checked_when_the_suite_loads(tmp_path):
             lb.load_suite(suite_file(tmp_path, entrants=entrants))
 
 
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_kill_then_resume_equals_uninterrupted(tmp_path):
     """Kill a CLI run half way (SIGKILL to its process group), resume, compare."""
     sc = scenario_file(tmp_path, "resume", num_jobs=200)

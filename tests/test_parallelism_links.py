@@ -211,6 +211,7 @@ def test_links_never_carry_more_than_capacity_with_adaptive_jobs(seed, oversub):
     assert np.isfinite(res.jobs["finish_s"]).all()
 
 
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_adaptive_jobs_are_slowed_in_random_runs_and_runs_are_deterministic():
     slowed = 0.0
     for seed in range(3):

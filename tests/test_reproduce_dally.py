@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_dally.py"
 
@@ -15,6 +16,7 @@ def run(args: list[str]) -> None:
     subprocess.run([sys.executable, str(SCRIPT), *args], check=True, capture_output=True)
 
 
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_reproduction_runs_resumes_and_reports(tmp_path):
     args = [
         "--racks",
@@ -85,6 +87,7 @@ def test_comm_concentration_hand_computed():
     assert got["comm_overhead_weighted"] == 20.0 / 14.0
 
 
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_report_with_any_policy_subset(tmp_path):
     """The paper's four schedulers only (no relocate variants), then single policies reused
     from the same cells: the report is written, and tables whose policy is missing say so."""

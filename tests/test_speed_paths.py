@@ -102,6 +102,7 @@ def test_themis_fast_paths_match_general_loop(scenario, policy, params):
 
 
 @needs_traces
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_themis_fast_paths_match_general_loop_on_trace_prefix():
     _assert_same(
         _run("itp-cluster04", "themis", True, jobs=800),
@@ -181,6 +182,7 @@ def test_cassini_fast_paths_match_direct_form_on_crius(policy, jobs):
 
 
 @needs_traces
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_themis_auction_of_fitting_bidders_matches_full_auction():
     """The auction that ranks only the bidders whose demand fits the free GPUs (and stops
     once nobody else fits) picks the same winners as ranking every bidder: on ITP-08 every

@@ -29,6 +29,7 @@ def test_the_recipe_is_at_most_30_lines() -> None:
     assert len(RECIPE.read_text().splitlines()) <= 30
 
 
+@pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_the_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
     mod = _recipe()
     small = {"workload": {"num_jobs": 20}}
