@@ -12,7 +12,9 @@ Pages: ``experiments/results/agents/example_train_scheduler.md`` and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import sys
 from pathlib import Path
 
@@ -55,7 +57,8 @@ def rllib(timesteps: int) -> None:
     from dlcluster_gym.agents.imitation import average_jct_h
 
     seeds = ",".join(map(str, RLLIB_SEEDS))
-    s = rllib_example.main(["--timesteps", str(timesteps), "--held-out-seeds", seeds])
+    with contextlib.redirect_stdout(io.StringIO()):  # its own summary: the table below
+        s = rllib_example.main(["--timesteps", str(timesteps), "--held-out-seeds", seeds])
     env = gym.make(s["env_id"], **s["env_kwargs"])
     rand = average_jct_h(env, "random", list(RLLIB_SEEDS))
     print(f"# `python -m dlcluster_gym.agents.rllib_example --timesteps {timesteps}` (env "
