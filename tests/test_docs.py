@@ -45,6 +45,10 @@ def test_strict_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "docs", copy / "docs")
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
     (copy / "experiments" / "results").mkdir(parents=True)
+    for page in (copy / "docs").rglob("*.md"):  # the generated pages the docs include
+        for rel in re.findall(r'^--8<-- "([^"]+)"', page.read_text(), re.MULTILINE):
+            (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / rel, copy / rel)
     (copy / "docs" / "broken.md").write_text("# Broken\n\n[nowhere](no-such-page.md)\n")
     run = _build(copy / "mkdocs.yml", tmp_path / "site")
     assert run.returncode != 0
