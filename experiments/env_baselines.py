@@ -1,7 +1,9 @@
 """Baseline returns and average JCTs per env and scenario: random, each heuristic and the
 shipped agents acting in the Gymnasium envs (env rollouts, not native runs).
 
-Each policy runs in its env with the env arguments it declares (Scheduler-v0's heuristics:
+Each policy runs in the newest version of its env (Scheduler's slot-action heuristics and
+agent: Scheduler-v2; its per-job policies, ``NAME@v3``: Scheduler-v3 with ``preemption=True``,
+as in the from-scratch recipe) with the env arguments it declares (Scheduler-v0's heuristics:
 their slot orders, windows and preemption; Placement heuristics: their own base policy), on
 held-out seeds. The return is the sum of rewards with the default weights (``jct``: minus the
 total JCT in hours, plus any penalties), so returns of one env and scenario are comparable.
@@ -23,7 +25,7 @@ import numpy as np
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.envs import latest
-from dlcluster_gym.envs.policies import ENV_POLICIES, make_env_policy, rollout
+from dlcluster_gym.envs.policies import ENV_POLICIES, PER_JOB_POLICIES, make_env_policy, rollout
 from dlcluster_gym.scheduler import _import, is_clairvoyant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +47,21 @@ POLICIES = {
         "gandiva",
         "srw",
         "las-slots",
+        *(f"{p}@v3" for p in PER_JOB_POLICIES),
     ),
 }
+SLOT_VERSION = 2
+"""Scheduler's slot-action policies (``ENV_POLICIES``) and the shipped scheduler agent act in
+Scheduler-v2, the newest version with slot actions; the per-job policies
+(``PER_JOB_POLICIES``) act in Scheduler-v3."""
+
+
+def version(kind: str, policy: str) -> int:
+    """The env version a policy runs in: the newest, except Scheduler's slot-action
+    policies and agents, which run in the newest slot-action version."""
+    if kind == "Scheduler" and (policy.startswith("agent:") or "@v3" not in policy):
+        return SLOT_VERSION
+    return latest(kind)
 
 
 def env_kwargs(kind: str, policy: str) -> dict:
@@ -55,6 +70,9 @@ def env_kwargs(kind: str, policy: str) -> dict:
         from dlcluster_gym.envs.agent_loader import agent_env_kwargs, read_agent_meta
 
         return agent_env_kwargs(read_agent_meta(policy[len("agent:") :]))
+    if policy.endswith("@v3"):  # the env of the from-scratch recipe: preemption offered
+        cls = _import(PER_JOB_POLICIES[policy.removesuffix("@v3")][0])
+        return {**cls.env_kwargs, "preemption": True}
     cls = _import(ENV_POLICIES[kind][policy][0])
     kw = dict(getattr(cls, "env_kwargs", {}))
     if kind == "Placement" and policy != "random":
@@ -75,14 +93,15 @@ def policy_kind(policy: str, pol: object, kwargs: dict) -> str:
 
 def run(kind: str, scenario: str, policy: str, seed: int) -> dict:
     kwargs = env_kwargs(kind, policy)
-    env = gym.make(f"DLCluster/{kind}-v{latest(kind)}", scenario=scenario, **kwargs)
-    pol = make_env_policy(policy, env, **({"seed": seed} if policy == "random" else {}))
+    env = gym.make(f"DLCluster/{kind}-v{version(kind, policy)}", scenario=scenario, **kwargs)
+    name = policy.removesuffix("@v3")
+    pol = make_env_policy(name, env, **({"seed": seed} if name == "random" else {}))
     t0 = time.perf_counter()
     info, total, steps = rollout(env, pol, seed=seed)
     res = info["results"]
     # the version its kwargs make (an agent trained before a versioned change runs in the
     # newest id with that version's kwargs, e.g. the placement agent's done_jobs_of)
-    return {"env": env.unwrapped.env_name, "scenario": scenario, "policy": policy,
+    return {"env": env.unwrapped.env_name, "scenario": scenario, "policy": name,
             "kind": policy_kind(policy, pol, kwargs), "seed": seed, "return": total,
             "steps": steps, "avg_jct_h": res["avg_jct_s"] / 3600,
             "unfinished": res.get("jobs_unfinished", 0),
@@ -125,7 +144,7 @@ def main() -> None:
             pols.append(f"agent:{AGENTS[kind]}")
         for sc in SCENARIOS:
             for p in pols:
-                if p == "tiresias" and "batch" in sc:
+                if p.startswith("tiresias") and "batch" in sc:
                     continue  # tens of thousands of preemptions, each an env step: minutes
                 for seed in args.seeds:
                     rows.append(run(kind, sc, p, seed))
