@@ -88,7 +88,11 @@ class PerJobGreedy(_PerJobActing):
 
 class PerJobLAS(PerJobGreedy):
     """``PerJobGreedy`` with preemption by least attained service, margin 4 GPU-hours (the
-    margin of the ``las-slots`` teacher)."""
+    margin of the ``las-slots`` teacher). It preempts only where the env offers preemption
+    (``preemption=True``, which it declares in ``env_kwargs``); without it, it acts as
+    ``PerJobGreedy``."""
+
+    env_kwargs: ClassVar[dict[str, Any]] = {"actions": "per-job", "preemption": True}
 
     def __init__(self, env: gym.Env, margin_gpu_h: float = 4.0) -> None:
         super().__init__(env, margin_gpu_h)

@@ -72,7 +72,7 @@ def env_kwargs(kind: str, policy: str) -> dict:
         return agent_env_kwargs(read_agent_meta(policy[len("agent:") :]))
     if policy.endswith("@v3"):  # the env of the from-scratch recipe: preemption offered
         cls = _import(PER_JOB_POLICIES[policy.removesuffix("@v3")][0])
-        return {**cls.env_kwargs, "preemption": True}
+        return {**cls.env_kwargs, "preemption": True}  # random and greedy as las
     cls = _import(ENV_POLICIES[kind][policy][0])
     kw = dict(getattr(cls, "env_kwargs", {}))
     if kind == "Placement" and policy != "random":

@@ -77,6 +77,14 @@ def test_heuristic_matches_native_on_a_full_4rack_run(policy: str) -> None:
     assert got == _native("dally-poisson-4rack", {}, policy, 1)
 
 
+def test_tiresias_in_the_env_sees_the_job_it_starts_on_a_batch_arrival() -> None:
+    # 200 jobs at t=0: Tiresias starts by arrival within a queue, beyond 64 slots of LAS order
+    over = {"workload": {"num_jobs": 200}}
+    got, _ = _in_env("dally-batch-4rack", over, "tiresias", 501)
+    assert got == _native("dally-batch-4rack", over, "tiresias", 501)
+    assert got["jobs_completed"] == 200
+
+
 @pytest.mark.parametrize("policy", ["dally", "tiresias", "gandiva"])
 def test_without_preemption_heuristics_run_their_no_preemption_variant(policy: str) -> None:
     got, _ = _in_env(SCEN, OVER, policy, 1, preemption=False)

@@ -239,6 +239,18 @@ def test_a_native_run_equals_the_env_rollout(policy: str) -> None:
     assert res.summary["avg_jct_s"] == info["results"]["avg_jct_s"]
 
 
+def test_las_declares_the_preemption_it_needs() -> None:
+    from dlcluster_gym.baselines.per_job_policies import PerJobLAS
+
+    kw = {k: v for k, v in PerJobLAS.env_kwargs.items() if k != "actions"}
+    got = {}
+    for policy in ("greedy", "las"):
+        env = _make(**kw)
+        info, _, _ = rollout(env, make_env_policy(policy, env), seed=5)
+        got[policy] = info["results"]
+    assert got["greedy"]["preemptions"] == 0 < got["las"]["preemptions"]
+
+
 def test_info_carries_scenario_seed_and_policy() -> None:
     env = _make()
     _, info = env.reset(seed=11)
