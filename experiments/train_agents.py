@@ -7,6 +7,7 @@ Steps (each can be run alone):
   python experiments/train_agents.py evaluate   # held-out table -> experiments/results/agents/
   python experiments/train_agents.py tables     # rewrite the Markdown tables from the JSON
   python experiments/train_agents.py add-references  # srw/ideal rows into the other tables
+  python experiments/train_agents.py heldout    # all three agents, seeds 101-110, 95 % CIs
 
 Add ``placement``, ``delay-timer`` or ``scheduler`` to act on one agent only.
 
@@ -15,11 +16,18 @@ Add ``placement``, ``delay-timer`` or ``scheduler`` to act on one agent only.
 Cassini (Th+Cassini), the clairvoyant ``srw`` reference and the ``ideal`` bound natively on
 the config's evaluation scenarios and seeds (the trace scenario needs ../shared/traces and is
 skipped without it).
+
+``heldout`` runs ``dlcluster evaluate`` on the three shipped checkpoints side by side, on
+their shared held-out scenarios with the ten held-out seeds 101-110 (never used in training
+or selection): means with 95 % confidence intervals, "no decision" scenarios left out of the
+aggregate, and a plot (``experiments/results/agents/heldout/``; the page's header records the
+command, the machine, the wall time and the training wall times).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -133,6 +141,33 @@ def evaluate() -> None:
                         "wall_s": time.perf_counter() - t0}, indent=1)
         )  # fmt: skip
     tables()
+
+
+HELDOUT_SEEDS = "101-110"
+
+
+def heldout() -> None:
+    """The three shipped agents side by side on their held-out set, seeds 101-110."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_out import _machine
+
+    out = RESULTS / "heldout"
+    cmd = ["dlcluster", "evaluate",
+           *(f"--agent={a}={(CHECKPOINTS / f'{n}.zip').relative_to(ROOT)}"
+             for a, n in AGENTS.items()),
+           "--seeds", HELDOUT_SEEDS, "--out", str(out.relative_to(ROOT))]  # fmt: skip
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load0, t0 = os.getloadavg()[0], time.perf_counter()
+    print(f"$ {shlex.join(cmd)}", flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True)
+    wall = time.perf_counter() - t0
+    trained = "; ".join(f"{a}{_training_wall(n)}" for a, n in AGENTS.items())
+    page = out / "eval.md"
+    title, _, rest = page.read_text().partition("\n")
+    head = (f"Written by `python experiments/train_agents.py heldout` (`{shlex.join(cmd)}`) "
+            f"on {started}: {_machine()}; {wall:.0f} s wall; load average {load0:.1f} at the "
+            f"start, {os.getloadavg()[0]:.1f} at the end. Training: {trained}.")  # fmt: skip
+    page.write_text(f"{title}\n\n{head}\n{rest}")
 
 
 def _training_wall(name: str) -> str:
@@ -278,7 +313,12 @@ if __name__ == "__main__":
     if only:
         AGENTS = {a: AGENTS[a] for a in only}
         TRAIN_COMMANDS = {a: TRAIN_COMMANDS[a] for a in only}
-    for step in [a for a in args if a not in AGENTS] or ["train", "ship", "evaluate"]:
-        steps = {"train": train, "ship": ship, "evaluate": evaluate, "tables": tables,
-                 "add-references": add_references}  # fmt: skip
+    steps = {"train": train, "ship": ship, "evaluate": evaluate, "tables": tables,
+             "add-references": add_references, "heldout": heldout}  # fmt: skip
+    chosen = [a for a in args if a not in AGENTS] or ["train", "ship", "evaluate"]
+    bad = [a for a in chosen if a not in steps]
+    if bad:
+        print(__doc__)
+        sys.exit(0 if set(bad) <= {"-h", "--help"} else f"unknown step(s): {', '.join(bad)}")
+    for step in chosen:
         steps[step]()
