@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -1287,12 +1288,17 @@ def evaluate(
         def progress(msg: str) -> None:
             click.echo(msg, err=True)
 
+    started = time.perf_counter()
     try:
         rows = ev.run_set(policies, kept, DEFAULT_EVAL_SEEDS, traces_dir, progress=progress)
     finally:
         if bar is not None:
             bar.close()
     report = ev.evaluation_report(rows, labels, ref, tie_rtol)
+    report["command"] = _evaluate_command(agents, scenarios, seeds, baselines, reference,
+                                          tie_rtol, out)  # fmt: skip
+    report["wall_s"] = time.perf_counter() - started
+    report["cores"] = os.cpu_count()
     report["checkpoints"] = {
         label: str(path) for label, (_, path, _) in zip(labels, parsed, strict=True)
     }
@@ -1307,6 +1313,28 @@ def evaluate(
         click.echo(table)
     if report["no_decision"]:
         click.echo(f"\nno decision (left out of the aggregate): {', '.join(report['no_decision'])}")
+
+
+def _evaluate_command(
+    agents: tuple[str, ...],
+    scenarios: tuple[str, ...],
+    seeds: str | None,
+    baselines: str | None,
+    reference: str | None,
+    tie_rtol: float,
+    out: Path | None,
+) -> str:
+    """The ``dlcluster evaluate`` command line that repeats this evaluation (the options that
+    decide what runs and where it is written; progress and format options left out)."""
+    args = ["dlcluster", "evaluate", *(f"--agent={a}" for a in agents)]
+    args += [f"--scenario={sc}" for sc in scenarios]
+    for flag, value in (("--seeds", seeds), ("--baselines", baselines),
+                        ("--reference", reference), ("--out", out)):  # fmt: skip
+        if value is not None:
+            args.append(f"{flag}={value}")
+    if tie_rtol != 1e-3:
+        args.append(f"--tie-rtol={tie_rtol:g}")
+    return shlex.join(args)
 
 
 def _evaluation_specs(configs: list[Any], seeds: list[int] | None) -> list[Any]:
@@ -1339,6 +1367,9 @@ def _write_evaluation(out: Path, report: dict, sections: list[tuple[str, str]], 
     lines = ["# Agent evaluation", ""]
     for label, path in report.get("checkpoints", {}).items():
         lines.append(f"- agent `{label}`: `{path}`")
+    if "command" in report:
+        lines.append(f"- command: `{report['command']}` ({report['wall_s']:.0f} s wall on "
+                     f"{report['cores']} cores)")  # fmt: skip
     lines += [f"- reference: {report['reference']}; seeds per scenario: {seeds}",
               f"- no decision (relative tolerance {report['tie_rtol']:g}): "
               f"{', '.join(report['no_decision']) or 'none'}", ""]  # fmt: skip

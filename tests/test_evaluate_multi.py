@@ -138,6 +138,12 @@ def test_several_agents_in_one_call_write_json_markdown_and_plot(tmp_path: Path)
     assert agg["sched"]["ratio_geomean"] == pytest.approx(tiny_stats["sched"]["ratio"])
     md = (out / "eval.md").read_text()
     assert f"| {idle} (no decision) |" in md and "± " in md and "ideal (bound)" in md
+    # the command that repeats it, canonical (progress and format options left out)
+    want = (f"dlcluster evaluate --agent={_shipped('placement')} "
+            f"--agent=sched={_shipped('scheduler')} --scenario={tiny} --scenario={idle} "
+            f"--seeds=1-2 --baselines=dally,las-slots,ideal --out={out}")  # fmt: skip
+    assert data["command"] == want and f"- command: `{want}` (" in md
+    assert data["wall_s"] > 0 and data["cores"] >= 1
     png = (out / "eval.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert "no decision (left out of the aggregate)" in res.output
