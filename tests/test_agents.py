@@ -74,7 +74,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 # ---------------------------------------------------------------------------- configs
-@pytest.mark.parametrize("name", ["placement", "delay_timer", "scheduler"])
+AGENT_CONFIGS = sorted(p.stem for p in (ROOT / "configs" / "agents").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", AGENT_CONFIGS)
 def test_shipped_configs_load_and_hold_out_larger_clusters_and_poisson(name: str) -> None:
     cfg = load_agent_config(name)
     train = {s.scenario for s in cfg.train.scenarios}
