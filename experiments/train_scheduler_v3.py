@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 sys.path.insert(0, str(ROOT / "examples"))
 
 
-def train(steps: int, out: Path) -> float:
+def train(steps: int, out: Path, episodes: int = 40) -> float:
     """Clone, then PPO; saves ``out``; returns the wall seconds."""
     import gymnasium as gym
     import train_from_scratch as recipe
@@ -40,9 +40,9 @@ def train(steps: int, out: Path) -> float:
 
     use_one_thread()
     t0 = time.perf_counter()
-    env = gym.make("DLCluster/Scheduler-v3", scenarios=recipe.TRAIN, **recipe.KW)
-    demos = record(env, "las", seeds=range(1000, 1040))
-    kw = {**recipe.KW, "scenarios": recipe.TRAIN, "episode_seeds": [2000, 2**31 - 1]}
+    env = gym.make("DLCluster/Scheduler-v3", scenarios=recipe.MIX, **recipe.KW)
+    demos = record(env, "las", seeds=range(1000, 1000 + episodes))
+    kw = {**recipe.KW, "scenarios": recipe.MIX, "episode_seeds": [2000, 2**31 - 1]}
     venv = VecNormalize(make_vec_env("DLCluster/Scheduler-v3", n_envs=2, seed=0, env_kwargs=kw),
                         norm_obs=False, gamma=0.999)  # fmt: skip
     model = MaskablePPO("MlpPolicy", venv, n_steps=1024, batch_size=256, gamma=0.999,
@@ -50,7 +50,7 @@ def train(steps: int, out: Path) -> float:
     clone(model, demos, epochs=20)
     print(f"cloned {len(demos)} teacher steps, agreement {agreement(model, demos):.3f}")
     model.learn(steps)
-    warm = {"warm_start": {"teacher": "las", "episodes": 40, "epochs": 20}}
+    warm = {"warm_start": {"teacher": "las", "episodes": episodes, "epochs": 20}}
     save_agent(model, out, recipe.KW, env_id="DLCluster/Scheduler-v3", metadata=warm)
     return time.perf_counter() - t0
 
