@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import experiment_script
 
 pytest.importorskip("sb3_contrib")
