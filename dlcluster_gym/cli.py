@@ -1295,8 +1295,7 @@ def evaluate(
         if bar is not None:
             bar.close()
     report = ev.evaluation_report(rows, labels, ref, tie_rtol)
-    report["command"] = _evaluate_command(agents, scenarios, seeds, baselines, reference,
-                                          tie_rtol, out)  # fmt: skip
+    report["command"] = _evaluate_command(click.get_current_context().params)
     report["wall_s"] = time.perf_counter() - started
     report["cores"] = os.cpu_count()
     report["checkpoints"] = {
@@ -1315,23 +1314,16 @@ def evaluate(
         click.echo(f"\nno decision (left out of the aggregate): {', '.join(report['no_decision'])}")
 
 
-def _evaluate_command(
-    agents: tuple[str, ...],
-    scenarios: tuple[str, ...],
-    seeds: str | None,
-    baselines: str | None,
-    reference: str | None,
-    tie_rtol: float,
-    out: Path | None,
-) -> str:
-    """The ``dlcluster evaluate`` command line that repeats this evaluation (the options that
-    decide what runs and where it is written; progress and format options left out)."""
+def _evaluate_command(params: dict[str, Any]) -> str:
+    """The ``dlcluster evaluate`` command line that repeats this evaluation from its parsed
+    ``params`` (the options that decide what runs and where it is written; progress and
+    format options left out)."""
+    agents, scenarios, tie_rtol = params["agents"], params["scenarios"], params["tie_rtol"]
     args = ["dlcluster", "evaluate", *(f"--agent={a}" for a in agents)]
     args += [f"--scenario={sc}" for sc in scenarios]
-    for flag, value in (("--seeds", seeds), ("--baselines", baselines),
-                        ("--reference", reference), ("--out", out)):  # fmt: skip
-        if value is not None:
-            args.append(f"{flag}={value}")
+    for key in ("seeds", "baselines", "reference", "out"):
+        if (value := params[key]) is not None:
+            args.append(f"--{key}={value}")
     if tie_rtol != 1e-3:
         args.append(f"--tie-rtol={tie_rtol:g}")
     return shlex.join(args)

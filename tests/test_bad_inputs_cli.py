@@ -404,7 +404,8 @@ NEEDS_AGENTS: dict[str, Case] = {
     "train-config-unknown-name": (
         ["train", "--agent", "placement", "--config", "nosuch"],
         {},
-        "agent config 'nosuch' not found (built-in: delay_timer, delay_timer_manual_warm, placement",
+        "agent config 'nosuch' not found (built-in: delay_timer, delay_timer_manual_warm, "
+        "placement",
     ),
     "train-resume-missing": (
         ["train", "--agent", "placement", "--resume", "{d}/nope.zip", "--timesteps", "2048"],
