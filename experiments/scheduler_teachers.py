@@ -9,7 +9,7 @@ with the final checkpoint, by ``dlcluster evaluate``.
 
 ``--set guards`` measures the starvation guards of ``IndexSlots`` (``promote_knob``,
 ``max_wait_h``, ``wait_ratio``, ``protected_preempts``, ``max_preemptions``) added to the
-``las-slots`` teacher of the shipped agent v4, next to the heuristics and the shipped agent
+``las-slots`` teacher of the shipped agent, next to the heuristics and the shipped agent
 itself, on the same validation seeds plus a validation trace (``VAL_TRACE``: ITP cluster06,
 a trace the held-out set does not use; needs the traces, skipped without them), and writes
 ``teachers_guards.md``/``.json``. The question it answers: does a guard lower the P99 JCT
@@ -61,8 +61,8 @@ GUARDS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("dally", "dally", {}),
     ("tiresias", "tiresias", {}),
     ("gandiva", "gandiva", {}),
-    ("scheduler-agent v4 (shipped)", "agent", {}),
-    ("las-slots (v4 teacher)", "las-slots", {}),
+    ("scheduler-agent (shipped)", "agent", {}),
+    ("las-slots (its teacher)", "las-slots", {}),
     *((f"+ Tiresias promotion knob {k:g}", "las-slots", {"promote_knob": k}) for k in (1, 2, 4)),
     *((f"+ wait cap {h:g} h", "las-slots", {"max_wait_h": h}) for h in (6, 12, 24)),
     *((f"+ wait cap {h:g} h, no preempting", "las-slots",
