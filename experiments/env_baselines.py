@@ -59,7 +59,7 @@ Scheduler-v2, the newest version with slot actions; the per-job policies
 def version(kind: str, policy: str) -> int:
     """The env version a policy runs in: the newest, except Scheduler's slot-action
     policies and agents, which run in the newest slot-action version."""
-    if kind == "Scheduler" and (policy.startswith("agent:") or "@v3" not in policy):
+    if kind == "Scheduler" and not policy.endswith("@v3"):
         return SLOT_VERSION
     return latest(kind)
 
