@@ -13,11 +13,15 @@ maximisation, no change of GPU counts). Each choice:
 - **Throughputs** ``T[j, k]``: an adaptive-parallelism job (Crius's models) is profiled by its
   data-parallel-only plan on ``N_j`` GPUs of type ``k`` (``perf.parallelism``); a type where
   that plan runs out of memory gets 0, and a job whose plan fits nowhere is profiled only on
-  its requested type. An ordinary data-parallel job runs at its profiled compute time on any
-  type (the engine's model: compute per iteration does not depend on the GPU type), so it is
-  1 / compute on every type with at least ``N_j`` GPUs, or only on the type it names
-  (``Job.gpu_type``, a requirement). ``T`` is normalised by each job's best type for the
-  objectives below; finish-time fairness uses the absolute iterations per second.
+  its requested type. An ordinary job is profiled at its compute per iteration on each type
+  (``perf.gpu_speed``: the profiled compute on the reference type times the type's factor),
+  ``1 / (compute x factor)`` on every type with at least ``N_j`` GPUs, or only on the type it
+  names (``Job.gpu_type``, a requirement); communication is left out of the profile, as
+  Gavel profiles a job on one server. ``T`` is normalised by each job's best type for the
+  objectives below; finish-time fairness uses the absolute iterations per second. The
+  ``-agnostic`` variants (``gavel-las-agnostic``, ``gavel-ftf-history-agnostic``) profile every type
+  at the reference type's speed, the heterogeneity-agnostic baselines of Gavel's evaluation
+  (paper 7.2); they run in the same rounds on the same engine.
 - **Policies** (paper 4.1-4.2, as named entrants):
   ``gavel`` maximises total normalised throughput ``sum_jk T X`` (the policy of the Crius
   evaluation); ``gavel-las`` is max-min fairness (Least Attained Service): maximise
@@ -83,6 +87,7 @@ from .heterogeneous import Alloc, current_alloc, finalize, requested_type
 ROUND_S = 360.0  # Gavel's round duration (paper 5: 6-minute rounds)
 MIN_ROUND_S = 1.0
 LENGTHS = ("known", "history")
+HETEROGENEITY = ("aware", "agnostic")  # profile each GPU type, or every type as the reference
 _TIE = 1e-7  # relative slack on the fairness level kept by the total-throughput tie-break
 _RHO_TOL = 1e-4  # relative tolerance of the bisection on finish-time fairness
 
@@ -317,7 +322,7 @@ class Gavel(BaseScheduler):
     name = "gavel"
     objective = "max-sum-throughput"
 
-    def __init__(self, *, round_s: float | None = None) -> None:
+    def __init__(self, *, round_s: float | None = None, heterogeneity: str = "aware") -> None:
         if round_s is not None and not (
             isinstance(round_s, int | float) and np.isfinite(round_s) and round_s >= MIN_ROUND_S
         ):
@@ -325,8 +330,13 @@ class Gavel(BaseScheduler):
                 f"round_s must be a number of seconds >= {MIN_ROUND_S:g} "
                 f"(or null for the scenario's rounds, else {ROUND_S:g} s), got {round_s!r}"
             )
-        super().__init__(round_s=round_s)
+        if heterogeneity not in HETEROGENEITY:
+            raise ConfigError(
+                f"heterogeneity must be one of {', '.join(HETEROGENEITY)}, got {heterogeneity!r}"
+            )
+        super().__init__(round_s=round_s, heterogeneity=heterogeneity)
         self.round_s = None if round_s is None else float(round_s)
+        self.aware = heterogeneity == "aware"
 
     def check_workload(self, view: ClusterView, jobs: JobTable) -> None:
         """Every GPU job applies (parameter-server jobs on CPUs are refused by the engine)."""
@@ -368,7 +378,8 @@ class Gavel(BaseScheduler):
         fits = self.caps >= spec.num_gpus
         if spec.gpu_type is not None and K > 1:
             fits &= np.arange(K) == requested_type(view, j)
-        out[fits] = 1.0 / float(view.compute_s[j])
+        scale = view.type_compute_scale[j] if self.aware else np.ones(K)
+        out[fits] = 1.0 / (float(view.compute_s[j]) * scale[fits])
         return out
 
     def _sync(self, view: ClusterView) -> None:
@@ -469,10 +480,12 @@ class GavelFTF(Gavel):
     name = "gavel-ftf"
     objective = "finish-time-fairness"
 
-    def __init__(self, *, round_s: float | None = None, lengths: str = "known") -> None:
+    def __init__(
+        self, *, round_s: float | None = None, lengths: str = "known", heterogeneity: str = "aware"
+    ) -> None:
         if lengths not in LENGTHS:
             raise ConfigError(f"lengths must be one of {', '.join(LENGTHS)}, got {lengths!r}")
-        super().__init__(round_s=round_s)
+        super().__init__(round_s=round_s, heterogeneity=heterogeneity)
         self.params["lengths"] = lengths
         self.lengths = lengths
         self.clairvoyant = lengths == "known"
@@ -507,5 +520,37 @@ class GavelFTFHistory(GavelFTF):
 
     name = "gavel-ftf-history"
 
-    def __init__(self, *, round_s: float | None = None, lengths: str = "history") -> None:
-        super().__init__(round_s=round_s, lengths=lengths)
+    def __init__(
+        self,
+        *,
+        round_s: float | None = None,
+        lengths: str = "history",
+        heterogeneity: str = "aware",
+    ) -> None:
+        super().__init__(round_s=round_s, lengths=lengths, heterogeneity=heterogeneity)
+
+
+class GavelLASAgnostic(GavelLAS):
+    """``gavel-las`` profiling every GPU type at the reference type's speed: the
+    heterogeneity-agnostic max-min fairness baseline of Gavel's evaluation."""
+
+    name = "gavel-las-agnostic"
+
+    def __init__(self, *, round_s: float | None = None, heterogeneity: str = "agnostic") -> None:
+        super().__init__(round_s=round_s, heterogeneity=heterogeneity)
+
+
+class GavelFTFHistoryAgnostic(GavelFTFHistory):
+    """``gavel-ftf-history`` profiling every GPU type at the reference type's speed: the
+    heterogeneity-agnostic finish-time fairness baseline (deployable)."""
+
+    name = "gavel-ftf-history-agnostic"
+
+    def __init__(
+        self,
+        *,
+        round_s: float | None = None,
+        lengths: str = "history",
+        heterogeneity: str = "agnostic",
+    ) -> None:
+        super().__init__(round_s=round_s, lengths=lengths, heterogeneity=heterogeneity)

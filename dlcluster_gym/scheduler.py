@@ -440,6 +440,11 @@ register_policy(
     "Gavel's max-min fairness (LAS) LP over GPU time, time-shared in 6-minute rounds",
 )
 register_policy(
+    "gavel-las-agnostic",
+    "dlcluster_gym.baselines.gavel:GavelLASAgnostic",
+    "gavel-las with every GPU type profiled at the reference type's speed (agnostic)",
+)
+register_policy(
     "gavel-ftf",
     "dlcluster_gym.baselines.gavel:GavelFTF",
     "CLAIRVOYANT Gavel finish-time fairness (reads remaining iterations), rounds",
@@ -448,6 +453,11 @@ register_policy(
     "gavel-ftf-history",
     "dlcluster_gym.baselines.gavel:GavelFTFHistory",
     "Gavel finish-time fairness with remaining work estimated from finished jobs, rounds",
+)
+register_policy(
+    "gavel-ftf-history-agnostic",
+    "dlcluster_gym.baselines.gavel:GavelFTFHistoryAgnostic",
+    "gavel-ftf-history with every GPU type profiled at the reference type's speed (agnostic)",
 )
 register_policy(
     "elasticflow-ls",

@@ -16,12 +16,13 @@ GBIT = 1e9 / 8.0  # bytes/s in one Gb/s
 
 @dataclass(frozen=True)
 class GPUType:
-    """One GPU model: memory and peak dense throughput."""
+    """One GPU model: memory, peak dense throughput and memory bandwidth."""
 
     name: str
     memory_gb: float
     fp16_tflops: float  # dense tensor-core peak
     fp32_tflops: float
+    memory_gbs: float  # memory bandwidth, GB/s
     source: str
 
 
@@ -42,15 +43,15 @@ class Interconnect:
 GPU_TYPES: dict[str, GPUType] = {
     g.name: g
     for g in (
-        GPUType("V100", 32, 125.0, 15.7, "NVIDIA V100 SXM2 data sheet (32 GB)"),
-        GPUType("A100", 40, 312.0, 19.5, "NVIDIA A100 data sheet; 40 GB as in Crius Table 1"),
-        GPUType("A100-80GB", 80, 312.0, 19.5, "NVIDIA A100 80 GB SXM data sheet"),
-        GPUType("A40", 48, 149.7, 37.4, "NVIDIA A40 data sheet"),
-        GPUType("A10", 24, 125.0, 31.2, "NVIDIA A10 data sheet"),
-        GPUType("H100", 80, 989.0, 67.0, "NVIDIA H100 SXM data sheet (dense FP16)"),
-        GPUType("T4", 16, 65.0, 8.1, "NVIDIA T4 data sheet (Pollux testbed GPU)"),
-        GPUType("P100", 16, 18.7, 9.3, "NVIDIA P100 SXM2 data sheet"),
-        GPUType("K80", 12, 4.4, 4.4, "NVIDIA K80 data sheet, per GPU die (Philly era)"),
+        GPUType("V100", 32, 125.0, 15.7, 900, "NVIDIA V100 SXM2 data sheet (32 GB)"),
+        GPUType("A100", 40, 312.0, 19.5, 1555, "NVIDIA A100 data sheet; 40 GB as in Crius Table 1"),
+        GPUType("A100-80GB", 80, 312.0, 19.5, 2039, "NVIDIA A100 80 GB SXM data sheet"),
+        GPUType("A40", 48, 149.7, 37.4, 696, "NVIDIA A40 data sheet"),
+        GPUType("A10", 24, 125.0, 31.2, 600, "NVIDIA A10 data sheet"),
+        GPUType("H100", 80, 989.0, 67.0, 3350, "NVIDIA H100 SXM data sheet (dense FP16)"),
+        GPUType("T4", 16, 65.0, 8.1, 320, "NVIDIA T4 data sheet (Pollux testbed GPU)"),
+        GPUType("P100", 16, 18.7, 9.3, 732, "NVIDIA P100 SXM2 data sheet"),
+        GPUType("K80", 12, 4.4, 4.4, 240, "NVIDIA K80 data sheet, per GPU die (Philly era)"),
     )
 }
 

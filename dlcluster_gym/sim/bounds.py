@@ -22,7 +22,9 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig
 from dlcluster_gym.errors import NotApplicableError
+from dlcluster_gym.perf.gpu_speed import type_scales
 from dlcluster_gym.perf.network import placement_overhead
+from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.results import Results, _version, overhead_ratio, summarize, tiers_label
 from dlcluster_gym.workload.job import Job
@@ -47,6 +49,19 @@ def isolated_run(
     )
     compute = job.iterations * job.compute_s
     return compute * (1.0 + frac), compute * frac, int(cluster.placement_tier(gpus))
+
+
+def _fastest_type(cluster: Cluster, job: Job, profile: str) -> float:
+    """The compute factor of ``job`` on the fastest GPU type with room for it (the type it
+    requires, if any): 1 on a homogeneous cluster (``perf.gpu_speed``)."""
+    types = cluster.gpu_types
+    if len(types) == 1 or is_adaptive_model(job.model):
+        return 1.0
+    scale = type_scales(model_profile(job.model, profile).family, types)
+    ok = cluster.type_num_gpus >= job.num_gpus
+    if job.gpu_type is not None:
+        ok &= np.array([t == job.gpu_type for t in types])
+    return float(scale[ok].min()) if ok.any() else float(scale.max())
 
 
 def _even(total: int, parts: int) -> list[int]:
@@ -144,8 +159,10 @@ def ideal_results(scenario: ScenarioConfig, cluster: Cluster, jobs: Sequence[Job
             )
             shape[key] = (comm_1, tier)
         frac, tier = shape[key]
-        compute = j.iterations * j.compute_s
-        runs.append((compute * (1.0 + frac), compute * frac, tier))
+        compute = j.iterations * j.compute_s  # on the reference GPU type
+        scale = _fastest_type(cluster, j, scenario.profile)  # communication does not scale
+        run = compute * (1.0 + frac) if scale == 1.0 else compute * (scale + frac)
+        runs.append((run, compute * frac, tier))
     arrival = np.array([j.arrival_s for j in fits], dtype=np.float64)
     run = np.array([r[0] for r in runs])
     comm = np.array([r[1] for r in runs])

@@ -61,6 +61,7 @@ from dlcluster_gym.perf.contention import (
     link_stretch,
     sharing_can_bind,
 )
+from dlcluster_gym.perf.gpu_speed import type_scales
 from dlcluster_gym.perf.links_kernel import usage as link_usage
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.perf.parallelism import ParallelismSpeeds, is_adaptive_model
@@ -206,6 +207,8 @@ class Engine:
         # Adaptive-parallelism jobs (Crius Table 2 models, perf.parallelism); None when none.
         self.par_jobs = np.array([is_adaptive_model(j.model) for j in self.jobs], dtype=bool)
         self.par = ParallelismSpeeds(cluster, ideal=self._ideal) if self.par_jobs.any() else None
+        # Compute time per GPU type of the other GPU jobs (perf.gpu_speed; None: one type).
+        self.type_scale: np.ndarray | None = self._type_scales()
         # Their plans' traffic on the shared links (perf.parallelism_links); None when unused.
         self._par_traffic = (
             AdaptiveTraffic(cluster, self.par)
@@ -215,6 +218,23 @@ class Engine:
         self._admit()
 
     # ------------------------------------------------------------------ setup
+    def _type_scales(self) -> np.ndarray | None:
+        """[job, GPU type] factor on a job's compute per iteration (``perf.gpu_speed``): 1 on
+        the reference type and for jobs that are not scaled (adaptive parallelism, CPUs)."""
+        types = self.cluster.gpu_types
+        if len(types) == 1:
+            return None
+        out = np.ones((len(self.jobs), len(types)))
+        for j in self.jobs:
+            if not j.is_ps and not self.par_jobs[j.job_id]:
+                out[j.job_id] = type_scales(self._profiles[j.model].family, types)
+        return out
+
+    def _slowest(self, job: int, gpus: np.ndarray) -> float:
+        """The compute factor of ``job`` on ``gpus``: its slowest GPU type there."""
+        assert self.type_scale is not None
+        return float(self.type_scale[job, self.cluster.gpu_type_idx[gpus]].max())
+
     def _admit(self) -> None:
         cap = self.cluster.num_gpus
         for j in self.jobs:
@@ -312,6 +332,8 @@ class Engine:
         else:
             compute = spec.compute_s * spec.num_gpus / gpus.size  # data parallel: fixed batch
             comm = self.comm_fraction(job, gpus) * compute
+            if self.type_scale is not None:  # the GPU type's speed; communication unchanged
+                compute *= self._slowest(job, gpus)
         self.compute_per_iter[job] = compute
         self.comm_per_iter[job] = comm
         self.iter_time[job] = compute + self.comm_per_iter[job]
@@ -411,8 +433,10 @@ class Engine:
         compute = spec.compute_s * spec.num_gpus / gpus.size
         if self.par is not None and self.par_jobs[job]:  # adaptive parallelism (Crius)
             compute = self._par_speed(job, gpus)[0]
-        self.compute_per_iter[job] = compute
         comm = self.comm_fraction(job, gpus) * compute
+        if self.type_scale is not None:  # the GPU type's speed; communication unchanged
+            compute *= self._slowest(job, gpus)
+        self.compute_per_iter[job] = compute
         self.comm_base[job] = comm
         up = comm / (1.0 - self._overlap[job])
         self._up_s[job] = min(up, compute + comm)

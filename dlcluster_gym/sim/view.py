@@ -56,6 +56,10 @@ class ClusterView:
         # Submitted facts, filled when a job arrives.
         self.demand = _ro(engine.seen_demand)  # GPUs each job asks for
         self.compute_s = _ro(engine.seen_compute)  # compute per iteration (profiled)
+        # [job, GPU type] factor on that compute per type (perf.gpu_speed; one column of
+        # ones on a homogeneous cluster): a per-type profile, as Gavel measures
+        scale = engine.type_scale
+        self.type_compute_scale = _ro(np.ones((len(engine.jobs), 1)) if scale is None else scale)
         self.arrival_s = _ro(engine.seen_arrival)  # submission time
         # Attained facts.
         self.done_iters = _ro(engine.done_iters)
