@@ -376,11 +376,24 @@ class SyntheticWorkload(_WorkloadBase):
     gpu_demands: tuple[GPUDemand, ...] = (1, 2, 4, 8)
     gpu_demand_weights: tuple[PositiveFloat, ...] | None = None
     iterations: tuple[Iterations, Iterations] = (1000, 10000)  # uniform [lo, hi]
+    # Durations instead of iterations (when given, ``iterations`` is not used): bands [lo, hi,
+    # weight] of log10(minutes); a band is drawn by weight, then x uniform in it, and the job
+    # runs 10^x minutes at packed consolidation on the reference GPU type (Gavel's generator).
+    log10_duration_min: tuple[tuple[Float, Float, PositiveFloat], ...] | None = None
 
     _models = field_validator("models")(_known_models)
 
     @model_validator(mode="after")
     def _consistent(self) -> SyntheticWorkload:
+        if self.log10_duration_min is not None:
+            if not self.log10_duration_min:
+                raise ValueError("log10_duration_min must not be empty: give [lo, hi, weight]")
+            for band in self.log10_duration_min:
+                if not (-3.0 <= band[0] <= band[1] <= 6.0):
+                    raise ValueError(
+                        "log10_duration_min bands must be [lo, hi, weight] with "
+                        f"-3 <= lo <= hi <= 6 (log10 of minutes), got {list(band)}"
+                    )
         if not self.models:
             raise ValueError("models must not be empty: name at least one zoo model")
         if not self.gpu_demands:

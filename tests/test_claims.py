@@ -30,6 +30,7 @@ REPORTS = {
     ),
     "crius": ("Claims (8.3, 8.4): paper vs ours", ("runs.csv", "cells.csv")),
     "nearchus": ("Claims against Optimus", ("single.csv", "multi.csv", "rup.csv")),
+    "gavel": ("Claims (section 7): paper vs ours", ("runs.csv",)),
 }
 VERDICTS = {C.REPRODUCED, C.PARTLY, C.NOT_REPRODUCED}
 

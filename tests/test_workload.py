@@ -216,3 +216,30 @@ def test_fit_reproduces_constants():
     assert fit.num_jobs_itp == gen.FIT_NUM_JOBS_ITP
     assert fit.demand_probs == pytest.approx(gen.DALLY_DEMAND_PROBS, abs=1e-4)
     assert fit.duration_quantiles_s == pytest.approx(gen.DALLY_DURATION_QUANTILES_S, abs=1)
+
+
+def test_synthetic_log10_minute_durations(cluster):
+    # Gavel's generator: 10^x minutes, x uniform in [1.5, 3] for 80 % and in [3, 4] for 20 %
+    bands = ((1.5, 3.0, 0.8), (3.0, 4.0, 0.2))
+    kw = dict(models=("resnet50", "bert"), gpu_demands=(1, 4), log10_duration_min=bands)
+    jobs = gen.synthetic_jobs(20_000, cluster, rng(7), load=0.5, **kw)
+    assert jobs == gen.synthetic_jobs(20_000, cluster, rng(7), load=0.5, **kw)
+    run = np.array([
+        j.iterations * gen.iteration_time_s(get_model(j.model), j.num_gpus, cluster) for j in jobs
+    ])  # fmt: skip
+    x = np.log10(run / 60.0)
+    assert x.min() >= 1.5 - 1e-9 and x.max() <= 4.0 + 1e-9
+    assert np.mean(x > 3.0) == pytest.approx(0.2, abs=0.01)
+    # E[10^x] in closed form: 0.8 (10^3 - 10^1.5) / (1.5 ln 10) + 0.2 (10^4 - 10^3) / ln 10
+    mean_min = 0.8 * (1e3 - 10**1.5) / (1.5 * np.log(10)) + 0.2 * 9e3 / np.log(10)
+    assert gen.log10_minutes_mean(bands) == pytest.approx(60.0 * mean_min)
+    assert run.mean() == pytest.approx(60.0 * mean_min, rel=0.05)
+    work = sum(j.num_gpus * r for j, r in zip(jobs, run, strict=True))
+    assert work / (cluster.num_gpus * jobs[-1].arrival_s) == pytest.approx(0.5, rel=0.1)
+
+
+def test_synthetic_log10_minute_bands_are_checked():
+    with pytest.raises(ConfigError, match=r"log10_duration_min bands must be \[lo, hi, weight\]"):
+        _scenario({"kind": "synthetic", "num_jobs": 5, "log10_duration_min": [[3.0, 2.0, 1.0]]})
+    with pytest.raises(ConfigError, match="log10_duration_min"):
+        _scenario({"kind": "synthetic", "num_jobs": 5, "log10_duration_min": [[1.0, 2.0, 0.0]]})

@@ -52,7 +52,7 @@ def build_workload(
             wl.num_jobs, cluster, rng, models=wl.models, gpu_demands=wl.gpu_demands,
             gpu_demand_weights=wl.gpu_demand_weights, iterations=wl.iterations,
             arrival=wl.arrival, load=wl.load, rate_per_hour=wl.rate_per_hour,
-            profile=scenario.profile,
+            profile=scenario.profile, log10_duration_min=wl.log10_duration_min,
         )  # fmt: skip
     elif isinstance(wl, TraceWorkload):
         jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile, scenario.network)

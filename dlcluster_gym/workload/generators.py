@@ -288,6 +288,33 @@ def dally_jobs(
 # --------------------------------------------------------------------------- generic synthetic
 
 
+def _bands(bands: Sequence[tuple[float, float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    b = np.asarray(bands, dtype=np.float64).reshape(-1, 3)
+    return b[:, :2], b[:, 2] / b[:, 2].sum()
+
+
+def log10_minutes(
+    bands: Sequence[tuple[float, float, float]], n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` durations (s) of ``10^x`` minutes: a band ``[lo, hi, weight]`` drawn by weight,
+    ``x`` uniform in it (Gavel's trace generator: [1.5, 3] 80 %, [3, 4] 20 %)."""
+    lohi, w = _bands(bands)
+    pick = rng.choice(len(w), size=int(n), p=w)
+    x = lohi[pick, 0] + (lohi[pick, 1] - lohi[pick, 0]) * rng.random(int(n))
+    return 60.0 * np.power(10.0, x)
+
+
+def log10_minutes_mean(bands: Sequence[tuple[float, float, float]]) -> float:
+    """Exact mean (s) of :func:`log10_minutes`: E[10^x] = (10^hi - 10^lo) / ((hi - lo) ln 10)
+    in a band (10^lo when lo = hi)."""
+    lohi, w = _bands(bands)
+    mean = 0.0
+    for (lo, hi), wk in zip(lohi, w, strict=True):
+        e = 10.0**lo if hi == lo else (10.0**hi - 10.0**lo) / ((hi - lo) * math.log(10.0))
+        mean += wk * e
+    return 60.0 * mean
+
+
 def synthetic_jobs(
     num_jobs: int,
     cluster: Cluster,
@@ -301,9 +328,12 @@ def synthetic_jobs(
     load: float | None = 0.9,
     rate_per_hour: float | None = None,
     profile: str = "physics",
+    log10_duration_min: Sequence[tuple[float, float, float]] | None = None,
 ) -> list[Job]:
     """Jobs with a model uniform over ``models``, a demand from ``gpu_demands`` (weighted),
-    and iterations uniform over the integers in ``iterations`` = [lo, hi]."""
+    and iterations uniform over the integers in ``iterations`` = [lo, hi]; or, with
+    ``log10_duration_min`` (bands ``[lo, hi, weight]``), a run time of ``10^x`` minutes at
+    packed consolidation, ``x`` uniform in a band drawn by weight."""
     n = int(num_jobs)
     if not models:
         raise ConfigError("synthetic workload: models must not be empty")
@@ -325,13 +355,23 @@ def synthetic_jobs(
     profiles = [model_profile(m, profile) for m in models]
     it_time = np.array([[iteration_time_s(pr, int(g), cluster) for g in gpu_demands]
                         for pr in profiles])  # fmt: skip
-    # E[g x run time] = E[iters] x sum_m sum_g P(m) P(g) g t(m, g)
-    mean_gpu_s = (
-        (lo + hi) / 2.0 * float(np.mean(it_time @ (p * np.asarray(gpu_demands, dtype=np.float64))))
-    )
     model_idx = rng.integers(len(profiles), size=n)
     demand_idx = rng.choice(len(p), size=n, p=p)
-    iters = rng.integers(lo, hi + 1, size=n)
+    if log10_duration_min is None:
+        # E[g x run time] = E[iters] x sum_m sum_g P(m) P(g) g t(m, g)
+        mean_gpu_s = (
+            (lo + hi)
+            / 2.0
+            * float(np.mean(it_time @ (p * np.asarray(gpu_demands, dtype=np.float64))))
+        )
+        iters = rng.integers(lo, hi + 1, size=n).astype(np.float64)
+    else:
+        duration = log10_minutes(log10_duration_min, n, rng)
+        iters = duration / it_time[model_idx, demand_idx]
+        # E[g x run time] = E[g] x E[run time] (demand and duration are independent)
+        mean_gpu_s = float(p @ np.asarray(gpu_demands, dtype=np.float64)) * log10_minutes_mean(
+            log10_duration_min
+        )
     arrivals = make_arrivals(
         n,
         arrival,
