@@ -1,19 +1,22 @@
 """Reproduce Gavel's heterogeneity-aware vs heterogeneity-agnostic comparison (OSDI'20,
-section 7, continuous-single trace): average JCT against the input job rate.
+section 7, continuous-single and continuous-multiple traces): average JCT against the input
+job rate.
 
-The scenario is ``gavel-continuous-single`` (1-GPU jobs, durations of 10^x minutes on a V100,
-Poisson arrivals, 36 V100 + 36 P100 + 36 K80, no network, 6-minute rounds). Each policy runs
-with the GPU types profiled as the engine runs them (``gavel-las``; with ``--policies``
-also ``gavel-ftf-history``) and with every type profiled at the V100's speed (the
-``-agnostic`` variants). As in Gavel's
-evaluation, the average JCT is over a window of job ids in steady state (``--window``).
+The scenarios are ``gavel-continuous-single`` (1-GPU jobs) and ``gavel-continuous-multiple``
+(1-8 GPUs), both with durations of 10^x minutes on V100s, Poisson arrivals, 36 V100 + 36
+P100 + 36 K80, no network and 6-minute rounds. Each policy runs with the GPU types profiled
+as the engine runs them (``gavel-las``; with ``--policies`` also ``gavel-ftf-history``) and
+with every type profiled at the V100's speed (the ``-agnostic`` variants). As in Gavel's
+evaluation, the average JCT is over a window of job ids (``--window``).
 
 Writes, under --out (default experiments/results/gavel/):
-  runs.csv         per rate, seed and policy: windowed average JCT, makespan, wall time
-  jct_vs_rate.png  windowed average JCT against the input job rate (Gavel Fig. 8's axes)
-  report.md        the table per rate and the claims table (experiments/claims.py)
+  runs.csv         per trace, rate, seed and policy: windowed average JCT, makespan, wall
+                   time, the command (running some --traces keeps the other traces' rows)
+  jct_vs_rate.png  windowed average JCT against the input job rate (Gavel Figs. 8-9's axes)
+  report.md        the tables per trace and the claims table (experiments/claims.py)
 
-Usage: python experiments/reproduce_gavel.py [--rates 1 2 3 4 5 6] [--seeds 1 2] [--workers 2]
+Usage: python experiments/reproduce_gavel.py [--traces single multiple] [--seeds 1 2]
+           [--rates R ...] [--workers 2]            (about 35 minutes on 2 cores)
        python experiments/reproduce_gavel.py --report-only   (report.md from runs.csv)
 """
 
@@ -23,6 +26,7 @@ import argparse
 import math
 import os
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -38,34 +42,54 @@ from dlcluster_gym import simulate
 from dlcluster_gym.config import ScenarioConfig, load_scenario
 from dlcluster_gym.workers import die_with_parent
 
-SCENARIO = "gavel-continuous-single"
+
+@dataclass(frozen=True)
+class Trace:
+    """One of Gavel's simulated traces: our scenario, its input rates, and Gavel's own
+    result for it (LAS, agnostic over aware average JCT at a rate)."""
+
+    scenario: str
+    rates: tuple[float, ...]  # jobs per hour
+    figure: str
+    gavel_rate: float
+    gavel_agnostic_h: float
+    gavel_aware_h: float
+
+
+TRACES = {
+    "single": Trace("gavel-continuous-single", (1.0, 2.0, 3.0, 4.0, 5.0, 6.0), "Fig. 8",
+                    5.6, 96.0, 29.0),
+    "multiple": Trace("gavel-continuous-multiple", (0.5, 1.0, 1.5, 2.0, 2.5, 3.0), "Fig. 9",
+                      2.8, 169.9, 55.8),
+}  # fmt: skip
 PAIRS = {"gavel-las": "gavel-las-agnostic", "gavel-ftf-history": "gavel-ftf-history-agnostic"}
 POLICIES = tuple(p for pair in PAIRS.items() for p in pair)
-# Gavel's Figure 8 (continuous-single) is max-min fairness; finish-time fairness (its
-# Figure 10, on multi-GPU jobs) is optional here: its bisection over LPs at every round
-# makes a run several minutes long.
+# Gavel's Figures 8 and 9 are max-min fairness; finish-time fairness (its Figure 10) is
+# optional here: its bisection over LPs at every round makes a run several minutes long.
 DEFAULT_POLICIES = ("gavel-las", "gavel-las-agnostic")
-RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)  # jobs per hour (Gavel Fig. 8: 0.4 to 6.0)
 SEEDS = (1, 2)
 JOBS = 1000
 WINDOW = (200, 800)  # job ids measured: after the cluster fills, before arrivals stop
 OUT = Path(__file__).resolve().parent / "results" / "gavel"
 
 
-def scenario(rate: float, jobs: int) -> ScenarioConfig:
-    """The scenario at ``rate`` jobs/hour with ``jobs`` jobs."""
-    sc = load_scenario(SCENARIO)
+def scenario(trace: str, rate: float, jobs: int) -> ScenarioConfig:
+    """The trace's scenario at ``rate`` jobs/hour with ``jobs`` jobs."""
+    sc = load_scenario(TRACES[trace].scenario)
     wl = sc.workload.model_copy(update={"rate_per_hour": rate, "num_jobs": jobs})
     return sc.model_copy(update={"workload": wl})
 
 
-def run(policy: str, rate: float, seed: int, jobs: int, window: tuple[int, int]) -> dict:
-    """One run: ``policy`` on the scenario at ``rate`` jobs/hour with ``jobs`` jobs."""
-    res = simulate(scenario(rate, jobs), policy, seed)
+def run(
+    trace: str, policy: str, rate: float, seed: int, jobs: int, window: tuple[int, int]
+) -> dict:
+    """One run: ``policy`` on the trace's scenario at ``rate`` jobs/hour with ``jobs`` jobs."""
+    res = simulate(scenario(trace, rate, jobs), policy, seed)
     ids = np.asarray(res.jobs["job_id"])
     jct = np.asarray(res.jobs["jct_s"], dtype=np.float64)
     sel = (ids >= window[0]) & (ids < window[1])
     return {
+        "trace": trace,
         "policy": policy,
         "rate_per_hour": rate,
         "seed": seed,
@@ -79,32 +103,46 @@ def run(policy: str, rate: float, seed: int, jobs: int, window: tuple[int, int])
     }
 
 
+def planned_runs(args: argparse.Namespace) -> list[tuple[str, str, float, int]]:
+    """(trace, policy, rate, seed) of every run: each trace at --rates, else its own."""
+    return [
+        (t, p, r, s)
+        for t in args.traces
+        for r in (args.rates or TRACES[t].rates)
+        for s in args.seeds
+        for p in args.policies
+    ]
+
+
 def run_all(args: argparse.Namespace) -> pd.DataFrame:
-    plan = [(p, r, s) for r in args.rates for s in args.seeds for p in args.policies]
+    plan = planned_runs(args)
     window = (args.window[0], args.window[1])
     if args.workers == 1:
-        rows = [run(p, r, s, args.jobs, window) for p, r, s in tqdm(plan, desc="gavel runs")]
-        return pd.DataFrame(rows)
-    with ProcessPoolExecutor(
-        args.workers, initializer=die_with_parent, initargs=(os.getpid(),)
-    ) as pool:
-        futures = [pool.submit(run, p, r, s, args.jobs, window) for p, r, s in plan]
-        rows = [f.result() for f in tqdm(futures, desc="gavel runs", unit="run")]
-    return pd.DataFrame(rows)
+        rows = [run(*cell, args.jobs, window) for cell in tqdm(plan, desc="gavel runs")]
+    else:
+        with ProcessPoolExecutor(
+            args.workers, initializer=die_with_parent, initargs=(os.getpid(),)
+        ) as pool:
+            futures = [pool.submit(run, *cell, args.jobs, window) for cell in plan]
+            rows = [f.result() for f in tqdm(futures, desc="gavel runs", unit="run")]
+    df = pd.DataFrame(rows)
+    df["command"] = command_line(args)
+    return df
 
 
-def ratios(df: pd.DataFrame) -> dict[str, float]:
-    """Per (pair, rate): the agnostic policy's windowed average JCT over the aware one's
-    (mean over seeds of each), as a gain in % ((ratio - 1) x 100)."""
-    mean = df.groupby(["policy", "rate_per_hour"])["window_avg_jct_h"].mean()
+def ratios(df: pd.DataFrame, labelled: bool = False) -> dict[str, float]:
+    """Per (trace, pair, rate): the agnostic policy's windowed average JCT over the aware
+    one's (mean over seeds of each), as a gain in % ((ratio - 1) x 100)."""
+    mean = df.groupby(["trace", "policy", "rate_per_hour"])["window_avg_jct_h"].mean()
     out = {}
-    for aware, agnostic in PAIRS.items():
-        for rate in sorted(df["rate_per_hour"].unique()):
-            if (aware, rate) in mean.index and (agnostic, rate) in mean.index:
-                label = (
-                    f"{aware.removeprefix('gavel-').removesuffix('-history').upper()} {rate:g}/h"
-                )
-                out[label] = (mean[(agnostic, rate)] / mean[(aware, rate)] - 1.0) * 100.0
+    for trace in TRACES:
+        for aware, agnostic in PAIRS.items():
+            for rate in sorted(df.loc[df["trace"] == trace, "rate_per_hour"].unique()):
+                if (trace, aware, rate) in mean.index and (trace, agnostic, rate) in mean.index:
+                    name = aware.removeprefix("gavel-").removesuffix("-history").upper()
+                    label = f"{trace} {name} {rate:g}/h" if labelled else f"{name} {rate:g}/h"
+                    agn, awa = mean[(trace, agnostic, rate)], mean[(trace, aware, rate)]
+                    out[label] = (agn / awa - 1.0) * 100.0
     return out
 
 
@@ -114,15 +152,18 @@ def _window(df: pd.DataFrame) -> tuple[int, int]:
 
 def plot(df: pd.DataFrame, out: Path) -> None:
     first, end = _window(df)
-    mean = df.groupby(["policy", "rate_per_hour"])["window_avg_jct_h"].mean().unstack(0)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for policy in mean.columns:
-        style = "--" if policy.endswith("-agnostic") else "-"
-        ax.plot(mean.index, mean[policy], style, marker="o", label=policy)
-    ax.set_xlabel("input job rate (jobs/hour)")
-    ax.set_ylabel(f"average JCT of jobs {first}-{end - 1} (hours)")
-    ax.set_title(f"{SCENARIO} (mean over seeds)")
-    ax.legend()
+    traces = [t for t in TRACES if (df["trace"] == t).any()]
+    fig, axes = plt.subplots(1, len(traces), figsize=(6 * len(traces), 4), squeeze=False)
+    for ax, trace in zip(axes[0], traces, strict=True):
+        sub = df[df["trace"] == trace]
+        mean = sub.groupby(["policy", "rate_per_hour"])["window_avg_jct_h"].mean().unstack(0)
+        for policy in mean.columns:
+            style = "--" if policy.endswith("-agnostic") else "-"
+            ax.plot(mean.index, mean[policy], style, marker="o", label=policy)
+        ax.set_xlabel("input job rate (jobs/hour)")
+        ax.set_ylabel(f"average JCT of jobs {first}-{end - 1} (hours)")
+        ax.set_title(f"{TRACES[trace].scenario} (mean over seeds)")
+        ax.legend()
     fig.tight_layout()
     fig.savefig(out / "jct_vs_rate.png", dpi=120)
     plt.close(fig)
@@ -131,7 +172,8 @@ def plot(df: pd.DataFrame, out: Path) -> None:
 def command_line(args: argparse.Namespace) -> str:
     command = "python experiments/reproduce_gavel.py"
     for flag, value, default in (
-        ("--rates", args.rates, list(RATES)),
+        ("--traces", args.traces, list(TRACES)),
+        ("--rates", args.rates or [], []),
         ("--seeds", args.seeds, list(SEEDS)),
         ("--policies", args.policies, list(DEFAULT_POLICIES)),
         ("--window", args.window, list(WINDOW)),
@@ -144,60 +186,91 @@ def command_line(args: argparse.Namespace) -> str:
     return command
 
 
-def write_report(df: pd.DataFrame, out: Path, command: str) -> str:
-    g = df.groupby(["rate_per_hour", "policy"])
-    stats = g["window_avg_jct_h"].agg(["mean", "std", "count"]).reset_index()
+GAP_REASON = (
+    "the gain falls with the input rate here, where Gavel's grows until agnostic LAS breaks "
+    "down: our runs hold 1,000 jobs and measure jobs 200-799, not the steady state of "
+    "Gavel's longer stream (it measures jobs 4000-5000), so the backlog of long jobs that "
+    "overwhelms the agnostic policy does not build (every run here ends). At low rates the "
+    "agnostic LP, seeing every type alike, leaves jobs on K80s and P100s while V100s idle"
+)
+
+
+def write_report(df: pd.DataFrame, out: Path) -> str:
     seeds = sorted(df["seed"].unique())
     first, end = _window(df)
+    commands = " and ".join(f"`{c}`" for c in dict.fromkeys(df["command"]))
     lines = [
         "# Gavel: heterogeneity-aware vs heterogeneity-agnostic policies",
         "",
-        f"Generated by `{command}`; the {len(df)} runs took {df['wall_s'].sum():.0f} s in "
-        "all (wall time per run, summed)."
-        + f" Scenario `{SCENARIO}` with {int(df['jobs_completed'].max())} jobs per run, "
-        f"seeds {', '.join(map(str, seeds))}; the average JCT is over jobs "
-        f"{first}-{end - 1} (after the first arrivals fill the cluster, before arrivals "
-        "stop), in hours, mean over seeds. "
-        "Job speeds per GPU type come from the engine's model (docs/concepts.md, 'GPU "
+        f"Generated by {commands}; the {len(df)} runs took {df['wall_s'].sum():.0f} s in all "
+        f"(wall time per run, summed). {int(df['jobs_completed'].max())} jobs per run, seeds "
+        f"{', '.join(map(str, seeds))}; the average JCT is over jobs {first}-{end - 1} (after "
+        "the first arrivals fill the cluster, before arrivals stop), in hours, mean over "
+        "seeds. Job speeds per GPU type come from the engine's model (docs/concepts.md, 'GPU "
         "types'), fitted to Gavel's measured throughputs, not from GPUs.",
         "",
         "![average JCT against the input job rate](jct_vs_rate.png)",
-        "",
-        "| rate (jobs/h) | policy | avg JCT (h) | std over seeds (h) |",
-        "|---:|---|---:|---:|",
     ]
-    for r in stats.itertuples():
-        std = "-" if r.count < 2 or not math.isfinite(r.std) else f"{r.std:.1f}"
-        lines.append(f"| {r.rate_per_hour:g} | `{r.policy}` | {r.mean:.1f} | {std} |")
     claims = [
         Claim(
-            "Abstract and 7: heterogeneity-aware policies improve average JCT by up to 3.5x "
-            "over heterogeneity-agnostic ones (Gavel's own continuous-single data: LAS "
-            "96.0 h vs 29.0 h at 5.6 jobs/h, 3.3x); gain = (agnostic / aware - 1) x 100",
+            "Abstract: heterogeneity-aware policies improve average JCT by up to 3.5x over "
+            "heterogeneity-agnostic ones; gain = (agnostic / aware - 1) x 100",
             up_to(250.0),
-            ratios(df),
-            "`gavel-las` vs `gavel-las-agnostic` (and `gavel-ftf-history` vs "
-            "`gavel-ftf-history-agnostic` where run) on `gavel-continuous-single`, per input "
-            "rate",
-            reason="the gain falls with the input rate here, where Gavel's grows until "
-            "agnostic LAS breaks down: our runs hold 1,000 jobs and measure jobs 200-799, not "
-            "the steady state of Gavel's longer stream (it measures jobs 4000-5000), so the "
-            "backlog of long jobs that overwhelms the agnostic policy does not build (every "
-            "run here ends; at 6 jobs/h the agnostic makespan is 1.7-2.0x the aware one). At "
-            "low rates the agnostic LP, seeing every type alike, leaves jobs on K80s and "
-            "P100s while V100s idle. Runs of Gavel's length (--jobs 5000 --window 4000 "
-            "5000) were not made: hours on 2 cores",
+            ratios(df, labelled=True),
+            "`gavel-las` vs `gavel-las-agnostic` (and `gavel-ftf-history` vs its agnostic "
+            "variant where run) on both traces, per input rate",
+            reason=GAP_REASON,
         )
     ]
-    lines += ["", *claims_section("Claims (section 7): paper vs ours", "", claims)]
+    for trace, spec in TRACES.items():
+        sub = df[df["trace"] == trace]
+        if sub.empty:
+            continue
+        stats = (
+            sub.groupby(["rate_per_hour", "policy"])["window_avg_jct_h"]
+            .agg(["mean", "std", "count"])
+            .reset_index()
+        )
+        lines += [
+            "",
+            f"## `{spec.scenario}` (Gavel {spec.figure})",
+            "",
+            "| rate (jobs/h) | policy | avg JCT (h) | std over seeds (h) | makespan (h) |",
+            "|---:|---|---:|---:|---:|",
+        ]
+        span = sub.groupby(["rate_per_hour", "policy"])["makespan_h"].mean()
+        for r in stats.itertuples():
+            std = "-" if r.count < 2 or not math.isfinite(r.std) else f"{r.std:.1f}"
+            mk = span[(r.rate_per_hour, r.policy)]
+            lines.append(
+                f"| {r.rate_per_hour:g} | `{r.policy}` | {r.mean:.1f} | {std} | {mk:.0f} |"
+            )
+        ratio = spec.gavel_agnostic_h / spec.gavel_aware_h
+        claims.append(
+            Claim(
+                f"{spec.figure} ({trace}, Gavel's published results): LAS agnostic "
+                f"{spec.gavel_agnostic_h:g} h vs aware {spec.gavel_aware_h:g} h at "
+                f"{spec.gavel_rate:g} jobs/h, {ratio:.2f}x",
+                up_to((ratio - 1.0) * 100.0),
+                ratios(sub),
+                f"`gavel-las` vs `gavel-las-agnostic` on `{spec.scenario}`, per input rate",
+                reason=GAP_REASON,
+            )
+        )
+    lines += ["", *claims_section(CLAIMS_HEADING, "", claims)]
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     return text
 
 
+CLAIMS_HEADING = "Claims (section 7): paper vs ours"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", type=float, nargs="+", default=list(RATES))
+    ap.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
+    ap.add_argument("--rates", type=float, nargs="+", default=None,
+                    help="jobs/hour for every trace (default: each trace's own)")  # fmt: skip
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES), choices=POLICIES)
     ap.add_argument("--jobs", type=int, default=JOBS, help="jobs per run")
@@ -214,18 +287,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    csv = args.out / "runs.csv"
     if args.report_only:
-        df = pd.read_csv(args.out / "runs.csv")
-        args.rates = sorted(df["rate_per_hour"].unique().tolist())
-        args.seeds = sorted(int(s) for s in df["seed"].unique())
-        args.policies = [p for p in POLICIES if p in set(df["policy"])]
-        args.window = list(_window(df))
-        print(write_report(df, args.out, command_line(args)))
-        return
-    df = run_all(args)
-    df.to_csv(args.out / "runs.csv", index=False)
+        df = pd.read_csv(csv)
+    else:
+        df = run_all(args)
+        if csv.exists():  # keep the other traces' committed runs
+            old = pd.read_csv(csv)
+            df = pd.concat([old[~old["trace"].isin(args.traces)], df], ignore_index=True)
+        df.to_csv(csv, index=False)
     plot(df, args.out)
-    print(write_report(df, args.out, command_line(args)))
+    print(write_report(df, args.out))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,9 @@ def test_nearchus_reproduction_cell(monkeypatch) -> None:
 @pytest.mark.extended  # a 1,000-job run; CI runs it after the default run (docs/testing.md)
 def test_gavel_reproduction_cell() -> None:
     mod = experiment_script("reproduce_gavel")
-    got = mod.run("gavel-las", 3.0, 2, mod.JOBS, mod.WINDOW)
-    want = _row(RESULTS / "gavel" / "runs.csv", policy="gavel-las", rate_per_hour=3.0, seed=2)
+    got = mod.run("single", "gavel-las", 3.0, 2, mod.JOBS, mod.WINDOW)
+    want = _row(
+        RESULTS / "gavel" / "runs.csv", trace="single", policy="gavel-las", rate_per_hour=3.0,
+        seed=2,
+    )  # fmt: skip
     _same(want, got, "gavel-continuous-single gavel-las 3 jobs/h seed 2")
