@@ -225,9 +225,13 @@ class Engine:
         if len(types) == 1:
             return None
         out = np.ones((len(self.jobs), len(types)))
+        by_family: dict[str, np.ndarray] = {}
         for j in self.jobs:
             if not j.is_ps and not self.par_jobs[j.job_id]:
-                out[j.job_id] = type_scales(self._profiles[j.model].family, types)
+                family = self._profiles[j.model].family
+                if family not in by_family:
+                    by_family[family] = type_scales(family, types)
+                out[j.job_id] = by_family[family]
         return out
 
     def _slowest(self, job: int, gpus: np.ndarray) -> float:
