@@ -184,6 +184,9 @@ class Cassini(BaseScheduler):
         )
         self.base = make_policy(base, **(base_params or {}))
         self.clairvoyant = is_clairvoyant(self.base)  # Cassini itself reads no lengths
+        # The engine sees this policy: a base that runs jobs on fewer GPUs than their demand
+        # (themis with workers="tuned") needs the engine to accept such starts.
+        self.elastic_gpu_jobs = bool(getattr(self.base, "elastic_gpu_jobs", False))
         self.max_candidates = max_candidates
         self.candidates = candidates
 
@@ -713,3 +716,11 @@ class FCFSCassini(Cassini):
 
     name = "fcfs+cassini"
     default_base = "fcfs"
+
+
+class CassiniTuned(Cassini):
+    """Th+Cassini over ``themis-tuned``: Themis's worker counts tuned by finish-time
+    fairness (bids for fewer GPUs than the demand)."""
+
+    name = "cassini-tuned"
+    default_base = "themis-tuned"

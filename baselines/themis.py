@@ -147,6 +147,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim import placement
 from dlcluster_gym.sim.actions import Action, Preempt, Start, WakeUp
@@ -159,6 +160,7 @@ AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
 LENGTHS = ("known", "attained", "history")
 ARBITERS = ("auction", "greedy")
+WORKERS = ("demand", "tuned")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
 _FLOOR_EPS = 1e-9  # floor((1 - f) x N) robust to the binary representation of f
@@ -299,6 +301,7 @@ class Themis(BaseScheduler):
         arbiter: str = "auction",
         fairness_knob: float = 0.2,
         partial_allocation: bool = True,
+        workers: str = "demand",
     ) -> None:
         if not isinstance(lease_s, int | float) or not (math.isfinite(lease_s) and lease_s > 0):
             raise ConfigError(f"lease_s must be a finite number of seconds > 0, got {lease_s!r}")
@@ -331,6 +334,13 @@ class Themis(BaseScheduler):
             raise ConfigError(
                 f"partial_allocation must be true or false, got {partial_allocation!r}"
             )
+        if workers not in WORKERS:
+            raise ConfigError(f"workers must be one of {', '.join(WORKERS)}, got {workers!r}")
+        if workers == "tuned" and arbiter != "auction":
+            raise ConfigError(
+                "workers='tuned' needs arbiter='auction' (the arbiter chooses among each "
+                f"job's bids for several GPU counts), got arbiter={arbiter!r}"
+            )
         if arbiter == "auction" and auction == "renew":
             raise ConfigError(
                 "arbiter 'auction' needs auction='reauction' (it auctions the GPUs of expired "
@@ -349,7 +359,11 @@ class Themis(BaseScheduler):
             arbiter=arbiter,
             fairness_knob=fairness_knob,
             partial_allocation=partial_allocation,
+            workers=workers,
         )
+        self.tuned = workers == "tuned"
+        # The engine starts a job on fewer GPUs than its demand only for a policy that says so.
+        self.elastic_gpu_jobs = self.tuned
         self.lengths = lengths
         self.arbiter = arbiter
         self.fairness_knob = float(fairness_knob)
@@ -375,6 +389,11 @@ class Themis(BaseScheduler):
         self._next_epoch = self.lease_s
         self._lease_end = np.full(n, np.inf)  # per job, while it runs (re-auction)
         self._penalty = np.ones(n)  # Themis's slowdown estimate of the job's placement
+        # GPUs each running job holds (``workers="tuned"`` may run a job on fewer than its
+        # demand; set at every start), and per job whether its worker count may be tuned
+        # (decided on its first bid).
+        self._count = np.zeros(n, dtype=np.int64)
+        self._tunable: dict[int, bool] = {}
         # Until when a winner pays a partial allocation (its full lease's end): it bids in
         # the auction arbiter's last round only.
         self._paid_until = np.full(n, -np.inf)
@@ -399,6 +418,11 @@ class Themis(BaseScheduler):
         done, _, _ = view.live(jobs)
         if self.placement == "penalty":
             it = self._compute[jobs] * np.where(running, self._penalty[jobs], 1.0)
+            if self.tuned:  # fewer GPUs than the demand: compute x demand / GPUs
+                run = jobs[running]
+                scale = np.ones(jobs.size)
+                scale[running] = self._demand[run] / self._count[run]
+                it = it * scale
         else:
             it = np.where(running, np.asarray(view.iter_time_s)[jobs], self._compute[jobs])
             it = np.where(np.isfinite(it), it, self._compute[jobs])
@@ -431,8 +455,10 @@ class Themis(BaseScheduler):
         ideal = (done + remaining) * self._compute[jobs] * np.maximum(1.0, over_share)
         return shared / ideal
 
-    def place(self, plan: Plan, job: int) -> np.ndarray | None:
-        n = int(self._demand[job])
+    def place(self, plan: Plan, job: int, n: int | None = None) -> np.ndarray | None:
+        """The job's placement on ``n`` GPUs (default its demand), or None if they are not
+        free."""
+        n = int(self._demand[job]) if n is None else n
         if plan.num_free < n:
             return None
         if self.placement == "consolidated":
@@ -461,6 +487,7 @@ class Themis(BaseScheduler):
         """Start ``job`` on ``gpus`` in ``plan`` with a new lease (``lease_s`` long, default
         the policy's); ``cross``: whether they span racks, when the caller knows."""
         plan.start(job, gpus)
+        self._count[job] = gpus.size
         end = now + (self.lease_s if lease_s is None else lease_s)
         self._lease_end[job] = end
         self._lease_min = min(self._lease_min, end)
@@ -487,10 +514,14 @@ class Themis(BaseScheduler):
         ends = self._lease_end[running]
         is_exp = ends <= now + EPS
         expired = running[is_exp]
-        nofit = waiting.size and view.num_free < int(self._demand[waiting].min())
+        nofit = waiting.size and view.num_free < self._smallest_bid(view, waiting)
         if fast and not expired.size and nofit:
             waiting = waiting[:0]  # no lease expired and no waiting job fits: no auction
-        if fast and expired.size and not waiting.size and self._all_one_rack(view, expired):
+        # A job running on fewer GPUs than its demand may grow at its lease end: the
+        # shortcuts for lease ends with nobody waiting (renewals only) do not hold.
+        short = self.tuned and bool((self._count[running] < self._demand[running]).any())
+        fast_renew = fast and not short
+        if fast_renew and expired.size and not waiting.size and self._all_one_rack(view, expired):
             self._renew_all(expired, now)
             return self._defer(running)  # nobody waits (``waiting`` is not cut down here)
         plan = view.plan()
@@ -512,8 +543,10 @@ class Themis(BaseScheduler):
                 self.auction_times.append(now)
         if fast:
             started, preempted = self._started_preempted(plan)
-            if view.num_waiting - len(started - preempted) + len(preempted - started) == 0:
-                return plan.actions + self._defer(self._running_after(running, plan))
+            still = view.num_waiting - len(started - preempted) + len(preempted - started)
+            after = self._running_after(running, plan)
+            if still == 0 and not (self.tuned and (self._count[after] < self._demand[after]).any()):
+                return plan.actions + self._defer(after)
             # The earliest lease end once the actions are applied: a job whose lease had not
             # expired keeps it; a winner (started or renewed) holds one until now + lease_s.
             if expired.size:
@@ -624,24 +657,28 @@ class Themis(BaseScheduler):
         n_elig = bidding_count(n, self.fairness_knob)
         bids = np.ones(n, dtype=bool)
         bids[:n_run] = is_exp
-        bids &= dem <= plan.num_free  # a bid for more GPUs than are free cannot win
+        # a bidder whose smallest bid is for more GPUs than are free cannot win
+        bids &= (self._min_counts(view, ids) if self.tuned else dem) <= plan.num_free
         paying = self._paid_until[ids] > now + EPS
         ranked_bids, ranked_paying = bids[order], paying[order]
         main = order[:n_elig][ranked_bids[:n_elig] & ~ranked_paying[:n_elig]].tolist()
         rest = order[n_elig:][ranked_bids[n_elig:] & ~ranked_paying[n_elig:]].tolist()
         last = order[ranked_bids & ranked_paying].tolist()
         free = plan.num_free
+        share = self._work_share(view, ids, n_run, ideal) if self.tuned else None
         wins: list[tuple[int, int, float]] = []  # (job, GPUs, lease) in rank order per round
         for group in (main, rest, last):
             if group and free:
-                free -= self._round(group, ids, dem, rho, ideal, free, now, wins)
+                free -= self._round(
+                    group, ids, dem, rho, ideal, free, now, wins, view, n_run, share
+                )
         # Placed once every round is decided: the expired winners first (their own GPUs when
         # no placement is better), then the waiting ones on their smallest-penalty placement.
         kept: set[int] = set()
         wins.sort(key=lambda w: w[0] not in own)  # stable: rank order kept
         for job, gpus_won, lease in wins:
             if job in own:
-                self._bid(plan, job, own, now, kept, lease)
+                self._bid(plan, job, own, now, kept, lease, gpus_won)
                 continue
             if self.placement == "penalty":
                 gpus, cross = self._place_penalty(plan, gpus_won)
@@ -662,19 +699,39 @@ class Themis(BaseScheduler):
         free: int,
         now: float,
         wins: list[tuple[int, int, float]],
+        view: ClusterView | None = None,
+        n_run: int = 0,
+        share: np.ndarray | None = None,
     ) -> int:
         """One round of the auction arbiter over ``free`` GPUs: the bidders at positions
-        ``group`` of ``ids`` (rank order) bid for their demand (``rho_before = rho + lease_s /
-        T_ideal``, ``rho_after = rho``), ``arbitrate`` picks the winners and
-        ``partial_fractions`` their leases; appends (job, GPUs, lease) to ``wins`` and returns
-        the GPUs won."""
-        group = [k for k in group if dem[k] <= free]
-        if not group:
-            return 0
-        bidders: list[Bidder] = [
-            (float(rho[k] + self.lease_s / ideal[k]), ((int(dem[k]), float(rho[k])),))
-            for k in group
-        ]
+        ``group`` of ``ids`` (rank order; the first ``n_run`` of ``ids`` run) bid for their
+        demand (``rho_before = rho + lease_s / T_ideal``, ``rho_after = rho``), or with
+        ``share`` (``workers="tuned"``) for each count of ``_bid_counts`` (``_count_bids``);
+        ``arbitrate`` picks the winners and ``partial_fractions`` their leases; appends (job,
+        GPUs, lease) to ``wins`` and returns the GPUs won."""
+        if share is None:
+            group = [k for k in group if dem[k] <= free]
+            if not group:
+                return 0
+            bidders: list[Bidder] = [
+                (float(rho[k] + self.lease_s / ideal[k]), ((int(dem[k]), float(rho[k])),))
+                for k in group
+            ]
+        else:
+            assert view is not None
+            bidders = []
+            kept_group = []
+            for k in group:
+                bidder = self._count_bids(
+                    view, int(ids[k]), k < n_run, float(rho[k]), float(ideal[k]),
+                    float(share[k]), free,
+                )  # fmt: skip
+                if bidder is not None:
+                    bidders.append(bidder)
+                    kept_group.append(k)
+            group = kept_group
+            if not group:
+                return 0
         won = arbitrate(bidders, free)
         if self.partial_allocation:
             frac = partial_fractions(bidders, free, won)
@@ -691,6 +748,84 @@ class Themis(BaseScheduler):
                 self.partial_leases += 1
             wins.append((job, won[i], lease))
         return sum(won)
+
+    def _bid_counts(self, view: ClusterView, job: int) -> tuple[int, ...]:
+        """The GPU counts ``job`` bids for under ``workers="tuned"``, increasing: the powers of
+        two below its demand and the demand itself for a data-parallel job (our choice: worker
+        counts that split a batch evenly, plus the demand); the demand alone for a
+        model-parallel or adaptive-parallelism job (its partitions need its GPUs' memory)."""
+        d = int(self._demand[job])
+        tunable = self._tunable.get(job)
+        if tunable is None:
+            spec = view.jobs[job]
+            tunable = not is_adaptive_model(spec.model) and (
+                view.model_profile(job).parallelism == "data"
+            )
+            self._tunable[job] = tunable
+        if not tunable or d <= 1:
+            return (d,)
+        return (*(1 << i for i in range((d - 1).bit_length()) if 1 << i < d), d)
+
+    def _min_counts(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
+        """The smallest GPU count each of ``jobs`` bids for."""
+        return np.fromiter(
+            (self._bid_counts(view, j)[0] for j in jobs.tolist()), dtype=np.int64,
+            count=jobs.size,
+        )  # fmt: skip
+
+    def _smallest_bid(self, view: ClusterView, jobs: np.ndarray) -> int:
+        """The smallest GPU count any of ``jobs`` (non-empty) bids for."""
+        if not self.tuned:
+            return int(self._demand[jobs].min())
+        return int(self._min_counts(view, jobs).min())
+
+    def _work_share(
+        self, view: ClusterView, ids: np.ndarray, n_run: int, ideal: np.ndarray
+    ) -> np.ndarray:
+        """Per job of ``ids`` (the first ``n_run`` running), its remaining iterations x
+        compute x its penalty estimate (1 while waiting), over T_ideal: the part of rho that
+        scales with demand / GPUs when the job runs on fewer GPUs than its demand."""
+        done = view.done_iters[ids]
+        if n_run:
+            done[:n_run] = view.live(ids[:n_run])[0]
+        compute = self._compute[ids]
+        if self.lengths == "known":
+            remaining = self._iters[ids] - done
+        else:
+            remaining = remaining_iterations(
+                view.history, compute, done, method=self.lengths, floor_s=self.lease_s
+            )
+        penalty = np.ones(ids.size)
+        if self.placement == "penalty" and n_run:
+            penalty[:n_run] = self._penalty[ids[:n_run]]
+        return remaining * compute * penalty / ideal
+
+    def _count_bids(
+        self,
+        view: ClusterView,
+        job: int,
+        running: bool,
+        rho: float,
+        ideal: float,
+        share: float,
+        free: int,
+    ) -> Bidder | None:
+        """``job``'s bid table under ``workers="tuned"`` with ``free`` GPUs on offer, or None
+        when none of its counts fits. ``rho`` is its fairness now (on the GPUs it holds when
+        ``running``); ``share`` (``_work_share``) gives its fairness on k GPUs, rho_after(k) =
+        rho + share x (demand / k - demand / held). rho_before = rho_after(demand) + lease_s /
+        T_ideal: it waits one lease, then runs on its demand, as for a bid on the demand
+        alone. Changing the count costs a restart (checkpoint + restore), which the estimate
+        leaves out, as it leaves out a move."""
+        d = int(self._demand[job])
+        held = int(self._count[job]) if running else d
+        counts = [k for k in self._bid_counts(view, job) if k <= free]
+        if not counts:
+            return None
+        base = d / held
+        full = rho + share * (1.0 - base)
+        table = tuple((k, rho + share * (d / k - base)) for k in counts)
+        return full + self.lease_s / ideal, table
 
     def _ideal(
         self, view: ClusterView, ids: np.ndarray, dem: np.ndarray, n_run: int, n: int
@@ -736,6 +871,9 @@ class Themis(BaseScheduler):
             for k, j in enumerate(ids[:n_exp].tolist()):
                 done[k] = view.iterations_done(j)
                 it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
+        if self.tuned and n_exp:  # fewer GPUs than the demand: compute x demand / GPUs
+            run = ids[:n_exp]
+            it[:n_exp] = it[:n_exp] * (self._demand[run] / self._count[run])
         fair_share = view.num_gpus / max(bidders, 1)
         if self.lengths != "known":
             return self._rho_estimated(view, ids, done, it, dem / fair_share)
@@ -750,18 +888,22 @@ class Themis(BaseScheduler):
         now: float,
         kept: set[int],
         lease_s: float | None = None,
+        n: int | None = None,
     ) -> None:
-        """One bidder's turn in the auction: its smallest-penalty placement, or its own GPUs
-        (an expired job) when they are free and no placement has a smaller penalty; a lease
-        of ``lease_s`` (default the policy's)."""
+        """One bidder's turn in the auction: its smallest-penalty placement on ``n`` GPUs
+        (default its demand), or its own GPUs (an expired job holding ``n``) when they are
+        free and no placement has a smaller penalty; a lease of ``lease_s`` (default the
+        policy's)."""
         mine = own.get(job)
+        if mine is not None and n is not None and n != mine.size:
+            mine = None  # a new worker count: placed afresh (its GPUs were released)
         if self.fast_paths and mine is not None and plan.free_mask[mine].all():
             racks = plan.cluster.gpu_rack[mine]
             if racks.min() == racks.max():  # one rack: no placement has a smaller penalty
                 kept.add(job)
                 self._start(plan, job, mine, now, cross=False, lease_s=lease_s)
                 return
-        gpus = self.place(plan, job)
+        gpus = self.place(plan, job, n)
         if (
             mine is not None
             and plan.free_mask[mine].all()
@@ -971,4 +1113,39 @@ class ThemisGreedy(Themis):
             "placement": placement,
             "cross_rack_slowdown": cross_rack_slowdown,
             "lengths": lengths,
+        }
+
+
+class ThemisTuned(Themis):
+    """Themis with worker counts tuned by finish-time fairness (``workers="tuned"``; module
+    docstring, "Worker counts"): each bidder also bids for fewer GPUs than its demand."""
+
+    name = "themis-tuned"
+
+    def __init__(
+        self,
+        *,
+        lease_s: float = 600.0,
+        placement: str = "penalty",
+        cross_rack_slowdown: float = 1.5,
+        lengths: str = "known",
+        fairness_knob: float = 0.2,
+        partial_allocation: bool = True,
+    ) -> None:
+        super().__init__(
+            lease_s=lease_s,
+            placement=placement,
+            cross_rack_slowdown=cross_rack_slowdown,
+            lengths=lengths,
+            fairness_knob=fairness_knob,
+            partial_allocation=partial_allocation,
+            workers="tuned",
+        )
+        self.params = {
+            "lease_s": lease_s,
+            "placement": placement,
+            "cross_rack_slowdown": cross_rack_slowdown,
+            "lengths": lengths,
+            "fairness_knob": fairness_knob,
+            "partial_allocation": partial_allocation,
         }

@@ -373,9 +373,20 @@ register_policy(
     "Themis with the greedy arbiter: bidders served in decreasing finish-time fairness rho",
 )
 register_policy(
+    "themis-tuned",
+    "dlcluster_gym.baselines.themis:ThemisTuned",
+    "Themis with worker counts tuned by finish-time fairness: bids for fewer GPUs than "
+    "the demand too",
+)
+register_policy(
     "cassini",
     "dlcluster_gym.baselines.cassini:Cassini",
     "Th+Cassini: Themis with Cassini's placement candidates, compatibility and time shifts",
+)
+register_policy(
+    "cassini-tuned",
+    "dlcluster_gym.baselines.cassini:CassiniTuned",
+    "Th+Cassini over themis-tuned (worker counts tuned by finish-time fairness)",
 )
 register_policy(
     "dally+cassini",
