@@ -67,20 +67,29 @@ thesis's description and documents what it fills in:
   the greedy arbiter: every bidder bids, served in decreasing rho, the first that fits wins
   ("help jobs that are farthest in terms of their fairness metric", 4.4.2);
   ``fairness_knob`` and ``partial_allocation`` do not apply to it.
-- **Worker counts**: "the number of workers is automatically tuned based on Themis's
-  finish-time-fairness metric" (4.5.1) is modelled only as whether a job runs: bids are for
-  the job's demand or nothing, and a job never runs on fewer or more GPUs than it demands.
-  The engine cannot run a job on fewer GPUs faithfully: it scales a job's compute by
-  demand / GPUs (a fixed global batch) and its exposed communication with it, where a
-  ring all-reduce of the same gradient takes about the same time on fewer GPUs; it has no
-  memory model for the model-parallel jobs of the Cassini traces (GPT-3 partitioned over its
-  GPUs would not fit on fewer); it changes no batch size or hyper-parameter with the worker
-  count (4.5.1: "the number of workers and hyper-parameters change"); and it accepts a start
-  on fewer GPUs than the demand only from a policy that declares elastic jobs, which Cassini,
-  the policy the engine sees for Th+Cassini, does not. More GPUs than the demand is never
-  bid: the demand is the job's largest allocation, as in Themis, where a job's demand is its
-  maximum parallelism. ``arbitrate`` itself takes any bid table (tests use several counts
-  per bidder).
+- **Worker counts** (4.5.1: "the number of workers is automatically tuned based on Themis's
+  finish-time-fairness metric"). ``workers="demand"`` (default; the registered ``themis``):
+  bids are for the job's demand or nothing, so the tuning is only whether a job runs.
+  ``workers="tuned"`` (the registered ``themis-tuned``; auction arbiter only): a
+  data-parallel job bids for each count in {powers of two below its demand} and its demand
+  (our choice: counts that split a global batch evenly); a model-parallel job (its model's
+  ``parallelism``) or an adaptive-parallelism job bids for its demand alone (its partitions
+  need its GPUs' memory). Its rho on k GPUs counts the remaining iterations at compute x
+  demand / k (x its penalty): rho_after(k) = rho + w x (demand / k - demand / held), w =
+  remaining iterations x compute x penalty / T_ideal, held = the GPUs it holds (its demand
+  while waiting); rho_before = rho_after(demand) + ``lease_s`` / T_ideal as above. So a job
+  takes fewer GPUs now only when that beats waiting one lease for its demand: half its
+  demand, for instance, only when its remaining run at the demand is shorter than one lease.
+  A job that wins a count other than the GPUs it holds is restarted on the new count
+  (checkpoint + restore; the estimate leaves that cost out, as it does a move), and at each
+  lease end it bids again for every count, its demand included. The engine runs a job on k
+  GPUs with compute x demand / k per iteration (a fixed global batch) and its placement's
+  communication fraction of that compute, which overstates the communication of a job on
+  fewer GPUs (a ring all-reduce of the same gradient takes about the same time on fewer
+  GPUs); no batch size or hyper-parameter changes with the count. More GPUs than the demand
+  are never bid: the demand is the job's largest allocation, as in Themis, where a job's
+  demand is its maximum parallelism. Why ``demand`` is still the default: see
+  docs/schedulers.md.
 - **Placement penalty** (4.4.2, ``placement="penalty"``, default): "Themis uses a slowdown
   penalty based on whether the workers are under the same rack or across racks." Themis
   sees racks, not machines: a placement inside one rack has penalty 1, one across racks
@@ -394,6 +403,7 @@ class Themis(BaseScheduler):
         # (decided on its first bid).
         self._count = np.zeros(n, dtype=np.int64)
         self._tunable: dict[int, bool] = {}
+        self._min_count = np.zeros(n, dtype=np.int64)  # 0: not known yet
         # Until when a winner pays a partial allocation (its full lease's end): it bids in
         # the auction arbiter's last round only.
         self._paid_until = np.full(n, -np.inf)
@@ -719,17 +729,7 @@ class Themis(BaseScheduler):
             ]
         else:
             assert view is not None
-            bidders = []
-            kept_group = []
-            for k in group:
-                bidder = self._count_bids(
-                    view, int(ids[k]), k < n_run, float(rho[k]), float(ideal[k]),
-                    float(share[k]), free,
-                )  # fmt: skip
-                if bidder is not None:
-                    bidders.append(bidder)
-                    kept_group.append(k)
-            group = kept_group
+            group, bidders = self._count_bids(view, group, ids, dem, rho, ideal, share, n_run, free)
             if not group:
                 return 0
         won = arbitrate(bidders, free)
@@ -767,11 +767,13 @@ class Themis(BaseScheduler):
         return (*(1 << i for i in range((d - 1).bit_length()) if 1 << i < d), d)
 
     def _min_counts(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
-        """The smallest GPU count each of ``jobs`` bids for."""
-        return np.fromiter(
-            (self._bid_counts(view, j)[0] for j in jobs.tolist()), dtype=np.int64,
-            count=jobs.size,
-        )  # fmt: skip
+        """The smallest GPU count each of ``jobs`` bids for (kept per job once known)."""
+        got = self._min_count[jobs]
+        if not got.all():
+            for j in jobs[got == 0].tolist():
+                self._min_count[j] = self._bid_counts(view, j)[0]
+            got = self._min_count[jobs]
+        return got
 
     def _smallest_bid(self, view: ClusterView, jobs: np.ndarray) -> int:
         """The smallest GPU count any of ``jobs`` (non-empty) bids for."""
@@ -803,29 +805,66 @@ class Themis(BaseScheduler):
     def _count_bids(
         self,
         view: ClusterView,
-        job: int,
-        running: bool,
-        rho: float,
-        ideal: float,
-        share: float,
+        group: list[int],
+        ids: np.ndarray,
+        dem: np.ndarray,
+        rho: np.ndarray,
+        ideal: np.ndarray,
+        share: np.ndarray,
+        n_run: int,
         free: int,
-    ) -> Bidder | None:
-        """``job``'s bid table under ``workers="tuned"`` with ``free`` GPUs on offer, or None
-        when none of its counts fits. ``rho`` is its fairness now (on the GPUs it holds when
-        ``running``); ``share`` (``_work_share``) gives its fairness on k GPUs, rho_after(k) =
-        rho + share x (demand / k - demand / held). rho_before = rho_after(demand) + lease_s /
-        T_ideal: it waits one lease, then runs on its demand, as for a bid on the demand
-        alone. Changing the count costs a restart (checkpoint + restore), which the estimate
-        leaves out, as it leaves out a move."""
-        d = int(self._demand[job])
-        held = int(self._count[job]) if running else d
-        counts = [k for k in self._bid_counts(view, job) if k <= free]
-        if not counts:
-            return None
+    ) -> tuple[list[int], list[Bidder]]:
+        """The bid tables of the bidders at positions ``group`` of ``ids`` (rank order; the
+        first ``n_run`` of ``ids`` run) under ``workers="tuned"``, with ``free`` GPUs on offer:
+        (the positions that bid, their tables in the same order).
+
+        ``rho`` is a job's fairness now (on the GPUs it holds while running); ``share``
+        (``_work_share``) gives its fairness on k GPUs, rho_after(k) = rho + share x
+        (demand / k - demand / held). rho_before = rho_after(demand) + ``lease_s`` / T_ideal:
+        it waits one lease, then runs on its demand, as for a bid on the demand alone.
+        Changing the count costs a restart (checkpoint + restore), which the estimate leaves
+        out, as it leaves out a move.
+
+        Only bids that can be in the arbiter's answer enter: bids with a positive
+        improvement, and per count g the best ``free - g + 2`` of them (larger improvement,
+        then rank). A bid at count g outside that set can be swapped for one inside it that
+        does not win (the winners hold at most ``free`` GPUs, at least one each) without
+        lowering the sum, so an optimum exists without it; the one extra per count keeps that
+        true when one bidder is left out (``partial_fractions``)."""
+        pos = np.asarray(group, dtype=np.int64)
+        jobs = ids[pos]
+        self._min_counts(view, jobs)  # decides tunable for any job not seen yet
+        d = dem[pos].astype(np.int64)
+        held = np.where(pos < n_run, self._count[jobs], d)
         base = d / held
-        full = rho + share * (1.0 - base)
-        table = tuple((k, rho + share * (d / k - base)) for k in counts)
-        return full + self.lease_s / ideal, table
+        r, w = rho[pos], share[pos]
+        before = r + w * (1.0 - base) + self.lease_s / ideal[pos]
+        tun = self._min_count[jobs] < d
+        counts = sorted({1 << i for i in range(free.bit_length()) if 1 << i <= free}
+                        | {int(x) for x in d[d <= free]})  # fmt: skip
+        opts: list[list[tuple[int, float]]] = [[] for _ in range(pos.size)]
+        rank = np.arange(pos.size)
+        for g in counts:
+            valid = (d == g) | (tun & (g < d) & ((g & (g - 1)) == 0))
+            if not valid.any():
+                continue
+            after = r + w * (d / g - base)
+            gain = before - after
+            ok = np.flatnonzero(valid & (gain > 0))
+            if not ok.size:
+                continue
+            keep = free - g + 2
+            if ok.size > keep:
+                ok = ok[np.lexsort((rank[ok], -gain[ok]))[:keep]]
+            for k in ok.tolist():
+                opts[k].append((g, float(after[k])))
+        out_group: list[int] = []
+        bidders: list[Bidder] = []
+        for k in range(pos.size):
+            if opts[k]:
+                out_group.append(int(pos[k]))
+                bidders.append((float(before[k]), tuple(opts[k])))
+        return out_group, bidders
 
     def _ideal(
         self, view: ClusterView, ids: np.ndarray, dem: np.ndarray, n_run: int, n: int
