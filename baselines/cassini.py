@@ -231,15 +231,17 @@ class Cassini(BaseScheduler):
         if self._adaptive.of(spec):
             return self._plan_profiles(view, job, gpus)
         compute = spec.compute_s * spec.num_gpus / gpus.size
+        # on another count than its demand the job's gradient keeps its size (engine model)
+        scale = 1.0 if gpus.size == spec.num_gpus else gpus.size / spec.num_gpus
         if self.fast_paths:
-            return self.links.profiles(self._models.of(spec), compute, gpus)
-        key = (spec.model, compute, gpus.tobytes())
+            return self.links.profiles(self._models.of(spec), compute, gpus, scale)
+        key = (spec.model, compute, gpus.tobytes(), scale)
         hit = self._profile_cache.get(key)
         if hit is None:
             if len(self._profile_cache) > _PROFILE_CACHE_MAX:
                 self._profile_cache.clear()
             hit = (
-                job_link_profiles(self.links, self._models.of(spec), compute, gpus),
+                job_link_profiles(self.links, self._models.of(spec), compute, gpus, scale),
                 self.links.links(gpus).tolist(),
             )
             self._profile_cache[key] = hit

@@ -52,6 +52,14 @@ _EFF_CACHE_MAX = 200_000  # cached placement efficiencies (cleared when exceeded
 _BOUND_MAX_GPUS = 8
 
 
+def _efficiency(overhead: float, k: int, demand: int) -> float:
+    """Efficiency of a job of ``demand`` GPUs on ``k`` GPUs whose placement's exposed
+    communication is ``overhead`` x its compute at the demand."""
+    if k == demand:
+        return 1.0 / (1.0 + overhead)
+    return 1.0 / (1.0 + overhead * k / demand)
+
+
 def counts_determine_overhead(cluster: Cluster) -> bool:
     """Whether ``perf.network.placement_overhead`` of any placement on ``cluster`` depends only
     on its per-rack, per-machine GPU counts (``Cluster.placement_shape``).
@@ -165,15 +173,19 @@ class NearchusGPU(BaseScheduler):
 
     def _efficiency(self, view: ClusterView, job: int, gpus: np.ndarray) -> float:
         """``compute / (compute + exposed communication)`` of ``job`` on ``gpus`` (cached per
-        model and GPU ids when ``fast_paths``: the same inputs give the same number)."""
+        model, demand and GPU ids when ``fast_paths``: the same inputs give the same number).
+        On k GPUs of a demand d the compute per iteration is d / k times the demand's and the
+        communication is the same gradient's all-reduce on ``gpus`` (the engine's model):
+        1 / (1 + overhead x k / d)."""
+        demand = int(view.jobs[job].num_gpus)
         if not self.fast_paths:
-            return 1.0 / (1.0 + view.comm_overhead_for(job, gpus))
-        key = (view.jobs[job].model, gpus.tobytes())
+            return _efficiency(view.comm_overhead_for(job, gpus), gpus.size, demand)
+        key = (view.jobs[job].model, demand, gpus.tobytes())
         e = self._eff.get(key)
         if e is None:
             if len(self._eff) > _EFF_CACHE_MAX:
                 self._eff.clear()
-            e = self._eff[key] = 1.0 / (1.0 + view.comm_overhead_for(job, gpus))
+            e = self._eff[key] = _efficiency(view.comm_overhead_for(job, gpus), gpus.size, demand)
         return e
 
     def _best_efficiency(self, view: ClusterView, job: int, k: int) -> float | None:
@@ -183,7 +195,7 @@ class NearchusGPU(BaseScheduler):
         when that does not hold, the model runs with adaptive parallelism (its speed depends
         on more than the counts), or ``k`` is too large to enumerate."""
         model = view.jobs[job].model
-        key = (model, k)
+        key = (model, int(view.jobs[job].num_gpus), k)
         if key in self._best:
             return self._best[key]
         best: float | None = None

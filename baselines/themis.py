@@ -83,13 +83,11 @@ thesis's description and documents what it fills in:
   A job that wins a count other than the GPUs it holds is restarted on the new count
   (checkpoint + restore; the estimate leaves that cost out, as it does a move), and at each
   lease end it bids again for every count, its demand included. The engine runs a job on k
-  GPUs with compute x demand / k per iteration (a fixed global batch) and its placement's
-  communication fraction of that compute, which overstates the communication of a job on
-  fewer GPUs (a ring all-reduce of the same gradient takes about the same time on fewer
-  GPUs); no batch size or hyper-parameter changes with the count. More GPUs than the demand
-  are never bid: the demand is the job's largest allocation, as in Themis, where a job's
-  demand is its maximum parallelism. Why ``demand`` is still the default: see
-  docs/schedulers.md.
+  GPUs with compute x demand / k per iteration (a fixed global batch) and the all-reduce of
+  the same gradient on its k GPUs (docs/concepts.md, the engine); no batch size or
+  hyper-parameter changes with the count. More GPUs than the demand are never bid: the
+  demand is the job's largest allocation, as in Themis, where a job's demand is its maximum
+  parallelism. Why ``demand`` is still the default: see docs/schedulers.md.
 - **Placement penalty** (4.4.2, ``placement="penalty"``, default): "Themis uses a slowdown
   penalty based on whether the workers are under the same rack or across racks." Themis
   sees racks, not machines: a placement inside one rack has penalty 1, one across racks

@@ -108,6 +108,31 @@ def test_preemption_keeps_progress_and_charges_checkpoint_restore():
     assert res.jobs["compute_s"][0] == pytest.approx(100.0)
 
 
+def test_a_job_on_fewer_gpus_keeps_its_global_batch_and_gradient():
+    """An elastic start on 2 of a 4-GPU demand: compute 1 s x 4 / 2 per iteration, and the
+    all-reduce of the same gradient on the 2 GPUs (its overhead x the compute at the demand,
+    not x the doubled compute). Th+Cassini's link profile of that placement has the same
+    iteration time."""
+    from dlcluster_gym.perf.contention import SharedLinks, job_link_profiles
+    from dlcluster_gym.workload.models import get_model
+
+    sc = small_scenario(overheads={"checkpoint_s": 0.0, "restore_s": 0.0, "restart_s": 0.0})
+    cl = Cluster(sc.cluster)
+    jobs = [Job(0, "vgg11", 4, 100, 1.0, 0.0)]
+    gpus = (3, 4)  # two machines
+    pol = Scripted({0.0: [Start(0, gpus)]})
+    pol.elastic_gpu_jobs = True
+    _, res = run_engine(sc, jobs, pol)
+    overhead = frac(cl, "vgg11", list(gpus))
+    assert overhead > 0.05
+    assert res.jobs["finish_s"][0] == pytest.approx(100 * (2.0 + overhead * 1.0))
+    assert res.jobs["comm_s"][0] == pytest.approx(100 * overhead)
+    profiles = job_link_profiles(SharedLinks(cl), get_model("vgg11"), 2.0, gpus, 2 / 4)
+    assert profiles
+    for p in profiles.values():
+        assert p.iteration_time == pytest.approx(2.0 + overhead)
+
+
 def test_migration_and_resize_overheads():
     sc = small_scenario(overheads={"checkpoint_s": 2.0, "restore_s": 3.0, "restart_s": 4.0})
     cl = Cluster(sc.cluster)
@@ -123,7 +148,8 @@ def test_migration_and_resize_overheads():
     it_packed = 1 + frac(cl, "vgg11", [4, 5])
     done = 10 / it_spread + (30 - 15) / it_packed  # 5 s migration overhead
     compute4 = 0.5  # twice the GPUs, same global batch: half the compute per iteration
-    it4 = compute4 * (1 + frac(cl, "vgg11", [4, 5, 6, 7]))
+    # the same gradient all-reduced on 4 GPUs: the fraction of the compute at the demand (1 s)
+    it4 = compute4 + 1.0 * frac(cl, "vgg11", [4, 5, 6, 7])
     expected = 30 + 4 + (100 - done) * it4
     assert res.jobs["finish_s"][0] == pytest.approx(expected)
     assert res.jobs["migrations"][0] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dlcluster_gym import simulate
@@ -130,6 +131,33 @@ def test_nearchus_gpu_grows_jobs() -> None:
     assert res.summary["resizes"] > 0
     with pytest.raises(NotApplicableError):
         simulate("nearchus-multi-a", "nearchus-gpu")
+
+
+def test_nearchus_gpu_efficiency_is_the_engines() -> None:
+    """The efficiency nearchus-gpu predicts for a job on fewer GPUs than its demand is what
+    the engine then runs: compute / (compute + communication), the compute x demand / GPUs
+    and the same gradient's all-reduce (on every start and resize of a run)."""
+    from dlcluster_gym.baselines.nearchus_gpu import NearchusGPU
+
+    seen: list[tuple[float, float, float]] = []
+
+    class Probe(NearchusGPU):
+        def schedule(self, view):
+            for job in view.running():
+                gpus = np.asarray(view.gpus_of(job))
+                if gpus.size < view.jobs[job].num_gpus:
+                    e = self._efficiency(view, job, gpus)
+                    compute = view.jobs[job].compute_s * view.jobs[job].num_gpus / gpus.size
+                    comm = view.comm_overhead_for(job, gpus) * view.jobs[job].compute_s
+                    seen.append((e, compute, comm))
+            return super().schedule(view)
+
+    sc = load_scenario("dally-poisson-2rack", seed=1).model_dump()
+    sc["workload"]["max_jobs"] = 20
+    simulate(sc, Probe, seed=1)
+    assert len(seen) > 10 and any(comm > 0 for _, _, comm in seen)
+    for e, compute, comm in seen:
+        assert e == pytest.approx(compute / (compute + comm), rel=1e-12)
 
 
 def _cluster(name: str):

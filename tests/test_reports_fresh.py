@@ -58,7 +58,7 @@ def test_dally_reproduction_cell() -> None:
     _same(want, got, "dally batch 2 racks gandiva-placement seed 1")
 
 
-@pytest.mark.parametrize("policy", ["ideal", "random"])
+@pytest.mark.parametrize("policy", ["ideal", "random", "themis-tuned"])
 def test_cassini_reproduction_cell(policy: str) -> None:
     mod = experiment_script("reproduce_cassini")
     got = mod.run("cassini-testbed-poisson", policy, 1)

@@ -226,7 +226,11 @@ class SharedLinks:
         return np.unique(np.concatenate((nics, c.nic_uplink[nics], extra))).astype(np.int64)
 
     def profiles(
-        self, profile: ModelProfile, compute_s: float, gpus: Sequence[int] | np.ndarray
+        self,
+        profile: ModelProfile,
+        compute_s: float,
+        gpus: Sequence[int] | np.ndarray,
+        comm_scale: float = 1.0,
     ) -> tuple[LinkProfiles, list[int]]:
         """(:func:`job_link_profiles`, :meth:`links` as a list) of a placement, cached by its
         :func:`placement_signature`: a job placed on other GPUs of the same structure reuses
@@ -234,7 +238,7 @@ class SharedLinks:
         :func:`placement_signature`). The dict and its profiles are shared: do not mutate."""
         gpus = np.asarray(gpus, dtype=np.int64)
         key, ids, crossed = self._signature(gpus)
-        full = (profile, compute_s, key)
+        full = (profile, compute_s, key, comm_scale)
         ranked = self._profiles.get(full)
         if ranked is None:
             if len(self._profiles) >= self._PROFILE_CACHE:
@@ -255,6 +259,8 @@ class SharedLinks:
                     tuple((rank[link], ph) for link, ph in phases.items()),
                 )
             fraction, phased = shape
+            if comm_scale != 1.0:
+                fraction *= comm_scale
             caps = self.capacity_Bps[ids].tolist()
             ranked = self._profiles[full] = _RankedProfiles(
                 profile, compute_s, fraction, tuple((r, caps[r], ph) for r, ph in phased)
@@ -555,16 +561,22 @@ def job_link_profiles(
     profile: ModelProfile,
     compute_s: float,
     gpus: Sequence[int] | np.ndarray,
+    comm_scale: float = 1.0,
 ) -> dict[int, CommProfile]:
     """A job's uncontended demand on each shared link its placement crosses (bytes/s).
 
     The same phases the engine shares (:func:`link_phases`): iteration = compute + exposed
     communication, Up = communication / (1 - overlap), phase demands capped at the link's
-    capacity. ``compute_s`` is the job's compute seconds per iteration on ``gpus``. For
+    capacity. ``compute_s`` is the job's compute seconds per iteration on ``gpus``; the
+    exposed communication is the placement's overhead x ``comm_scale`` x ``compute_s``
+    (``comm_scale`` = GPUs / demand for a job on another count than its demand: its
+    gradient, and so its all-reduce, keeps its size; the engine's ``_comm_basis``). For
     Cassini-style policies that score candidate placements (``baselines/cassini.py``).
     """
     gpus = np.asarray(gpus, dtype=np.int64)
     fraction = placement_overhead(links.cluster, profile, gpus)
+    if comm_scale != 1.0:
+        fraction *= comm_scale
     if fraction <= 0.0:
         return {}
     phases = links.phases(profile, gpus)

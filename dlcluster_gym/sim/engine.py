@@ -279,8 +279,22 @@ class Engine:
         """The performance profile of a GPU job's model (from the scenario's profile source)."""
         return self._profiles[self.jobs[job].model]
 
+    def _comm_basis(self, job: int, gpus: np.ndarray, compute: float) -> float:
+        """The compute seconds that ``comm_fraction`` multiplies: ``compute`` (the job's on
+        ``gpus``) when it holds its demand or runs with adaptive parallelism; otherwise its
+        compute at its demand, ``compute_s``. A data-parallel job on more or fewer GPUs than
+        it demands keeps its global batch, so its gradient, and the all-reduce of it on
+        ``gpus``, is the same size: its communication does not scale with the larger or
+        smaller compute per GPU."""
+        spec = self.jobs[job]
+        if gpus.size == spec.num_gpus or (self.par is not None and self.par_jobs[job]):
+            return compute
+        return spec.compute_s
+
     def comm_fraction(self, job: int, gpus: np.ndarray) -> float:
-        """Exposed communication per iteration as a fraction of compute, for a placement."""
+        """Exposed communication per iteration of ``job`` on ``gpus`` as a fraction of its
+        compute per iteration at its demand (``compute_s``; on its demand's GPU count this is
+        its compute there)."""
         if self._ideal:
             return 0.0
         if self.par is not None and self.par_jobs[job]:
@@ -335,7 +349,7 @@ class Engine:
             compute, comm = self._par_speed(job, gpus)
         else:
             compute = spec.compute_s * spec.num_gpus / gpus.size  # data parallel: fixed batch
-            comm = self.comm_fraction(job, gpus) * compute
+            comm = self.comm_fraction(job, gpus) * self._comm_basis(job, gpus, compute)
             if self.type_scale is not None:  # the GPU type's speed; communication unchanged
                 compute *= self._slowest(job, gpus)
         self.compute_per_iter[job] = compute
@@ -437,7 +451,7 @@ class Engine:
         compute = spec.compute_s * spec.num_gpus / gpus.size
         if self.par is not None and self.par_jobs[job]:  # adaptive parallelism (Crius)
             compute = self._par_speed(job, gpus)[0]
-        comm = self.comm_fraction(job, gpus) * compute
+        comm = self.comm_fraction(job, gpus) * self._comm_basis(job, gpus, compute)
         if self.type_scale is not None:  # the GPU type's speed; communication unchanged
             compute *= self._slowest(job, gpus)
         self.compute_per_iter[job] = compute
