@@ -193,7 +193,7 @@ def _scenario_section(df: pd.DataFrame, scen: str, seeds: list[int]) -> list[str
             f"{th.avg_jct_s / tt.avg_jct_s:.3f}x better, P99 JCT "
             f"{th.p99_jct_s / tt.p99_jct_s:.3f}x; average iteration time "
             f"{tt.avg_iter_ms / th.avg_iter_ms:.3f}x Themis's (a job on fewer GPUs takes "
-            "longer per iteration).",
+            "longer per iteration; model-parallel jobs bid for their demand only).",
             "",
         ]
     return lines
