@@ -100,3 +100,18 @@ def test_gavel_reproduction_cell() -> None:
         seed=2,
     )  # fmt: skip
     _same(want, got, "gavel-continuous-single gavel-las 3 jobs/h seed 2")
+
+
+@pytest.mark.parametrize(
+    "row", ["cassini-testbed-poisson.themis-tuned.s1", "cassini-testbed-poisson.cassini-tuned.s2"]
+)
+def test_themis_workers_leaderboard_cell(row: str) -> None:
+    """One published leaderboard's cells re-run with ``dlcluster leaderboard --verify``."""
+    from click.testing import CliRunner
+
+    from dlcluster_gym.cli import main
+
+    out = RESULTS / "leaderboards" / "themis-workers"
+    res = CliRunner().invoke(main, ["leaderboard", "--verify", str(out), "--row", row])
+    assert res.exit_code == 0, res.output
+    assert "1 of 1 row(s) reproduced exactly" in res.output
