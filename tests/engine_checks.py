@@ -42,7 +42,11 @@ def _alone_iter_s(e: Engine, job: int, gpus: np.ndarray) -> float:
     compute = spec.compute_s * spec.num_gpus / gpus.size
     if e.scenario.network == "ideal":
         return compute
-    return compute * (1.0 + placement_overhead(e.cluster, e.profile(job), gpus))
+    overhead = placement_overhead(e.cluster, e.profile(job), gpus)
+    if gpus.size == spec.num_gpus:
+        return compute * (1.0 + overhead)
+    # another count than its demand: the same global batch, the same gradient all-reduced
+    return compute + overhead * spec.compute_s
 
 
 def check_state(engine: Engine, tr: Tracker) -> None:
