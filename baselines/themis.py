@@ -402,6 +402,7 @@ class Themis(BaseScheduler):
         self._count = np.zeros(n, dtype=np.int64)
         self._tunable: dict[int, bool] = {}
         self._min_count = np.zeros(n, dtype=np.int64)  # 0: not known yet
+        self._counts_of: dict[int, tuple[int, ...]] = {}  # ``_bid_counts`` per job
         # Until when a winner pays a partial allocation (its full lease's end): it bids in
         # the auction arbiter's last round only.
         self._paid_until = np.full(n, -np.inf)
@@ -752,6 +753,9 @@ class Themis(BaseScheduler):
         two below its demand and the demand itself for a data-parallel job (our choice: worker
         counts that split a batch evenly, plus the demand); the demand alone for a
         model-parallel or adaptive-parallelism job (its partitions need its GPUs' memory)."""
+        got = self._counts_of.get(job)
+        if got is not None:
+            return got
         d = int(self._demand[job])
         tunable = self._tunable.get(job)
         if tunable is None:
@@ -761,8 +765,11 @@ class Themis(BaseScheduler):
             )
             self._tunable[job] = tunable
         if not tunable or d <= 1:
-            return (d,)
-        return (*(1 << i for i in range((d - 1).bit_length()) if 1 << i < d), d)
+            got = (d,)
+        else:
+            got = (*(1 << i for i in range((d - 1).bit_length()) if 1 << i < d), d)
+        self._counts_of[job] = got
+        return got
 
     def _min_counts(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
         """The smallest GPU count each of ``jobs`` bids for (kept per job once known)."""
@@ -829,39 +836,36 @@ class Themis(BaseScheduler):
         does not win (the winners hold at most ``free`` GPUs, at least one each) without
         lowering the sum, so an optimum exists without it; the one extra per count keeps that
         true when one bidder is left out (``partial_fractions``)."""
-        pos = np.asarray(group, dtype=np.int64)
-        jobs = ids[pos]
-        self._min_counts(view, jobs)  # decides tunable for any job not seen yet
-        d = dem[pos].astype(np.int64)
-        held = np.where(pos < n_run, self._count[jobs], d)
-        base = d / held
-        r, w = rho[pos], share[pos]
-        before = r + w * (1.0 - base) + self.lease_s / ideal[pos]
-        tun = self._min_count[jobs] < d
-        counts = sorted({1 << i for i in range(free.bit_length()) if 1 << i <= free}
-                        | {int(x) for x in d[d <= free]})  # fmt: skip
-        opts: list[list[tuple[int, float]]] = [[] for _ in range(pos.size)]
-        rank = np.arange(pos.size)
-        for g in counts:
-            valid = (d == g) | (tun & (g < d) & ((g & (g - 1)) == 0))
-            if not valid.any():
-                continue
-            after = r + w * (d / g - base)
-            gain = before - after
-            ok = np.flatnonzero(valid & (gain > 0))
-            if not ok.size:
-                continue
+        lease = self.lease_s
+        by_count: dict[int, list[tuple[float, int, float]]] = {}  # g: (gain, k, rho_after)
+        befores: list[float] = []
+        for k, p in enumerate(group):
+            job, d = int(ids[p]), int(dem[p])
+            base = d / (int(self._count[job]) if p < n_run else d)
+            r, w = float(rho[p]), float(share[p])
+            before = r + w * (1.0 - base) + lease / float(ideal[p])
+            befores.append(before)
+            for g in self._bid_counts(view, job):  # increasing
+                if g > free:
+                    break
+                after = r + w * (d / g - base)
+                gain = before - after
+                if gain > 0:
+                    by_count.setdefault(g, []).append((gain, k, after))
+        opts: list[list[tuple[int, float]]] = [[] for _ in group]
+        for g in sorted(by_count):
+            bids = by_count[g]
             keep = free - g + 2
-            if ok.size > keep:
-                ok = ok[np.lexsort((rank[ok], -gain[ok]))[:keep]]
-            for k in ok.tolist():
-                opts[k].append((g, float(after[k])))
+            if len(bids) > keep:
+                bids = sorted(bids, key=lambda b: (-b[0], b[1]))[:keep]
+            for _, k, after in bids:
+                opts[k].append((g, after))
         out_group: list[int] = []
         bidders: list[Bidder] = []
-        for k in range(pos.size):
+        for k, p in enumerate(group):
             if opts[k]:
-                out_group.append(int(pos[k]))
-                bidders.append((float(before[k]), tuple(opts[k])))
+                out_group.append(p)
+                bidders.append((befores[k], tuple(opts[k])))
         return out_group, bidders
 
     def _ideal(
