@@ -120,6 +120,16 @@ def check_state(engine: Engine, tr: Tracker) -> None:
     tr.done = np.maximum(tr.done, done)
 
 
+def _note_allocations(tr: Tracker, actions) -> None:
+    """GPU counts the actions give jobs: a job can start on a count and finish before the next
+    instant, where ``check_state`` would see it."""
+    for a in actions or ():
+        gpus = getattr(a, "gpus", None)
+        if gpus is not None and hasattr(a, "job") and len(gpus):
+            tr.max_alloc[a.job] = max(tr.max_alloc[a.job], len(gpus))
+            tr.min_alloc[a.job] = min(tr.min_alloc[a.job], len(gpus))
+
+
 def checked_run(engine: Engine) -> tuple[Results, Tracker]:
     """Run ``engine`` to the end under its policy, checking the state at every instant."""
     tr = Tracker(engine)
@@ -128,7 +138,9 @@ def checked_run(engine: Engine) -> tuple[Results, Tracker]:
         view = next(steps)
         while True:
             check_state(engine, tr)
-            view = steps.send(engine._decide(view))
+            actions = engine._decide(view)
+            _note_allocations(tr, actions)
+            view = steps.send(actions)
     except StopIteration as stop:
         res = stop.value
     check_state(engine, tr)
