@@ -720,9 +720,9 @@ class FCFSCassini(Cassini):
     default_base = "fcfs"
 
 
-class CassiniTuned(Cassini):
-    """Th+Cassini over ``themis-tuned``: Themis's worker counts tuned by finish-time
-    fairness (bids for fewer GPUs than the demand)."""
+class CassiniDemand(Cassini):
+    """Th+Cassini over ``themis-demand``: Themis's jobs bid for their demand only (the
+    worker count is not tuned)."""
 
-    name = "cassini-tuned"
-    default_base = "themis-tuned"
+    name = "cassini-demand"
+    default_base = "themis-demand"

@@ -68,9 +68,8 @@ thesis's description and documents what it fills in:
   ("help jobs that are farthest in terms of their fairness metric", 4.4.2);
   ``fairness_knob`` and ``partial_allocation`` do not apply to it.
 - **Worker counts** (4.5.1: "the number of workers is automatically tuned based on Themis's
-  finish-time-fairness metric"). ``workers="demand"`` (default; the registered ``themis``):
-  bids are for the job's demand or nothing, so the tuning is only whether a job runs.
-  ``workers="tuned"`` (the registered ``themis-tuned``; auction arbiter only): a
+  finish-time-fairness metric"). ``workers="tuned"`` (default with the auction arbiter; the
+  registered ``themis``): a
   data-parallel job bids for each count in {powers of two below its demand} and its demand
   (our choice: counts that split a global batch evenly); a model-parallel job (its model's
   ``parallelism``) or an adaptive-parallelism job bids for its demand alone (its partitions
@@ -87,7 +86,9 @@ thesis's description and documents what it fills in:
   the same gradient on its k GPUs (docs/concepts.md, the engine); no batch size or
   hyper-parameter changes with the count. More GPUs than the demand are never bid: the
   demand is the job's largest allocation, as in Themis, where a job's demand is its maximum
-  parallelism. Why ``demand`` is still the default: see docs/schedulers.md.
+  parallelism. ``workers="demand"`` (our variant, the registered ``themis-demand``; the
+  default with the greedy arbiter, which cannot choose among counts): bids are for the job's
+  demand or nothing, so the tuning is only whether a job runs.
 - **Placement penalty** (4.4.2, ``placement="penalty"``, default): "Themis uses a slowdown
   penalty based on whether the workers are under the same rack or across racks." Themis
   sees racks, not machines: a placement inside one rack has penalty 1, one across racks
@@ -308,8 +309,10 @@ class Themis(BaseScheduler):
         arbiter: str = "auction",
         fairness_knob: float = 0.2,
         partial_allocation: bool = True,
-        workers: str = "demand",
+        workers: str | None = None,
     ) -> None:
+        if workers is None:  # the thesis's tuning needs the auction arbiter's bids per count
+            workers = "tuned" if arbiter == "auction" else "demand"
         if not isinstance(lease_s, int | float) or not (math.isfinite(lease_s) and lease_s > 0):
             raise ConfigError(f"lease_s must be a finite number of seconds > 0, got {lease_s!r}")
         if auction not in AUCTIONS:
@@ -453,13 +456,20 @@ class Themis(BaseScheduler):
         done: np.ndarray,
         it: np.ndarray,
         over_share: np.ndarray,
+        remaining: np.ndarray | None = None,
     ) -> np.ndarray:
         """rho with each job's remaining iterations estimated (``lengths`` "attained" or
         "history", our non-clairvoyant variants), its length as done + that estimate; ``it``
-        is the estimated iteration time, ``over_share`` demand / fair share."""
-        remaining = remaining_iterations(
-            view.history, self._compute[jobs], done, method=self.lengths, floor_s=self.lease_s
-        )
+        is the estimated iteration time, ``over_share`` demand / fair share; ``remaining``
+        the estimate when already computed."""
+        if remaining is None:
+            remaining = remaining_iterations(
+                view.history,
+                self._compute[jobs],
+                done,
+                method=self.lengths,
+                floor_s=self.lease_s,
+            )
         shared = (view.now - self._arrival[jobs]) + remaining * it
         ideal = (done + remaining) * self._compute[jobs] * np.maximum(1.0, over_share)
         return shared / ideal
@@ -657,11 +667,12 @@ class Themis(BaseScheduler):
         ids = np.concatenate((running, waiting))
         n_run, n = running.size, ids.size
         dem = self._demand[ids]
+        est = self._estimates(view, ids, n_run)
         if self.fast_paths and self.placement == "penalty":
-            rho = self._rho_bidders(view, ids, dem, n_run, n)
+            rho = self._rho_bidders(view, ids, dem, n_run, n, est)
         else:
             rho = self.rho(view, ids, np.arange(n) < n_run, bidders=n)
-        ideal = self._ideal(view, ids, dem, n_run, n)
+        ideal = self._ideal(view, ids, dem, n_run, n, est)
         order = np.lexsort((ids, -rho))  # worst rho first; ties: lower job id
         n_elig = bidding_count(n, self.fairness_knob)
         bids = np.ones(n, dtype=bool)
@@ -674,7 +685,7 @@ class Themis(BaseScheduler):
         rest = order[n_elig:][ranked_bids[n_elig:] & ~ranked_paying[n_elig:]].tolist()
         last = order[ranked_bids & ranked_paying].tolist()
         free = plan.num_free
-        share = self._work_share(view, ids, n_run, ideal) if self.tuned else None
+        share = self._work_share(view, ids, n_run, ideal, est) if self.tuned else None
         wins: list[tuple[int, int, float]] = []  # (job, GPUs, lease) in rank order per round
         for group in (main, rest, last):
             if group and free:
@@ -786,22 +797,40 @@ class Themis(BaseScheduler):
             return int(self._demand[jobs].min())
         return int(self._min_counts(view, jobs).min())
 
-    def _work_share(
-        self, view: ClusterView, ids: np.ndarray, n_run: int, ideal: np.ndarray
-    ) -> np.ndarray:
-        """Per job of ``ids`` (the first ``n_run`` running), its remaining iterations x
-        compute x its penalty estimate (1 while waiting), over T_ideal: the part of rho that
-        scales with demand / GPUs when the job runs on fewer GPUs than its demand."""
+    def _estimates(
+        self, view: ClusterView, ids: np.ndarray, n_run: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(iterations done, remaining iterations) of ``ids`` (the first ``n_run`` running):
+        the remaining ones known or estimated (``lengths``); computed once per auction. A
+        running job's iterations done are ``iterations_done`` (the scalar form of
+        ``view.live``, the same operations) or ``view.live`` when they are many."""
         done = view.done_iters[ids]
-        if n_run:
+        if n_run > _SCALAR_MAX:
             done[:n_run] = view.live(ids[:n_run])[0]
-        compute = self._compute[ids]
-        if self.lengths == "known":
-            remaining = self._iters[ids] - done
         else:
-            remaining = remaining_iterations(
-                view.history, compute, done, method=self.lengths, floor_s=self.lease_s
-            )
+            for k, j in enumerate(ids[:n_run].tolist()):
+                done[k] = view.iterations_done(j)
+        if self.lengths == "known":
+            return done, self._iters[ids] - done
+        remaining = remaining_iterations(
+            view.history, self._compute[ids], done, method=self.lengths, floor_s=self.lease_s
+        )
+        return done, remaining
+
+    def _work_share(
+        self,
+        view: ClusterView,
+        ids: np.ndarray,
+        n_run: int,
+        ideal: np.ndarray,
+        est: tuple[np.ndarray, np.ndarray],
+    ) -> np.ndarray:
+        """Per job of ``ids`` (the first ``n_run`` running; ``est`` from ``_estimates``), its
+        remaining iterations x compute x its penalty estimate (1 while waiting), over T_ideal:
+        the part of rho that scales with demand / GPUs when the job runs on fewer GPUs than its
+        demand."""
+        compute = self._compute[ids]
+        remaining = est[1]
         penalty = np.ones(ids.size)
         if self.placement == "penalty" and n_run:
             penalty[:n_run] = self._penalty[ids[:n_run]]
@@ -836,55 +865,61 @@ class Themis(BaseScheduler):
         does not win (the winners hold at most ``free`` GPUs, at least one each) without
         lowering the sum, so an optimum exists without it; the one extra per count keeps that
         true when one bidder is left out (``partial_fractions``)."""
-        lease = self.lease_s
-        by_count: dict[int, list[tuple[float, int, float]]] = {}  # g: (gain, k, rho_after)
-        befores: list[float] = []
-        for k, p in enumerate(group):
-            job, d = int(ids[p]), int(dem[p])
-            base = d / (int(self._count[job]) if p < n_run else d)
-            r, w = float(rho[p]), float(share[p])
-            before = r + w * (1.0 - base) + lease / float(ideal[p])
-            befores.append(before)
-            for g in self._bid_counts(view, job):  # increasing
-                if g > free:
-                    break
-                after = r + w * (d / g - base)
-                gain = before - after
-                if gain > 0:
-                    by_count.setdefault(g, []).append((gain, k, after))
-        opts: list[list[tuple[int, float]]] = [[] for _ in group]
-        for g in sorted(by_count):
-            bids = by_count[g]
-            keep = free - g + 2
-            if len(bids) > keep:
-                bids = sorted(bids, key=lambda b: (-b[0], b[1]))[:keep]
-            for _, k, after in bids:
-                opts[k].append((g, after))
+        pos = np.asarray(group, dtype=np.int64)
+        jobs = ids[pos]
+        d = dem[pos].astype(np.int64)
+        held = np.where(pos < n_run, self._count[jobs], d)
+        base = d / held
+        r, w = rho[pos], share[pos]
+        before = r + w * (1.0 - base) + self.lease_s / ideal[pos]
+        # The counts each bids for (``_bid_counts``): a tunable job (smallest count 1) the
+        # powers of two below its demand, then its demand; any other its demand alone. One
+        # column per power of two, the last column the demand.
+        tunable = self._min_counts(view, jobs) == 1
+        powers = 1 << np.arange(max(int(d.max()) - 1, 1).bit_length(), dtype=np.int64)
+        counts = np.concatenate((np.broadcast_to(powers, (d.size, powers.size)), d[:, None]), 1)
+        valid = counts <= free
+        valid[:, :-1] &= tunable[:, None] & (powers[None, :] < d[:, None])
+        after = r[:, None] + w[:, None] * (d[:, None] / counts - base[:, None])
+        gain = before[:, None] - after
+        valid &= gain > 0
+        k_all, col = np.nonzero(valid)  # by bidder, then increasing count
+        g_all = counts[k_all, col]
+        keep = np.ones(k_all.size, dtype=bool)
+        for g in np.unique(g_all).tolist():
+            at = np.flatnonzero(g_all == g)
+            limit = free - g + 2
+            if at.size > limit:  # only the best bids of count g can be in an optimum
+                ranked = at[np.lexsort((k_all[at], -gain[k_all[at], col[at]]))]
+                keep[ranked[limit:]] = False
         out_group: list[int] = []
         bidders: list[Bidder] = []
-        for k, p in enumerate(group):
-            if opts[k]:
-                out_group.append(p)
-                bidders.append((befores[k], tuple(opts[k])))
+        last = -1
+        for k, c in zip(k_all[keep].tolist(), col[keep].tolist(), strict=True):
+            if k != last:
+                out_group.append(group[k])
+                bidders.append((float(before[k]), []))
+                last = k
+            bidders[-1][1].append((int(counts[k, c]), float(after[k, c])))
         return out_group, bidders
 
     def _ideal(
-        self, view: ClusterView, ids: np.ndarray, dem: np.ndarray, n_run: int, n: int
+        self,
+        view: ClusterView,
+        ids: np.ndarray,
+        dem: np.ndarray,
+        n_run: int,
+        n: int,
+        est: tuple[np.ndarray, np.ndarray],
     ) -> np.ndarray:
-        """T_ideal of ``ids`` (the first ``n_run`` running) with ``n`` active jobs sharing the
-        cluster: length x compute x max(1, demand / fair share), the length known or done +
-        the estimated remaining iterations (``lengths``)."""
+        """T_ideal of ``ids`` (the first ``n_run`` running; ``est`` from ``_estimates``) with
+        ``n`` active jobs sharing the cluster: length x compute x max(1, demand / fair share),
+        the length known or done + the estimated remaining iterations (``lengths``)."""
         over = np.maximum(1.0, dem / (view.num_gpus / max(n, 1)))
         if self.lengths == "known":
             return self._ic[ids] * over
-        done = view.done_iters[ids]
-        if n_run:
-            done[:n_run] = view.live(ids[:n_run])[0]
-        compute = self._compute[ids]
-        remaining = remaining_iterations(
-            view.history, compute, done, method=self.lengths, floor_s=self.lease_s
-        )
-        return (done + remaining) * compute * over
+        done, remaining = est
+        return (done + remaining) * self._compute[ids] * over
 
     def _rho_bidders(
         self,
@@ -893,6 +928,7 @@ class Themis(BaseScheduler):
         dem: np.ndarray,
         n_exp: int,
         bidders: int,
+        est: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """``rho(view, ids, running, bidders)`` for ``placement="penalty"`` in the auction,
         where the first ``n_exp`` jobs (the expired bidders for the greedy arbiter, every
@@ -901,23 +937,20 @@ class Themis(BaseScheduler):
         ``view.live`` for every bidder (a waiting job's iterations done are ``done_iters``; a
         running one's are ``iterations_done``, the scalar form of ``live``, or ``live`` over
         the running jobs only when they are many), and with ``iterations x compute`` taken
-        once per job."""
-        done = view.done_iters[ids]
+        once per job; ``est`` (``_estimates``), when given, holds the iterations done and
+        remaining."""
+        if est is None:
+            est = self._estimates(view, ids, n_exp)
+        done = est[0]
         it = self._compute[ids]
-        if n_exp > _SCALAR_MAX:  # many running jobs: ``view.live``, the same operations
-            run = ids[:n_exp]
-            done[:n_exp] = view.live(run)[0]
-            it[:n_exp] = it[:n_exp] * self._penalty[run]
-        else:
-            for k, j in enumerate(ids[:n_exp].tolist()):
-                done[k] = view.iterations_done(j)
-                it[k] = it[k] * self._penalty[j]  # compute x penalty; x 1.0 for waiting jobs
+        # compute x penalty; x 1.0 for waiting jobs
+        it[:n_exp] = it[:n_exp] * self._penalty[ids[:n_exp]]
         if self.tuned and n_exp:  # fewer GPUs than the demand: compute x demand / GPUs
             run = ids[:n_exp]
             it[:n_exp] = it[:n_exp] * (self._demand[run] / self._count[run])
         fair_share = view.num_gpus / max(bidders, 1)
         if self.lengths != "known":
-            return self._rho_estimated(view, ids, done, it, dem / fair_share)
+            return self._rho_estimated(view, ids, done, it, dem / fair_share, est[1])
         shared = (view.now - self._arrival[ids]) + (self._iters[ids] - done) * it
         return shared / (self._ic[ids] * np.maximum(1.0, dem / fair_share))
 
@@ -1157,11 +1190,11 @@ class ThemisGreedy(Themis):
         }
 
 
-class ThemisTuned(Themis):
-    """Themis with worker counts tuned by finish-time fairness (``workers="tuned"``; module
-    docstring, "Worker counts"): each bidder also bids for fewer GPUs than its demand."""
+class ThemisDemand(Themis):
+    """Themis whose jobs bid for their demand only (``workers="demand"``; module docstring,
+    "Worker counts"): the worker count is never tuned, only whether a job runs."""
 
-    name = "themis-tuned"
+    name = "themis-demand"
 
     def __init__(
         self,
@@ -1180,7 +1213,7 @@ class ThemisTuned(Themis):
             lengths=lengths,
             fairness_knob=fairness_knob,
             partial_allocation=partial_allocation,
-            workers="tuned",
+            workers="demand",
         )
         self.params = {
             "lease_s": lease_s,

@@ -365,7 +365,7 @@ register_policy(
     "themis",
     "dlcluster_gym.baselines.themis:Themis",
     "Themis: finish-time fairness, 10-minute leases, auctions maximizing the summed rho "
-    "improvement (Cassini's base scheduler)",
+    "improvement over bids for several worker counts (Cassini's base scheduler)",
 )
 register_policy(
     "themis-greedy",
@@ -373,10 +373,9 @@ register_policy(
     "Themis with the greedy arbiter: bidders served in decreasing finish-time fairness rho",
 )
 register_policy(
-    "themis-tuned",
-    "dlcluster_gym.baselines.themis:ThemisTuned",
-    "Themis with worker counts tuned by finish-time fairness: bids for fewer GPUs than "
-    "the demand too",
+    "themis-demand",
+    "dlcluster_gym.baselines.themis:ThemisDemand",
+    "Themis whose jobs bid for their demand only (worker counts not tuned)",
 )
 register_policy(
     "cassini",
@@ -384,9 +383,9 @@ register_policy(
     "Th+Cassini: Themis with Cassini's placement candidates, compatibility and time shifts",
 )
 register_policy(
-    "cassini-tuned",
-    "dlcluster_gym.baselines.cassini:CassiniTuned",
-    "Th+Cassini over themis-tuned (worker counts tuned by finish-time fairness)",
+    "cassini-demand",
+    "dlcluster_gym.baselines.cassini:CassiniDemand",
+    "Th+Cassini over themis-demand (worker counts not tuned)",
 )
 register_policy(
     "dally+cassini",

@@ -89,9 +89,9 @@ def test_dally_fast_paths_match_general_loop_on_trace_prefix(scenario):
         ("cassini-testbed-poisson", "themis", {"lengths": "attained"}),
         ("cassini-testbed-poisson", "themis", {"lengths": "history"}),
         ("cassini-testbed-poisson", "cassini", {}),
-        ("cassini-testbed-poisson", "themis-tuned", {}),
-        ("cassini-testbed-poisson", "themis-tuned", {"lengths": "history"}),
-        ("cassini-testbed-poisson", "cassini-tuned", {}),
+        ("cassini-testbed-poisson", "themis-demand", {}),
+        ("cassini-testbed-poisson", "themis-demand", {"lengths": "history"}),
+        ("cassini-testbed-poisson", "cassini-demand", {}),
         ("cassini-testbed-poisson", "themis-greedy", {}),
         ("cassini-testbed-poisson", "themis-greedy", {"lengths": "history"}),
         pytest.param("dally-poisson-8rack", "themis", {}, marks=pytest.mark.slow),
@@ -237,7 +237,8 @@ def test_themis_auction_helpers_match_their_general_forms(
     scenario, jobs, cross, lengths, monkeypatch
 ):
     """At every auction of a run: the bidders' rho from ``_rho_bidders`` (no ``view.live``,
-    iterations x compute taken once) equals ``rho`` bit for bit, and the penalty placement
+    iterations x compute taken once, the iterations done and remaining from ``_estimates``
+    shared with T_ideal and the bid tables) equals ``rho`` bit for bit, and the penalty placement
     from per-rack GPU lists (``_place_penalty``) equals the scan of every GPU's rack, with the
     right spans-racks flag."""
     from dlcluster_gym.baselines.themis import Themis
@@ -245,8 +246,8 @@ def test_themis_auction_helpers_match_their_general_forms(
     calls = {"rho": 0, "place": 0, "cross": 0}
     rho_bidders, place_penalty = Themis._rho_bidders, Themis._place_penalty
 
-    def check_rho(self, view, ids, dem, n_exp, bidders):
-        got = rho_bidders(self, view, ids, dem, n_exp, bidders)
+    def check_rho(self, view, ids, dem, n_exp, bidders, est=None):
+        got = rho_bidders(self, view, ids, dem, n_exp, bidders, est)
         running = np.arange(ids.size) < n_exp
         np.testing.assert_array_equal(got, self.rho(view, ids, running, bidders=bidders))
         np.testing.assert_array_equal(dem, self._demand[ids])

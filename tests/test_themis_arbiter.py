@@ -1,7 +1,9 @@
 """Themis's auction arbiter (``arbiter="auction"``, the default of ``themis``): the winning bids
 maximize the summed finish-time-fairness improvement, the fairness knob filters the bidders,
 partial allocation shortens the winners' leases, leftovers go to the filtered-out bidders;
-and the greedy arbiter (``themis-greedy``) keeps its pinned results."""
+and the greedy arbiter (``themis-greedy``) keeps its pinned results. The hand-computed auctions
+bid for each job's demand only (``themis-demand``); tests/test_themis_workers.py has auctions
+over bids for several worker counts (the default)."""
 
 from __future__ import annotations
 
@@ -145,7 +147,7 @@ def test_the_auction_and_the_greedy_arbiter_pick_different_winners():
     2 and 3 1.0 each. The knob (0.2) lets floor(0.8 x 4) = 3 bid: jobs 1, 2, 3. The arbiter
     takes jobs 2 + 3 (2.0 > 1.5); the greedy arbiter serves job 1 first."""
     sc, jobs = _four_jobs()
-    policy = make_policy("themis")
+    policy = make_policy("themis-demand")
     _, res = run_engine(sc, jobs, policy)
     assert _started_at(res, 600.0) == [2, 3]
     assert ("preempt", 0) in [(e["event"], e.get("job")) for e in res.events if e["t"] == 600.0]
@@ -163,7 +165,7 @@ def test_fairness_knob_filters_the_bidders():
     round, the worst (job 1), and it wins the 4 GPUs: the greedy arbiter's outcome. Jobs 2
     and 3 get the leftovers: none."""
     sc, jobs = _four_jobs()
-    _, res = run_engine(sc, jobs, make_policy("themis", fairness_knob=0.75))
+    _, res = run_engine(sc, jobs, make_policy("themis-demand", fairness_knob=0.75))
     assert _started_at(res, 600.0) == [1]
 
 
@@ -178,7 +180,7 @@ def test_leftovers_go_to_the_bidders_the_filter_left_out():
         Job(1, "resnet50", 2, 100, 1.0, 10.0),
         Job(2, "resnet50", 2, 2_000, 1.0, 20.0),
     ]
-    _, res = run_engine(sc, jobs, make_policy("themis", fairness_knob=0.75))
+    _, res = run_engine(sc, jobs, make_policy("themis-demand", fairness_knob=0.75))
     assert _started_at(res, 600.0) == [1, 2]
 
 
@@ -197,13 +199,13 @@ def test_partial_allocation_gives_the_withheld_lease_to_the_displaced_job():
         Job(2, "resnet50", 2, 600, 1.0, 20.0),
         Job(3, "resnet50", 2, 600, 1.0, 30.0),
     ]
-    _, res = run_engine(sc, jobs, make_policy("themis"))
+    _, res = run_engine(sc, jobs, make_policy("themis-demand"))
     assert _started_at(res, 600.0) == [2, 3]
     t = 600.0 + 600.0 * 3590.0 / 4190.0
     assert starts(res)[1][0] == pytest.approx(t)
     assert starts(res)[1][0] < min(res.jobs["finish_s"][2], res.jobs["finish_s"][3])
     assert res.jobs["preemptions"][2] + res.jobs["preemptions"][3] == 1  # one paid with GPUs
-    _, full = run_engine(sc, jobs, make_policy("themis", partial_allocation=False))
+    _, full = run_engine(sc, jobs, make_policy("themis-demand", partial_allocation=False))
     assert starts(full)[1][0] == pytest.approx(full.jobs["finish_s"][2])
 
 

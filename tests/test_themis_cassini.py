@@ -59,6 +59,7 @@ def _rho_policy(lengths: str, iterations: list[float]):
     pol._arrival = np.array([0.0, 0.0])
     pol._demand = np.array([2, 8])
     pol._penalty = np.array([1.0, 1.5])
+    pol._count = np.array([2, 8])  # a running job holds its demand
     pol._iters = np.array(iterations)
     return pol
 

@@ -36,10 +36,10 @@ def test_a_waiting_job_near_its_end_starts_now_on_fewer_gpus():
     arbiter takes the largest improvement, 2 GPUs (7 - 2 = 5), and job 1 ends at 10 + 200 s.
     With bids for the demand only it waits for job 0's lease end."""
     jobs = [Job(0, "resnet50", 6, 100_000, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
-    _, res = run_engine(_scenario(), jobs, make_policy("themis-tuned"))
+    _, res = run_engine(_scenario(), jobs, make_policy("themis"))
     assert _events(res, 1) == [("start", 10.0, 2), ("finish", 210.0, 0)]
     assert res.jobs["compute_s"][1] == pytest.approx(200.0)
-    _, fixed = run_engine(_scenario(), jobs, make_policy("themis"))
+    _, fixed = run_engine(_scenario(), jobs, make_policy("themis-demand"))
     assert _events(fixed, 1)[0] == ("start", 600.0, 4)
 
 
@@ -48,9 +48,9 @@ def test_a_long_job_does_not_shrink_it_waits_for_its_demand():
     is worse than waiting a lease, rho_before = 1 + 600 / 1,000 = 1.6; no bid improves, so
     job 1 waits for job 0's lease end and then wins its demand, as with fixed counts."""
     jobs = [Job(0, "resnet50", 6, 100_000, 1.0, 0.0), Job(1, "resnet50", 4, 1_000, 1.0, 10.0)]
-    _, res = run_engine(_scenario(), jobs, make_policy("themis-tuned"))
+    _, res = run_engine(_scenario(), jobs, make_policy("themis"))
     assert _events(res, 1)[0] == ("start", 600.0, 4)
-    _, fixed = run_engine(_scenario(), jobs, make_policy("themis"))
+    _, fixed = run_engine(_scenario(), jobs, make_policy("themis-demand"))
     assert _events(fixed, 1)[0] == ("start", 600.0, 4)
 
 
@@ -64,7 +64,7 @@ def test_a_job_on_fewer_gpus_grows_to_its_demand_at_its_lease_end():
     count is a restart from its checkpoint (10 + 20 s): the remaining 200 iterations at 1 s
     end at 610 + 30 + 200 = 840 s."""
     jobs = [Job(0, "resnet50", 6, 605, 1.0, 0.0), Job(1, "resnet50", 4, 500, 1.0, 10.0)]
-    policy = make_policy("themis-tuned")
+    policy = make_policy("themis")
     _, res = run_engine(_scenario(), jobs, policy)
     assert _events(res, 0) == [("start", 0.0, 6), ("finish", 605.0, 0)]
     assert _events(res, 1) == [
@@ -80,7 +80,7 @@ def test_model_parallel_jobs_bid_for_their_demand_only():
     """A model-parallel job (gpt3: partitions that need its GPUs' memory) bids for its demand
     alone: in the first case it waits for the lease end."""
     jobs = [Job(0, "resnet50", 6, 100_000, 1.0, 0.0), Job(1, "gpt3", 4, 100, 1.0, 10.0)]
-    policy = make_policy("themis-tuned")
+    policy = make_policy("themis")
     _, res = run_engine(_scenario(), jobs, policy)
     assert _events(res, 1)[0] == ("start", 600.0, 4)
     assert policy._bid_counts(None, 1) == (4,)
@@ -89,20 +89,25 @@ def test_model_parallel_jobs_bid_for_their_demand_only():
     assert policy._bid_counts(None, 5) == (1, 2, 4, 8, 12)
 
 
-def test_cassini_over_tuned_themis_starts_jobs_on_fewer_gpus():
+def test_cassini_over_themis_starts_jobs_on_fewer_gpus():
     """Th+Cassini passes its base's elastic starts to the engine."""
-    assert make_policy("cassini-tuned").elastic_gpu_jobs
-    assert not make_policy("cassini").elastic_gpu_jobs
+    assert make_policy("cassini").elastic_gpu_jobs
+    assert not make_policy("cassini-demand").elastic_gpu_jobs
     jobs = [Job(0, "resnet50", 6, 100_000, 1.0, 0.0), Job(1, "resnet50", 4, 100, 1.0, 10.0)]
-    _, res = run_engine(_scenario(), jobs, make_policy("cassini-tuned"))
+    _, res = run_engine(_scenario(), jobs, make_policy("cassini"))
     assert starts(res)[1][0] == 10.0 and len(starts(res)[1][1]) == 2
 
 
-def test_tuned_workers_need_the_auction_arbiter():
+def test_tuned_workers_are_the_default_and_need_the_auction_arbiter():
     with pytest.raises(ConfigError, match="workers must be one of demand, tuned, got 'all'"):
         make_policy("themis", workers="all")
     with pytest.raises(ConfigError, match="workers='tuned' needs arbiter='auction'"):
         make_policy("themis", workers="tuned", arbiter="greedy")
-    assert make_policy("themis-tuned").params["lengths"] == "known"
-    assert make_policy("themis-tuned").clairvoyant
-    assert not make_policy("themis-tuned", lengths="history").clairvoyant
+    assert make_policy("themis").params["workers"] == "tuned"
+    assert not make_policy("themis-demand").tuned
+    assert not make_policy("themis-demand").elastic_gpu_jobs
+    # the greedy arbiter cannot choose among counts: its default is the demand
+    assert make_policy("themis", arbiter="greedy").params["workers"] == "demand"
+    assert make_policy("themis").params["lengths"] == "known"
+    assert make_policy("themis").clairvoyant
+    assert not make_policy("themis", lengths="history").clairvoyant
