@@ -38,7 +38,8 @@ thesis's description and documents what it fills in:
      ``fairness_knob`` f = 0.2: the default of the public YARN prototype of Themis
      (configuration key ``themis.fairness.knob``, floor((1 - f) x N) bidders, at least one);
      the paper's own default was not confirmed.
-  2. *Bids*: a bidder bids for its demand only, {0, demand} (why, below): rho_after = its rho
+  2. *Bids*: a bidder bids for each GPU count it may run on ("Worker counts", below; with
+     ``workers="demand"`` its demand only, {0, demand}). For its demand: rho_after = its rho
      if it runs from now on (a waiting job at compute x 1, an expired one at compute x the
      penalty of its placement), rho_before = rho_after + ``lease_s`` / T_ideal (it waits one
      lease before it runs); the bid's value is the improvement rho_before - rho_after. The

@@ -58,7 +58,7 @@ def test_dally_reproduction_cell() -> None:
     _same(want, got, "dally batch 2 racks gandiva-placement seed 1")
 
 
-@pytest.mark.parametrize("policy", ["ideal", "random", "themis-tuned"])
+@pytest.mark.parametrize("policy", ["ideal", "random", "themis"])
 def test_cassini_reproduction_cell(policy: str) -> None:
     mod = experiment_script("reproduce_cassini")
     got = mod.run("cassini-testbed-poisson", policy, 1)
@@ -103,7 +103,7 @@ def test_gavel_reproduction_cell() -> None:
 
 
 @pytest.mark.parametrize(
-    "row", ["cassini-testbed-poisson.themis-tuned.s1", "cassini-testbed-poisson.cassini-tuned.s2"]
+    "row", ["cassini-testbed-poisson.themis.s1", "cassini-testbed-poisson.cassini-demand.s2"]
 )
 def test_themis_workers_leaderboard_cell(row: str) -> None:
     """One published leaderboard's cells re-run with ``dlcluster leaderboard --verify``."""
