@@ -679,14 +679,19 @@ class Themis(BaseScheduler):
         bids = np.ones(n, dtype=bool)
         bids[:n_run] = is_exp
         # a bidder whose smallest bid is for more GPUs than are free cannot win
-        bids &= (self._min_counts(view, ids) if self.tuned else dem) <= plan.num_free
+        smallest = self._min_counts(view, ids) if self.tuned else dem
+        bids &= smallest <= plan.num_free
         paying = self._paid_until[ids] > now + EPS
         ranked_bids, ranked_paying = bids[order], paying[order]
         main = order[:n_elig][ranked_bids[:n_elig] & ~ranked_paying[:n_elig]].tolist()
         rest = order[n_elig:][ranked_bids[n_elig:] & ~ranked_paying[n_elig:]].tolist()
         last = order[ranked_bids & ranked_paying].tolist()
         free = plan.num_free
-        share = self._work_share(view, ids, n_run, ideal, est) if self.tuned else None
+        # Bid tables per count only when some bidder can run on fewer GPUs than its demand:
+        # with one count each they are the demand bids (improvement lease_s / T_ideal > 0;
+        # the arbiter leaves out the same bids), so the same winners and leases.
+        tables = self.tuned and (not self.fast_paths or bool((smallest < dem).any()))
+        share = self._work_share(view, ids, n_run, ideal, est) if tables else None
         wins: list[tuple[int, int, float]] = []  # (job, GPUs, lease) in rank order per round
         for group in (main, rest, last):
             if group and free:
