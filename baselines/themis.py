@@ -406,7 +406,6 @@ class Themis(BaseScheduler):
         self._count = np.zeros(n, dtype=np.int64)
         self._tunable: dict[int, bool] = {}
         self._min_count = np.zeros(n, dtype=np.int64)  # 0: not known yet
-        self._counts_of: dict[int, tuple[int, ...]] = {}  # ``_bid_counts`` per job
         # Until when a winner pays a partial allocation (its full lease's end): it bids in
         # the auction arbiter's last round only.
         self._paid_until = np.full(n, -np.inf)
@@ -769,10 +768,8 @@ class Themis(BaseScheduler):
         """The GPU counts ``job`` bids for under ``workers="tuned"``, increasing: the powers of
         two below its demand and the demand itself for a data-parallel job (our choice: worker
         counts that split a batch evenly, plus the demand); the demand alone for a
-        model-parallel or adaptive-parallelism job (its partitions need its GPUs' memory)."""
-        got = self._counts_of.get(job)
-        if got is not None:
-            return got
+        model-parallel or adaptive-parallelism job (its partitions need its GPUs' memory).
+        ``_count_bids`` builds the same counts for many jobs at once from ``_min_counts``."""
         d = int(self._demand[job])
         tunable = self._tunable.get(job)
         if tunable is None:
@@ -782,11 +779,8 @@ class Themis(BaseScheduler):
             )
             self._tunable[job] = tunable
         if not tunable or d <= 1:
-            got = (d,)
-        else:
-            got = (*(1 << i for i in range((d - 1).bit_length()) if 1 << i < d), d)
-        self._counts_of[job] = got
-        return got
+            return (d,)
+        return (*(1 << i for i in range((d - 1).bit_length()) if 1 << i < d), d)
 
     def _min_counts(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
         """The smallest GPU count each of ``jobs`` bids for (kept per job once known)."""
