@@ -99,6 +99,9 @@ class TrainSpec(_Strict):
     n_envs: Annotated[PositiveInt, Field(le=MAX_PARALLEL)] = 2
     vec_env: Literal["dummy", "subproc"] = "dummy"
     seed: Int = 0
+    # a policy run natively on each training episode's scenario and seed; its job time is
+    # added back to the rewards (agents/reference_reward.py: variance reduction, same optimum)
+    reward_reference: str | None = None
 
     @field_validator("seeds")
     @classmethod
@@ -264,6 +267,9 @@ def check_names(cfg: AgentConfig, source: str) -> None:
         ("validation.reference", lambda: resolve_policy(cfg.validation.reference)),
         ("evaluation.reference", lambda: resolve_policy(cfg.evaluation.reference)),
     ]
+    ref = cfg.train.reward_reference
+    if ref is not None:
+        checks.append(("train.reward_reference", lambda: _check_reference(ref)))
     if cfg.warm_start is not None:
         teacher = cfg.warm_start.teacher
         checks.append(("warm_start.teacher", lambda: check_env_policy_name(kind, teacher)))
@@ -272,6 +278,14 @@ def check_names(cfg: AgentConfig, source: str) -> None:
             check()
         except DLClusterError as err:
             raise ConfigError(f"{source}: {field}: {err}") from None
+
+
+def _check_reference(name: str) -> None:
+    """A reward reference is a policy that schedules (a bound has no run to follow)."""
+    from dlcluster_gym.scheduler import resolve_policy
+
+    if resolve_policy(name)[1].bound:
+        raise ConfigError(f"{name!r} is a bound, not a schedule; name a policy that runs")
 
 
 def check_scenarios(cfg: AgentConfig, source: str) -> None:

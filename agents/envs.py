@@ -16,6 +16,7 @@ from dlcluster_gym.workload.traces import ENV_VAR, trace_root
 
 from . import AGENT_KINDS
 from .config import AgentConfig, ScenarioSpec
+from .reference_reward import ReferenceReward
 
 
 def scenario_mapping(spec: ScenarioSpec) -> dict[str, Any]:
@@ -72,9 +73,11 @@ class ScenarioMixEnv(gym.Env):
         env_kwargs: dict[str, Any] | None = None,
         traces_dir: str | Path | None = None,
         wait_limit: str = "none",
+        reward_reference: str | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
+        self.reference = ReferenceReward(reward_reference, traces_dir) if reward_reference else None
         self.wait_limit = wait_limit
         self._obs: np.ndarray | None = None
         self.scenarios = list(scenarios)
@@ -110,13 +113,19 @@ class ScenarioMixEnv(gym.Env):
         self.env = self._get(i)
         obs, info = self.env.reset(seed=ep_seed)
         info["scenario"] = self.scenarios[i]["name"]
+        if self.reference is not None:
+            self.reference.start(self.env, ep_seed)
         self._obs = obs
         return obs, info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        out = self.env.step(action)
-        self._obs = out[0]
-        return out
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.reference is not None:
+            added = self.reference.term(self.env, terminated or truncated)
+            reward += added
+            info.setdefault("rewards", {})["reference"] = added
+        self._obs = obs
+        return obs, reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
         mask = self.env.action_masks()  # type: ignore[attr-defined]
@@ -140,6 +149,7 @@ def make_mix_env(cfg: AgentConfig, traces_dir: str | Path | None = None) -> Scen
         dict(cfg.env_kwargs),
         traces_dir,
         cfg.wait_limit,
+        cfg.train.reward_reference,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -1135,6 +1136,15 @@ def _agent_labels(agents: list[tuple[str | None, Path, str]], metas: list[dict])
     "and bounds; the best heuristic is the best deployable one (dlcluster list policies).",
 )
 @click.option(
+    "--entrant",
+    "entrants",
+    multiple=True,
+    metavar="YAML",
+    help="A policy with parameters, written as a leaderboard suite's entrant (repeatable), "
+    "e.g. '{policy: dally-manual, params: {machine_timer_s: 172800}, label: manual-48h}'; "
+    "its label (default: the policy name) names its column.",
+)
+@click.option(
     "--reference",
     default=None,
     help="Policy (or agent label) the ratios are to (default: dally when it runs, else the "
@@ -1170,6 +1180,7 @@ def evaluate(
     scenarios: tuple[str, ...],
     seeds: str | None,
     baselines: str | None,
+    entrants: tuple[str, ...],
     reference: str | None,
     tie_rtol: float,
     out: Path | None,
@@ -1230,6 +1241,11 @@ def evaluate(
             make_policy(name)
         except DLClusterError as err:
             _fail(f"--baselines {name!r}: {err}")
+    for value in entrants:
+        label, maker = _entrant_option(value)
+        if label in policies:
+            _fail(f"--entrant {value!r}: label {label!r} is taken; give the entrant a label")
+        policies[label] = maker
     ref = reference or ("dally" if "dally" in policies else labels[0])
     if ref not in policies:
         _fail(f"--reference {ref!r}: not among the evaluated policies ({', '.join(policies)})")
@@ -1314,6 +1330,35 @@ def evaluate(
         click.echo(f"\nno decision (left out of the aggregate): {', '.join(report['no_decision'])}")
 
 
+def _entrant_option(value: str) -> tuple[str, Any]:
+    """``--entrant YAML`` -> (label, a maker of fresh policy objects); the policy is built
+    once here, so a bad name or parameter fails before any simulation."""
+    import yaml
+    from pydantic import ValidationError
+
+    from dlcluster_gym.config import safe_load, yaml_problem
+    from dlcluster_gym.leaderboard.suite import EntrantSpec
+    from dlcluster_gym.scheduler import make_policy
+
+    form = "expected a mapping like '{policy: NAME, params: {...}, label: LABEL}'"
+    try:
+        spec = EntrantSpec.model_validate(safe_load(value))
+    except yaml.YAMLError as err:
+        _fail(f"--entrant {value!r}: {form} ({yaml_problem(err)})")
+    except ValidationError as err:
+        why = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'value'}: "
+            + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in err.errors()
+        )
+        _fail(f"--entrant {value!r}: {form} ({why})")
+    try:
+        make_policy(spec.policy, **spec.params)
+    except DLClusterError as err:
+        _fail(f"--entrant {value!r}: {err}")
+    return spec.label or spec.policy, functools.partial(make_policy, spec.policy, **spec.params)
+
+
 def _evaluate_command(params: dict[str, Any]) -> str:
     """The ``dlcluster evaluate`` command line that repeats this evaluation from its parsed
     ``params`` (the options that decide what runs and where it is written; progress and
@@ -1321,6 +1366,7 @@ def _evaluate_command(params: dict[str, Any]) -> str:
     agents, scenarios, tie_rtol = params["agents"], params["scenarios"], params["tie_rtol"]
     args = ["dlcluster", "evaluate", *(f"--agent={a}" for a in agents)]
     args += [f"--scenario={sc}" for sc in scenarios]
+    args += [f"--entrant={e}" for e in params.get("entrants", ())]
     for key in ("seeds", "baselines", "reference", "out"):
         if (value := params[key]) is not None:
             args.append(f"--{key}={value}")

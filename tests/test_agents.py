@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import zipfile
 from pathlib import Path
 
@@ -286,6 +287,23 @@ def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None
     assert f"{p99[1]:.1f} h ({p99[1] / p99[0]:.2f})" in res.output
 
 
+def test_evaluate_runs_entrants_with_parameters(tmp_path: Path) -> None:
+    scen = tmp_path / "tiny.yaml"
+    scen.write_text(yaml.safe_dump(_tiny_scenario()))
+    out = tmp_path / "eval.json"
+    entrant = "{policy: dally-manual, params: {machine_timer_s: 0, rack_timer_s: 0}, label: m0}"
+    args = ["evaluate", "--agent", str(_shipped("delay_timer")), "--scenario", str(scen)]
+    args += ["--seeds", "1", "--baselines", "dally", "--entrant", entrant, "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    row = next(r for r in data["rows"] if r["policy"] == "m0")
+    want = simulate(str(scen), "dally-manual", 1, policy_params={"machine_timer_s": 0,
+                                                                 "rack_timer_s": 0})  # fmt: skip
+    assert row["avg_jct_s"] == want.summary["avg_jct_s"] and row["kind"] == "deployable"
+    assert f"--entrant={entrant}" in shlex.split(data["command"])
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [
@@ -297,6 +315,18 @@ def test_evaluate_command_runs(trained: dict[str, Path], tmp_path: Path) -> None
         (["--scenario", "nope"], "error: --scenario 'nope': unknown scenario 'nope'"),
         (["--out", "{tmp}/a-file/eval.json"], "error: --out .*a-file is not a directory"),
         (["--out", "/proc/dlcluster-no-such/eval.json"], "error: --out .*cannot write there"),
+        (
+            ["--entrant", "{polcy: dally}"],
+            r"error: --entrant .*\(policy: Field required; "
+            "polcy: unknown key\\)",
+        ),
+        (["--entrant", "[1,2"], "error: --entrant .*malformed YAML"),
+        (
+            ["--entrant", "{policy: dally-manual, params: {machine_timer_s: -1}}"],
+            "error: --entrant .*machine_timer_s must be a finite number of seconds >= 0",
+        ),
+        (["--entrant", "{policy: nope}"], "error: --entrant .*unknown policy 'nope'"),
+        (["--entrant", "dally"], "error: --entrant 'dally': label 'dally' is taken"),
     ],
 )
 def test_evaluate_checks_its_arguments_before_simulating(

@@ -425,6 +425,13 @@ class ClusterEnv(gym.Env):
     def done(self) -> bool:
         return self.results is not None
 
+    @property
+    def reward_time_s(self) -> float:
+        """Simulated time up to which the episode's rewards have accrued (0 before a
+        reset): the ``jct`` rewards paid so far sum to minus the job-seconds in the system
+        over ``[0, reward_time_s]``, / ``reward_scale_s``."""
+        return float(getattr(self, "_last_t", 0.0))
+
     # ------------------------------------------------------------------ rewards
     def _account(self, now: float) -> None:
         """Integrate the reward components from the last decision instant to ``now``."""
