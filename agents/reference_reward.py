@@ -22,12 +22,13 @@ from dlcluster_gym.api import simulate
 
 
 class ReferenceRun:
-    """The arrival and finish times of a reference run's jobs (unfinished: +inf)."""
+    """The arrival and finish times of a reference run's admitted jobs; a job the run left
+    unfinished counts until ``end_s``, where the run stopped (as the env stops its rewards)."""
 
-    def __init__(self, arrival_s: np.ndarray, finish_s: np.ndarray) -> None:
+    def __init__(self, arrival_s: np.ndarray, finish_s: np.ndarray, end_s: float) -> None:
         self.arrival_s = np.asarray(arrival_s, dtype=np.float64)
         finish = np.asarray(finish_s, dtype=np.float64)
-        self.finish_s = np.where(np.isfinite(finish), finish, math.inf)
+        self.finish_s = np.where(np.isfinite(finish), finish, end_s)
 
     def job_seconds(self, start_s: float, end_s: float) -> float:
         """Job-seconds in the system over ``[start_s, end_s]`` (``end_s`` may be inf)."""
@@ -42,7 +43,10 @@ class ReferenceRun:
 def reference_run(env: Any, policy: str, seed: int, traces_dir: str | Path | None) -> ReferenceRun:
     """Run ``policy`` natively on ``env``'s current episode scenario with ``seed``."""
     res = simulate(env.episode_scenario, policy, seed=seed, traces_dir=traces_dir)
-    return ReferenceRun(res.jobs["arrival_s"], res.jobs["finish_s"])
+    admitted = res.jobs["status"] != "dropped"  # never in the system, as in the env's reward
+    t = res.timeseries["t"]
+    end = float(t[-1]) if t.size else 0.0  # the last instant the run simulated
+    return ReferenceRun(res.jobs["arrival_s"][admitted], res.jobs["finish_s"][admitted], end)
 
 
 class ReferenceReward:

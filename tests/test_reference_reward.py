@@ -22,12 +22,37 @@ SMALL = ScenarioSpec(
 
 
 def test_job_seconds_counts_each_jobs_overlap_with_the_window() -> None:
-    run = ReferenceRun(np.array([0.0, 10.0, 20.0]), np.array([30.0, 15.0, np.nan]))
-    assert run.job_seconds(0.0, 100.0) == 30.0 + 5.0 + 80.0
+    run = ReferenceRun(np.array([0.0, 10.0, 20.0]), np.array([30.0, 15.0, np.nan]), 90.0)
+    assert run.job_seconds(0.0, 100.0) == 30.0 + 5.0 + 70.0  # unfinished: until the end
     assert run.job_seconds(12.0, 25.0) == 13.0 + 3.0 + 5.0
-    assert run.job_seconds(40.0, math.inf) == math.inf  # the unfinished job never leaves
+    assert run.job_seconds(40.0, math.inf) == 50.0
     assert run.job_seconds(5.0, 5.0) == 0.0
-    assert ReferenceRun(np.array([]), np.array([])).job_seconds(0.0, math.inf) == 0.0
+    assert ReferenceRun(np.array([]), np.array([]), 0.0).job_seconds(0.0, math.inf) == 0.0
+
+
+def test_dropped_jobs_are_not_in_the_reference() -> None:
+    """A job larger than the cluster is dropped on arrival: never in the system, in the
+    reference run as in the env's own reward."""
+    small = ScenarioSpec(
+        scenario="dally-poisson-2rack",
+        overrides={"workload": {"num_jobs": 40}, "cluster": {"groups": [{"name": "default",
+                   "racks": 2, "machines_per_rack": 2, "gpus_per_machine": 2,
+                   "gpu_type": "A100", "cpus_per_machine": 32, "memory_gb_per_machine": 256}]}},
+    )  # fmt: skip
+    env = ScenarioMixEnv(
+        "DelayTimer", [scenario_mapping(small)], [1.0], (1000, 2000),
+        {"done_jobs_of": "arrived"}, None, "none", "dally",
+    )  # fmt: skip
+    _, info = env.reset(seed=1)
+    ref = simulate(env.env.episode_scenario, "dally", seed=info["seed"])
+    assert ref.summary["jobs_dropped"] > 0
+    total, done = 0.0, False
+    while not done:
+        _, r, terminated, truncated, _ = env.step(np.zeros(2 * NUM_CLASSES, np.float32))
+        assert math.isfinite(r)
+        total += r
+        done = terminated or truncated
+    assert math.isfinite(total)
 
 
 def _episode_return(reference: str | None, action: float) -> tuple[float, int, object]:
