@@ -41,8 +41,7 @@ CHECKPOINTS = ROOT / "agents" / "checkpoints"
 AGENTS = {"placement": "placement", "delay-timer": "delay_timer", "scheduler": "scheduler"}
 TRAIN_COMMANDS = {
     "placement": "dlcluster train --agent placement --out runs/agents/placement-v10",
-    "delay-timer": "dlcluster train --agent delay-timer --timesteps 40960 "
-    "--out runs/agents/delay-timer-v3",
+    "delay-timer": "dlcluster train --agent delay-timer --out runs/agents/delay-timer-v4",
     "scheduler": "dlcluster train --agent scheduler --config configs/agents/scheduler-v6.yaml "
     "--out runs/agents/scheduler-v6",
 }
