@@ -115,3 +115,9 @@ def test_themis_workers_leaderboard_cell(row: str) -> None:
     res = CliRunner().invoke(main, ["leaderboard", "--verify", str(out), "--row", row])
     assert res.exit_code == 0, res.output
     assert "1 of 1 row(s) reproduced exactly" in res.output
+
+
+def test_agent_goals_page_matches_the_evaluation_pages() -> None:
+    """goals.md is what agent_goals.py computes from the evaluation JSON it links."""
+    agent_goals = experiment_script("agent_goals")
+    assert (agent_goals.RESULTS / "goals.md").read_text() == agent_goals.goals_table()
