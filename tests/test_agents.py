@@ -465,8 +465,9 @@ def test_checkpoints_load_with_kwargs_that_change_neither_observation_nor_action
                      known_durations=False),
         )  # fmt: skip
     timer = _shipped("delay_timer")
-    with pytest.raises(ConfigError, match=r"max_timer_s=172800\.0, but the env has "
-                       r"max_timer_s=3600\.0"):  # fmt: skip
+    trained = float(read_agent_meta(timer)["env_kwargs"].get("max_timer_s", 172800.0))
+    with pytest.raises(ConfigError, match=re.escape(f"max_timer_s={trained}, but the env has "
+                       "max_timer_s=3600.0")):  # fmt: skip
         make_env_policy(
             f"agent:{timer}", tiny_env("DelayTimer", max_timer_s=3600.0, done_jobs_of="arrived")
         )
