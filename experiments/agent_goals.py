@@ -108,12 +108,14 @@ def goals_table() -> str:
          "left out of the default suites" if not pl_ok else "met", "heldout/eval.md"),
     ]  # fmt: skip
     lines = ["| goal | held out | | page |", "|---|---|---|---|"]
-    lines += [f"| {g} | {v} | {m} | [{p}](../experiments/results/agents/{p}) |"
-              for g, v, m, p in rows]  # fmt: skip
+    # pages as plain names: this table is also included into docs/agents.md, where a link
+    # relative to this folder would not resolve
+    lines += [f"| {g} | {v} | {m} | `{p}` |" for g, v, m, p in rows]
     note = (
         "Ratios: geometric mean over the decisive scenarios of the mean per-seed ratio "
-        "(`dlcluster evaluate`'s aggregate). Written by `python experiments/agent_goals.py` "
-        "from the evaluation pages linked; it simulates nothing."
+        "(`dlcluster evaluate`'s aggregate). Pages: under `experiments/results/agents/`. "
+        "Written by `python experiments/agent_goals.py` from those pages; it simulates "
+        "nothing."
     )
     return "\n".join(lines) + "\n\n" + note + "\n"
 
