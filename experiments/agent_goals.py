@@ -17,8 +17,6 @@ and writes ``experiments/results/agents/goals.md``, which docs/agents.md include
 from __future__ import annotations
 
 import json
-import math
-from collections import defaultdict
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "agents"
@@ -34,20 +32,13 @@ def _load(name: str) -> dict:
     return data.get("report", data)  # scratch_eval.json wraps the evaluation report
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+def paired_ratio(report: dict, policy: str, other: str) -> float:
+    """``dlcluster evaluate``'s aggregate of ``policy`` with ``other`` as the reference: the
+    geometric mean over decisive scenarios of the mean per-seed average-JCT ratio."""
+    from dlcluster_gym.agents.evaluate import aggregate, scenario_stats
 
-
-def paired_ratio(report: dict, policy: str, other: str, metric: str = "avg_jct_s") -> float:
-    """Geometric mean over decisive scenarios of the mean per-seed ratio policy / other."""
-    by: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
-    for r in report["rows"]:
-        by[(r["scenario"], r["seed"])][r["policy"]] = r[metric]
-    per: dict[str, list[float]] = defaultdict(list)
-    for (sc, _), vals in by.items():
-        if sc not in report["no_decision"] and policy in vals and other in vals:
-            per[sc].append(vals[policy] / vals[other])
-    return _geomean([sum(v) / len(v) for v in per.values()])
+    stats = scenario_stats(report["rows"], other, report["tie_rtol"])
+    return next(a["ratio_geomean"] for a in aggregate(stats) if a["policy"] == policy)
 
 
 def _aggregate(report: dict, policy: str, key: str = "ratio_geomean") -> float:
