@@ -173,7 +173,9 @@ WORKERS = ("demand", "tuned")
 EPS = 1e-9
 _NEAR_S = 1e-6  # one-rack lease ends this close before a cross-rack one are woken up for
 _FLOOR_EPS = 1e-9  # floor((1 - f) x N) robust to the binary representation of f
-_SCALAR_MAX = 16  # running jobs up to which their iterations done are read one by one
+# Up to this many jobs a per-job Python loop beats the array operations (a running job's
+# iterations done; the bid tables of an auction round).
+_SCALAR_MAX = 16
 
 # One bidder of an auction: (rho_before, [(GPUs, rho_after), ...]): its finish-time fairness
 # if it gets nothing now, and for each GPU count it bids for, its fairness with that many.
@@ -864,7 +866,13 @@ class Themis(BaseScheduler):
         then rank). A bid at count g outside that set can be swapped for one inside it that
         does not win (the winners hold at most ``free`` GPUs, at least one each) without
         lowering the sum, so an optimum exists without it; the one extra per count keeps that
-        true when one bidder is left out (``partial_fractions``)."""
+        true when one bidder is left out (``partial_fractions``).
+
+        With ``fast_paths``, up to ``_SCALAR_MAX`` bidders (most auctions) take
+        ``_count_bids_scalar``: the same float operations in the same order on Python floats,
+        without the array overhead."""
+        if self.fast_paths and len(group) <= _SCALAR_MAX:
+            return self._count_bids_scalar(view, group, ids, dem, rho, ideal, share, n_run, free)
         pos = np.asarray(group, dtype=np.int64)
         jobs = ids[pos]
         d = dem[pos].astype(np.int64)
@@ -901,6 +909,67 @@ class Themis(BaseScheduler):
                 bidders.append((float(before[k]), []))
                 last = k
             bidders[-1][1].append((int(counts[k, c]), float(after[k, c])))
+        return out_group, bidders
+
+    def _count_bids_scalar(
+        self,
+        view: ClusterView,
+        group: list[int],
+        ids: np.ndarray,
+        dem: np.ndarray,
+        rho: np.ndarray,
+        ideal: np.ndarray,
+        share: np.ndarray,
+        n_run: int,
+        free: int,
+    ) -> tuple[list[int], list[Bidder]]:
+        """``_count_bids`` one bidder at a time (same arguments, same answer)."""
+        jobs = ids[group]
+        lease_s = self.lease_s
+        tables: list[tuple[int, float, list[tuple[int, float, float]]]] = []
+        by_count: dict[int, list[tuple[float, int, int]]] = {}  # g -> (-gain, bidder, column)
+        columns = zip(
+            group,
+            dem[group].tolist(),
+            self._count[jobs].tolist(),
+            self._min_counts(view, jobs).tolist(),
+            rho[group].tolist(),
+            share[group].tolist(),
+            ideal[group].tolist(),
+            strict=True,
+        )
+        for i, (k, d, count, smallest, r, w, t_ideal) in enumerate(columns):
+            held = count if k < n_run else d
+            base = d / held
+            before = r + w * (1.0 - base) + lease_s / t_ideal
+            if smallest == 1:  # tunable: the powers of two below the demand, then the demand
+                counts = [1 << b for b in range((d - 1).bit_length()) if 1 << b < d]
+                counts.append(d)
+            else:
+                counts = [d]
+            bids: list[tuple[int, float, float]] = []
+            for g in counts:
+                if g > free:
+                    break  # increasing counts
+                after = r + w * (d / g - base)
+                gain = before - after
+                if gain > 0:
+                    by_count.setdefault(g, []).append((-gain, i, len(bids)))
+                    bids.append((g, after, gain))
+            tables.append((k, before, bids))
+        drop: set[tuple[int, int]] = set()
+        for g, at in by_count.items():
+            limit = free - g + 2
+            if len(at) > limit:  # only the best bids of count g can be in an optimum
+                at.sort()
+                drop.update((i, c) for _, i, c in at[limit:])
+        out_group: list[int] = []
+        bidders: list[Bidder] = []
+        for i, (k, before, bids) in enumerate(tables):
+            kept = [(g, after) for c, (g, after, _) in enumerate(bids) if (i, c) not in drop]
+            if kept:
+                out_group.append(k)
+                bidders.append((before, kept))
         return out_group, bidders
 
     def _ideal(
@@ -1117,7 +1186,10 @@ class Themis(BaseScheduler):
         new = [a.job for a in plan.actions if isinstance(a, Start)]
         if gone:
             running = running[~np.isin(running, gone)]
-        return np.union1d(running, np.asarray(new, dtype=np.int64))  # sorted, unique
+        # Sorted; unique, since a plan starts a job at most once and only when not running.
+        out = np.concatenate((running, np.asarray(new, dtype=np.int64))) if new else running.copy()
+        out.sort()
+        return out
 
     def _schedule_epochs(self, view: ClusterView) -> Sequence[Action]:
         """``auction="renew"``: synchronized epochs; winners renew on the same GPUs."""

@@ -111,3 +111,50 @@ def test_tuned_workers_are_the_default_and_need_the_auction_arbiter():
     assert make_policy("themis").params["lengths"] == "known"
     assert make_policy("themis").clairvoyant
     assert not make_policy("themis", lengths="history").clairvoyant
+
+
+def _bid_tables_both_ways(rng, n: int, free: int, dem=None):
+    """(one bidder at a time, array form) of ``_count_bids`` on random bidders."""
+    import numpy as np
+
+    pol = make_policy("themis")
+    n_run = int(rng.integers(0, n + 1))
+    if dem is None:
+        dem = rng.choice([1, 2, 3, 4, 5, 8, 16], size=n)
+    dem = np.asarray(dem, dtype=np.int64)
+    ids = rng.permutation(50)[:n].astype(np.int64)
+    pol._count = np.zeros(50, dtype=np.int64)
+    pol._count[ids] = np.maximum(1, dem // rng.choice([1, 2, 4], size=n))
+    smallest = np.where(rng.random(n) < 0.8, 1, dem)  # 1: a tunable job
+    min_by_job = dict(zip(ids.tolist(), smallest.tolist(), strict=True))
+    pol._min_counts = lambda view, jobs: np.array([min_by_job[j] for j in jobs.tolist()])
+    rho = rng.uniform(0.5, 3.0, size=n)
+    ideal = rng.uniform(600.0, 1e5, size=n)
+    share = rng.uniform(0.0, 2.0, size=n)
+    group = sorted(rng.permutation(n)[: int(rng.integers(1, n + 1))].tolist())
+    args = (None, group, ids, dem, rho, ideal, share, n_run, free)
+    scalar = pol._count_bids_scalar(*args)
+    pol.fast_paths = False  # the array form
+    return scalar, pol._count_bids(*args)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bid_tables_one_bidder_at_a_time_equal_the_array_form(seed):
+    """``_count_bids_scalar`` (the fast path of small rounds) gives ``_count_bids``'s array
+    answer bit for bit."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 17))
+    scalar, array = _bid_tables_both_ways(rng, n, free=int(rng.integers(1, 20)))
+    assert scalar == array
+
+
+def test_bid_tables_prune_the_same_bids_per_count():
+    """Many one-GPU bidders for one free GPU: only the best ``free - 1 + 2`` bids of count 1
+    enter, the same ones both ways."""
+    import numpy as np
+
+    scalar, array = _bid_tables_both_ways(np.random.default_rng(7), 12, free=1, dem=[1] * 12)
+    assert scalar == array
+    assert 0 < len(array[0]) <= 2
