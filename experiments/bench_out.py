@@ -14,7 +14,9 @@ import io
 import os
 import platform
 import shlex
+import statistics
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +53,21 @@ def render(lines: list[str]) -> list[str]:
     return out
 
 
+def reference_cpu_s(repeat: int = 5) -> float:
+    """Median CPU seconds of a fixed pure-Python loop (integer arithmetic and dict stores, the
+    kind of work the simulator's Python side does): the machine's speed, so that pages
+    written on different machines or days can be compared (lower is faster)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        x, seen = 0, {}
+        for i in range(1_000_000):
+            x = (x * 31 + i) % 1_000_003
+            seen[x & 1023] = i
+        times.append(time.process_time() - t0)
+    return statistics.median(times)
+
+
 @contextlib.contextmanager
 def markdown_copy(path: str | None, title: str) -> Iterator[None]:
     """Inside, everything printed is also written to ``path`` (when given) as a markdown
@@ -61,6 +78,7 @@ def markdown_copy(path: str | None, title: str) -> Iterator[None]:
     buf = io.StringIO()
     real = sys.stdout
     start_load = os.getloadavg()[0]
+    speed = reference_cpu_s()
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
     class _Tee(io.TextIOBase):
@@ -80,7 +98,9 @@ def markdown_copy(path: str | None, title: str) -> Iterator[None]:
     head = [
         f"**{title}.** Written by `{command}` on {started}: {_machine()}; load average "
         f"{start_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (a load above "
-        "the core count means other work shared the machine: compare CPU seconds).",
+        "the core count means other work shared the machine: compare CPU seconds); machine "
+        f"speed {speed:.3f} CPU s (`bench_out.reference_cpu_s`, a fixed pure-Python loop; "
+        "lower is faster: compare pages written on different machines by it).",
     ]
     text = "\n".join([*head, *render(buf.getvalue().splitlines())]).rstrip() + "\n"
     target = Path(path)

@@ -38,6 +38,8 @@ def test_a_benchmark_run_writes_its_page_with_command_machine_and_load(tmp_path)
     page = out.read_text()
     assert page.startswith("**Engine speed.** Written by `python experiments/bench_engine.py")
     assert "load average" in page and "cores" in page
+    speed = float(page.split("machine speed ", 1)[1].split(" CPU s", 1)[0])
+    assert 0.0 < speed < 60.0  # the reference loop's CPU seconds on this machine
     rows = [ln for ln in page.splitlines() if ln.startswith("| dally-batch-2rack:fcfs")]
     assert len(rows) == 2  # sharing off and on
     assert rows[0] in run.stdout  # the page holds what the run printed
