@@ -9,7 +9,8 @@ Reads the evaluation pages already written (nothing is simulated):
 - ``experiments/results/agents/scratch_eval.json`` (``learn_from_scratch.py``: the
   from-scratch recipe, seeds 201-210);
 
-and writes ``experiments/results/agents/goals.md``, which docs/agents.md includes.
+and writes ``experiments/results/agents/goals.md``, which docs/agents.md includes, and the
+held-out table of README.md (between its ``agents-heldout`` markers).
 
     python experiments/agent_goals.py
 """
@@ -111,10 +112,71 @@ def goals_table() -> str:
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
+README = RESULTS.parents[2] / "README.md"
+BEGIN = "<!-- agents-heldout: written by python experiments/agent_goals.py -->"
+END = "<!-- agents-heldout: end -->"
+# (column, policy in heldout/eval.json)
+README_COLUMNS = (
+    ("scheduler agent", "scheduler"),
+    ("delay-timer agent", "delay-timer"),
+    ("placement agent", "placement"),
+    ("las-slots (teacher)", "las-slots"),
+    ("Dally-manual", "dally-manual"),
+    ("Tiresias", "tiresias"),
+    ("srw (clairvoyant)", "srw"),
+)
+
+
+def readme_table() -> str:
+    """The shipped agents held out, for README.md: per scenario, each column's average JCT
+    over Dally's on the same seed (mean over seeds, 95 % CI), and the geometric mean."""
+    held, scratch = _load("heldout"), _load("scratch")
+    scratch_run = json.loads(PAGES["scratch"].read_text())  # its command, steps and time
+    stats = {(s["scenario"], s["policy"]): s for s in held["stats"]}
+    scenarios = list(held["seeds"])
+    seeds = sorted({tuple(v) for v in held["seeds"].values()})
+    seed_text = ", ".join(f"{v[0]}-{v[-1]}" for v in seeds)
+    lines = [
+        "| scenario | " + " | ".join(c for c, _ in README_COLUMNS) + " |",
+        "|---|" + "---:|" * len(README_COLUMNS),
+    ]
+    for sc in scenarios:
+        cells = []
+        for _, pol in README_COLUMNS:
+            st = stats[(sc, pol)]
+            cells.append(f"{st['ratio']:.3f} ± {st['ratio_ci']:.3f}")
+        tag = "" if stats[(sc, "dally")]["decision"] else " (no decision)"
+        lines.append(f"| `{sc}`{tag} | " + " | ".join(cells) + " |")
+    geo = [f"{_aggregate(held, pol):.3f}" for _, pol in README_COLUMNS]
+    lines.append("| geometric mean | " + " | ".join(geo) + " |")
+    note = (
+        f"Average JCT / Dally's on the same seed: mean over seeds {seed_text} ± the half-width "
+        "of its 95 % confidence interval (seeds never used for training or selection; the "
+        "8-rack clusters and ITP cluster01 never trained on). Written by "
+        "`python experiments/agent_goals.py` from "
+        f"`{held['command']}` ({held['wall_s']:,.0f} s wall on {held.get('cores', 2)} cores). "
+        f"The from-scratch recipe: {_aggregate(scratch, 'agent'):.3f}x Dally held out after "
+        f"{scratch_run['steps']:,} steps ({scratch_run['train_wall_s']:,.0f} s of training; "
+        "`python experiments/learn_from_scratch.py`)."
+    )
+    return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def readme_with_table(text: str) -> str:
+    """``text`` (README.md) with the block between the markers replaced by ``readme_table``."""
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{README}: the markers {BEGIN!r} and {END!r} are missing")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    return f"{head}{BEGIN}\n{readme_table()}{END}{tail}"
+
+
 def main() -> None:
     out = RESULTS / "goals.md"
     out.write_text(goals_table())
     print(out.read_text())
+    README.write_text(readme_with_table(README.read_text()))
+    print(readme_table())
 
 
 if __name__ == "__main__":
