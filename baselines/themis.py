@@ -151,7 +151,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -291,6 +291,53 @@ def partial_fractions(bidders: Sequence[Bidder], free: int, won: Sequence[int]) 
                 ratio *= rho_of(j, alt[j]) / rho_of(j, won[j])
         out[i] = min(1.0, ratio)
     return out
+
+
+def bid_tables_scalar(
+    columns: Iterable[tuple[int, int, int, int, float, float, float]],
+    n_run: int,
+    free: int,
+    lease_s: float,
+) -> tuple[list[int], list[Bidder]]:
+    """``Themis._count_bids`` one bidder at a time on Python floats (the same operations in
+    the same order, so the same tables). ``columns``: per bidder (position in the auction's
+    ids, demand, GPUs held, smallest count it bids for, rho, work share, T_ideal); the first
+    ``n_run`` positions run."""
+    tables: list[tuple[int, float, list[tuple[int, float, float]]]] = []
+    by_count: dict[int, list[tuple[float, int, int]]] = {}  # g -> (-gain, bidder, column)
+    for i, (k, d, count, smallest, r, w, t_ideal) in enumerate(columns):
+        held = count if k < n_run else d
+        base = d / held
+        before = r + w * (1.0 - base) + lease_s / t_ideal
+        if smallest == 1:  # tunable: the powers of two below the demand, then the demand
+            counts = [1 << b for b in range((d - 1).bit_length()) if 1 << b < d]
+            counts.append(d)
+        else:
+            counts = [d]
+        bids: list[tuple[int, float, float]] = []
+        for g in counts:
+            if g > free:
+                break  # increasing counts
+            after = r + w * (d / g - base)
+            gain = before - after
+            if gain > 0:
+                by_count.setdefault(g, []).append((-gain, i, len(bids)))
+                bids.append((g, after, gain))
+        tables.append((k, before, bids))
+    drop: set[tuple[int, int]] = set()
+    for g, at in by_count.items():
+        limit = free - g + 2
+        if len(at) > limit:  # only the best bids of count g can be in an optimum
+            at.sort()
+            drop.update((i, c) for _, i, c in at[limit:])
+    out_group: list[int] = []
+    bidders: list[Bidder] = []
+    for i, (k, before, bids) in enumerate(tables):
+        kept = [(g, after) for c, (g, after, _) in enumerate(bids) if (i, c) not in drop]
+        if kept:
+            out_group.append(k)
+            bidders.append((before, kept))
+    return out_group, bidders
 
 
 class Themis(BaseScheduler):
@@ -869,10 +916,21 @@ class Themis(BaseScheduler):
         true when one bidder is left out (``partial_fractions``).
 
         With ``fast_paths``, up to ``_SCALAR_MAX`` bidders (most auctions) take
-        ``_count_bids_scalar``: the same float operations in the same order on Python floats,
+        ``bid_tables_scalar``: the same float operations in the same order on Python floats,
         without the array overhead."""
         if self.fast_paths and len(group) <= _SCALAR_MAX:
-            return self._count_bids_scalar(view, group, ids, dem, rho, ideal, share, n_run, free)
+            jobs = ids[group]
+            columns = zip(
+                group,
+                dem[group].tolist(),
+                self._count[jobs].tolist(),
+                self._min_counts(view, jobs).tolist(),
+                rho[group].tolist(),
+                share[group].tolist(),
+                ideal[group].tolist(),
+                strict=True,
+            )
+            return bid_tables_scalar(columns, n_run, free, self.lease_s)
         pos = np.asarray(group, dtype=np.int64)
         jobs = ids[pos]
         d = dem[pos].astype(np.int64)
@@ -909,67 +967,6 @@ class Themis(BaseScheduler):
                 bidders.append((float(before[k]), []))
                 last = k
             bidders[-1][1].append((int(counts[k, c]), float(after[k, c])))
-        return out_group, bidders
-
-    def _count_bids_scalar(
-        self,
-        view: ClusterView,
-        group: list[int],
-        ids: np.ndarray,
-        dem: np.ndarray,
-        rho: np.ndarray,
-        ideal: np.ndarray,
-        share: np.ndarray,
-        n_run: int,
-        free: int,
-    ) -> tuple[list[int], list[Bidder]]:
-        """``_count_bids`` one bidder at a time (same arguments, same answer)."""
-        jobs = ids[group]
-        lease_s = self.lease_s
-        tables: list[tuple[int, float, list[tuple[int, float, float]]]] = []
-        by_count: dict[int, list[tuple[float, int, int]]] = {}  # g -> (-gain, bidder, column)
-        columns = zip(
-            group,
-            dem[group].tolist(),
-            self._count[jobs].tolist(),
-            self._min_counts(view, jobs).tolist(),
-            rho[group].tolist(),
-            share[group].tolist(),
-            ideal[group].tolist(),
-            strict=True,
-        )
-        for i, (k, d, count, smallest, r, w, t_ideal) in enumerate(columns):
-            held = count if k < n_run else d
-            base = d / held
-            before = r + w * (1.0 - base) + lease_s / t_ideal
-            if smallest == 1:  # tunable: the powers of two below the demand, then the demand
-                counts = [1 << b for b in range((d - 1).bit_length()) if 1 << b < d]
-                counts.append(d)
-            else:
-                counts = [d]
-            bids: list[tuple[int, float, float]] = []
-            for g in counts:
-                if g > free:
-                    break  # increasing counts
-                after = r + w * (d / g - base)
-                gain = before - after
-                if gain > 0:
-                    by_count.setdefault(g, []).append((-gain, i, len(bids)))
-                    bids.append((g, after, gain))
-            tables.append((k, before, bids))
-        drop: set[tuple[int, int]] = set()
-        for g, at in by_count.items():
-            limit = free - g + 2
-            if len(at) > limit:  # only the best bids of count g can be in an optimum
-                at.sort()
-                drop.update((i, c) for _, i, c in at[limit:])
-        out_group: list[int] = []
-        bidders: list[Bidder] = []
-        for i, (k, before, bids) in enumerate(tables):
-            kept = [(g, after) for c, (g, after, _) in enumerate(bids) if (i, c) not in drop]
-            if kept:
-                out_group.append(k)
-                bidders.append((before, kept))
         return out_group, bidders
 
     def _ideal(

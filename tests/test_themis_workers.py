@@ -133,15 +133,15 @@ def _bid_tables_both_ways(rng, n: int, free: int, dem=None):
     share = rng.uniform(0.0, 2.0, size=n)
     group = sorted(rng.permutation(n)[: int(rng.integers(1, n + 1))].tolist())
     args = (None, group, ids, dem, rho, ideal, share, n_run, free)
-    scalar = pol._count_bids_scalar(*args)
+    scalar = pol._count_bids(*args)  # fast paths: one bidder at a time (up to 16 bidders)
     pol.fast_paths = False  # the array form
     return scalar, pol._count_bids(*args)
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_bid_tables_one_bidder_at_a_time_equal_the_array_form(seed):
-    """``_count_bids_scalar`` (the fast path of small rounds) gives ``_count_bids``'s array
-    answer bit for bit."""
+    """``bid_tables_scalar`` (the fast path of rounds of up to 16 bidders) gives
+    ``_count_bids``'s array answer bit for bit."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
