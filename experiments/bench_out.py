@@ -14,7 +14,6 @@ import io
 import os
 import platform
 import shlex
-import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -53,10 +52,12 @@ def render(lines: list[str]) -> list[str]:
     return out
 
 
-def reference_cpu_s(repeat: int = 5) -> float:
-    """Median CPU seconds of a fixed pure-Python loop (integer arithmetic and dict stores, the
-    kind of work the simulator's Python side does): the machine's speed, so that pages
-    written on different machines or days can be compared (lower is faster)."""
+def reference_cpu_s(repeat: int = 7) -> float:
+    """Fewest CPU seconds, over ``repeat`` runs, of a fixed pure-Python loop (integer
+    arithmetic and dict stores, the kind of work the simulator's Python side does): the
+    machine's speed, so that pages written on different machines or days can be compared
+    (lower is faster). Rough: on a shared cloud machine it varies by tens of percent from
+    minute to minute."""
     times = []
     for _ in range(repeat):
         t0 = time.process_time()
@@ -65,7 +66,7 @@ def reference_cpu_s(repeat: int = 5) -> float:
             x = (x * 31 + i) % 1_000_003
             seen[x & 1023] = i
         times.append(time.process_time() - t0)
-    return statistics.median(times)
+    return min(times)  # the least disturbed run: the others only add interference
 
 
 @contextlib.contextmanager
