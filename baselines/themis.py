@@ -303,7 +303,7 @@ def bid_tables_scalar(
     the same order, so the same tables). ``columns``: per bidder (position in the auction's
     ids, demand, GPUs held, smallest count it bids for, rho, work share, T_ideal); the first
     ``n_run`` positions run."""
-    tables: list[tuple[int, float, list[tuple[int, float, float]]]] = []
+    tables: list[tuple[int, float, list[tuple[int, float]]]] = []
     by_count: dict[int, list[tuple[float, int, int]]] = {}  # g -> (-gain, bidder, column)
     for i, (k, d, count, smallest, r, w, t_ideal) in enumerate(columns):
         held = count if k < n_run else d
@@ -314,7 +314,7 @@ def bid_tables_scalar(
             counts.append(d)
         else:
             counts = [d]
-        bids: list[tuple[int, float, float]] = []
+        bids: list[tuple[int, float]] = []
         for g in counts:
             if g > free:
                 break  # increasing counts
@@ -322,7 +322,7 @@ def bid_tables_scalar(
             gain = before - after
             if gain > 0:
                 by_count.setdefault(g, []).append((-gain, i, len(bids)))
-                bids.append((g, after, gain))
+                bids.append((g, after))
         tables.append((k, before, bids))
     drop: set[tuple[int, int]] = set()
     for g, at in by_count.items():
@@ -333,7 +333,7 @@ def bid_tables_scalar(
     out_group: list[int] = []
     bidders: list[Bidder] = []
     for i, (k, before, bids) in enumerate(tables):
-        kept = [(g, after) for c, (g, after, _) in enumerate(bids) if (i, c) not in drop]
+        kept = [bid for c, bid in enumerate(bids) if (i, c) not in drop]
         if kept:
             out_group.append(k)
             bidders.append((before, kept))
