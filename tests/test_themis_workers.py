@@ -3,6 +3,7 @@ auctions on one 8-GPU machine with no communication cost."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import run_engine, small_scenario, starts
 
@@ -115,8 +116,6 @@ def test_tuned_workers_are_the_default_and_need_the_auction_arbiter():
 
 def _bid_tables_both_ways(rng, n: int, free: int, dem=None):
     """(one bidder at a time, array form) of ``_count_bids`` on random bidders."""
-    import numpy as np
-
     pol = make_policy("themis")
     n_run = int(rng.integers(0, n + 1))
     if dem is None:
@@ -142,8 +141,6 @@ def _bid_tables_both_ways(rng, n: int, free: int, dem=None):
 def test_bid_tables_one_bidder_at_a_time_equal_the_array_form(seed):
     """``bid_tables_scalar`` (the fast path of rounds of up to 16 bidders) gives
     ``_count_bids``'s array answer bit for bit."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 17))
     scalar, array = _bid_tables_both_ways(rng, n, free=int(rng.integers(1, 20)))
@@ -153,8 +150,6 @@ def test_bid_tables_one_bidder_at_a_time_equal_the_array_form(seed):
 def test_bid_tables_prune_the_same_bids_per_count():
     """Many one-GPU bidders for one free GPU: only the best ``free - 1 + 2`` bids of count 1
     enter, the same ones both ways."""
-    import numpy as np
-
     scalar, array = _bid_tables_both_ways(np.random.default_rng(7), 12, free=1, dem=[1] * 12)
     assert scalar == array
     assert 0 < len(array[0]) <= 2
