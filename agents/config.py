@@ -189,6 +189,9 @@ class AgentConfig(_Strict):
     agent: Literal["placement", "delay-timer", "scheduler"]
     algorithm: Literal["maskable_ppo", "ppo"]
     description: str = ""
+    # a named split (``dlcluster_gym.splits``): its train, validation and test parts replace
+    # the train, validation and evaluation scenarios and seeds (``apply_split``)
+    split: str | None = None
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     normalize_reward: Bool = True
     # "rack_timer": a placement agent may not wait once the job is past the base policy's
@@ -214,9 +217,12 @@ def _fmt_error(source: str, exc: ValidationError) -> str:
     return f"{source}: invalid agent config:\n  " + "\n  ".join(lines)
 
 
-def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
+def load_agent_config(
+    spec: str | Path | dict[str, Any], split: str | Path | None = None
+) -> AgentConfig:
     """A config from a mapping, a YAML path or a name in ``configs/agents`` (``placement``,
-    ``delay_timer``); errors name the file and the field."""
+    ``delay_timer``); errors name the file and the field. ``split`` (a split name or YAML
+    path), else the config's own ``split:``, replaces its scenario sets (``apply_split``)."""
     if isinstance(spec, dict):
         data, source = spec, "<agent config mapping>"
     else:
@@ -231,6 +237,15 @@ def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
         data = {} if data is None else data
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a mapping at the top level")
+    named = split if split is not None else data.get("split")
+    if split is None and isinstance(named, str) and not isinstance(spec, dict):
+        beside = Path(source).parent / named  # a split file next to the config
+        if named.endswith((".yaml", ".yml")) and not Path(named).is_absolute() and beside.is_file():
+            named = str(beside)
+    if named is not None:
+        if not isinstance(named, str | Path):
+            raise ConfigError(f"{source}: split: expected a split name, got {named!r}")
+        data = apply_split(data, named, source)
     try:
         cfg = AgentConfig.model_validate(data)
     except ValidationError as exc:
@@ -238,6 +253,61 @@ def load_agent_config(spec: str | Path | dict[str, Any]) -> AgentConfig:
     check_scenarios(cfg, source)
     check_names(cfg, source)
     return cfg
+
+
+def apply_split(data: dict[str, Any], split: str | Path, source: str = "") -> dict[str, Any]:
+    """An agent config mapping trained and validated on a named split: ``train.scenarios``
+    become the split's train entries and ``train.seeds`` the range ``[lo, hi + 1)`` of their
+    seeds (training draws every episode's seed from one range, so the train entries' seeds
+    together must be one range lo-hi, holding no validation seed); ``validation`` and
+    ``evaluation`` take the validation and test entries, each with its own seeds. The other
+    fields (timesteps, every_steps, references) stay; ``split`` records the name."""
+    from dlcluster_gym.splits import SeedSet, SplitEntry, load_split, union_seeds
+
+    where = f"{source}: split" if source else "split"
+    try:
+        sp = load_split(split)
+    except DLClusterError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    train_seeds = union_seeds(sp.train)
+    span = train_seeds.span()
+    if span is None:
+        raise ConfigError(
+            f"{where}: {sp.source}: the train seeds ({train_seeds}) are not one range; "
+            "training draws every episode's seed from one range [lo, hi), so give the train "
+            "entries seeds that together form one range lo-hi"
+        )
+    lo, hi = span
+    inside = union_seeds(sp.validation) & SeedSet(((lo, hi),))
+    if inside:
+        raise ConfigError(
+            f"{where}: {sp.source}: validation seeds {inside} lie in the train seeds' range "
+            f"{lo}-{hi}, from which training draws every scenario's seeds; give validation "
+            "seeds outside it"
+        )
+
+    def spec(e: SplitEntry, seeds: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"scenario": e.scenario, "label": e.label}
+        if e.overrides:
+            out["overrides"] = e.overrides
+        if e.requires_traces:
+            out["requires_traces"] = True
+        if seeds:
+            out["seeds"] = list(e.seeds)
+        return out
+
+    def part(key: str, entries: tuple[SplitEntry, ...], seeds: Any) -> dict[str, Any]:
+        given = data.get(key)
+        base = dict(given) if isinstance(given, dict) else {}
+        return {**base, "scenarios": [spec(e, key != "train") for e in entries], "seeds": seeds}
+
+    return {
+        **data,
+        "split": sp.name if str(split) == sp.name else str(split),
+        "train": part("train", sp.train, [lo, hi + 1]),
+        "validation": part("validation", sp.validation, list(sp.validation[0].seeds)),
+        "evaluation": part("evaluation", sp.test, list(sp.test[0].seeds)),
+    }
 
 
 def check_names(cfg: AgentConfig, source: str) -> None:

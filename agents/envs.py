@@ -11,8 +11,8 @@ import numpy as np
 
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.envs.base import deep_merge
-from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.workload.traces import ENV_VAR, trace_root
+from dlcluster_gym.errors import ConfigError, TraceError
+from dlcluster_gym.workload.traces import ENV_VAR, trace_root, traces_available
 
 from . import AGENT_KINDS
 from .config import AgentConfig, ScenarioSpec
@@ -32,7 +32,7 @@ def available(
     specs: Sequence[ScenarioSpec], traces_dir: str | Path | None = None
 ) -> tuple[list[ScenarioSpec], list[str]]:
     """The specs usable here, and the labels skipped because the trace root is absent."""
-    have_traces = trace_root(traces_dir).is_dir()
+    have_traces = traces_available(traces_dir)
     keep = [s for s in specs if have_traces or not s.requires_traces]
     skipped = [s.name for s in specs if s.requires_traces and not have_traces]
     return keep, skipped
@@ -47,10 +47,13 @@ def train_specs(
     skip such scenarios instead)."""
     specs, skipped = available(cfg.train.scenarios, traces_dir)
     if skipped:
+        try:
+            absent = f"the trace root {trace_root(traces_dir)} does not exist"
+        except TraceError:
+            absent = f"no trace root is configured (${ENV_VAR}=none)"
         raise ConfigError(
             f"{source or 'agent config'}: train.scenarios {skipped[0]!r} needs the traces, but "
-            f"the trace root {trace_root(traces_dir)} does not exist; point at them with "
-            f"--traces-dir or ${ENV_VAR} (default ../shared/traces)"
+            f"{absent}; point at them with --traces-dir or ${ENV_VAR} (default ../shared/traces)"
         )
     return specs
 

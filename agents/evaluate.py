@@ -10,7 +10,12 @@ seeds of average and P99 JCT and of the per-seed ratio to a reference policy, ea
 Student-t confidence interval over the seeds. A scenario where every policy that schedules
 (bounds aside) has the same average JCT within a relative tolerance on every seed is "no
 decision" (:func:`no_decision`): it cannot tell policies apart and is left out of the
-aggregate, the geometric mean over the decisive scenarios of the per-scenario mean ratios."""
+aggregate, the geometric mean over the decisive scenarios of the per-scenario mean ratios.
+
+The room (:func:`room_stats`, ``dlcluster_gym.leaderboard.room``): per scenario, how far the
+best clairvoyant policy of the room's reference set is below its best deployable one, among
+those the evaluation ran; each agent's fraction of it closed, paired per seed, with its CI.
+Scenarios with less than 5 % room are "no room" and left out of the mean over scenarios."""
 
 from __future__ import annotations
 
@@ -35,9 +40,11 @@ HEURISTICS: dict[str, tuple[str, ...]] = {
 """The policies each agent kind is compared with by default (``dlcluster evaluate`` adds
 those of every agent it evaluates to ``DEFAULT_BASELINES``)."""
 DEFAULT_BASELINES: tuple[str, ...] = (
-    "dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini", "srw", "ideal",
+    "dally", "dally-manual", "tiresias", "gandiva", "themis", "cassini", "qssf",
+    "qssf-preemptive", "srsf", "srw", "ideal",
 )  # fmt: skip
-"""The paper heuristics, then the clairvoyant ``srw`` reference and the ``ideal`` bound."""
+"""The paper heuristics, Helios's QSSF (and its preemptive form), then the clairvoyant
+``srsf`` and ``srw`` references and the ``ideal`` bound."""
 METRICS = ("avg_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s")
 TIE_RTOL = 1e-3
 """Default relative tolerance of :func:`no_decision`."""
@@ -540,9 +547,15 @@ def ci_table(
         f"(t with n - 1 degrees of freedom; no ± with one seed); in brackets the mean of the "
         f"per-seed ratios to {reference} (this policy's value / {reference}'s on the same "
         "seed) ± its 95 % CI; a run that left jobs unfinished has ratio inf.",
-        f"no decision: every policy that schedules (bounds aside) had the same average JCT "
-        f"within a relative tolerance of {rtol:g} on every seed; such a scenario cannot tell "
-        "policies apart and is left out of the last row.",
+        *(  # only under a table that marks a scenario so
+            [
+                f"no decision: every policy that schedules (bounds aside) had the same average "
+                f"JCT within a relative tolerance of {rtol:g} on every seed; such a scenario "
+                "cannot tell policies apart and is left out of the last row."
+            ]
+            if any(not r["decision"] for r in stats)
+            else []
+        ),
         "Last row: the geometric mean, over the decisive scenarios, of the per-scenario mean "
         f"ratios to {reference}.",
     ]
@@ -622,6 +635,109 @@ def ratio_figure(
     return buf.getvalue()
 
 
+# --------------------------------------------------------------------------- the room
+
+
+def _jcts(rows: Sequence[dict[str, Any]], policy: str) -> dict[int, float]:
+    """Seed -> ``policy``'s average JCT (inf for a run that left jobs unfinished)."""
+    return {
+        r["seed"]: math.inf if r.get("jobs_unfinished", 0) else float(r["avg_jct_s"])
+        for r in rows
+        if r["policy"] == policy
+    }
+
+
+def room_stats(rows: Sequence[dict[str, Any]], agents: Collection[str]) -> dict[str, Any]:
+    """The room of each scenario of ``rows`` over the reference set's policies the rows ran
+    (``room.scenario_room``; a policy counts under its reference kind when its rows record
+    that kind; agents never count), each agent's fraction of it closed
+    (``room.fraction_closed``) and, per agent, the mean fraction over the scenarios with
+    room. ``{"reference": names that ran, "missing": reference names that did not,
+    "scenarios": [scenario_room + "scenario"], "closed": [fraction_closed + "scenario",
+    "agent"], "summary": [{"agent", "fraction", "scenarios"}]}``."""
+    from dlcluster_gym.leaderboard import room
+
+    kinds = kinds_of(rows)
+    ran = [p for p in room.REFERENCE if p in kinds and p not in agents
+           and kinds[p] == room.REFERENCE[p]]  # fmt: skip
+    ref_kinds = {p: room.REFERENCE[p] for p in ran}
+    out: dict[str, Any] = {"reference": ran, "missing": [p for p in room.REFERENCE if p not in ran],
+                           "scenarios": [], "closed": [], "summary": []}  # fmt: skip
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        sub = [r for r in rows if r["scenario"] == sc]
+        stats = room.scenario_room({p: _jcts(sub, p) for p in ran}, ref_kinds)
+        out["scenarios"].append({"scenario": sc, **stats})
+        for a in agents:
+            if any(r["policy"] == a for r in sub):
+                frac = room.fraction_closed(_jcts(sub, a), stats)
+                out["closed"].append({"scenario": sc, "agent": a, **frac})
+    for a in agents:
+        mean, n = room.mean_fraction(f for f in out["closed"] if f["agent"] == a)
+        out["summary"].append({"agent": a, "fraction": mean, "scenarios": n})
+    return out
+
+
+def room_table(stats: dict[str, Any]) -> str:
+    """:func:`room_stats` as Markdown: per scenario the best deployable and clairvoyant
+    reference policies (mean average JCT over seeds, h), the room (mean ± 95 % CI) and each
+    agent's fraction of it closed (mean ± 95 % CI), "no room" where the room is below 5 %;
+    a last row with each agent's mean over the scenarios with room; a footnote."""
+    from dlcluster_gym.leaderboard import room
+
+    agents = [s["agent"] for s in stats["summary"]]
+    closed = {(c["scenario"], c["agent"]): c for c in stats["closed"]}
+    lines = [
+        "| scenario | best deployable | best clairvoyant | room | "
+        + " | ".join(agents) + " |",
+        "|---|---|---|---:|" + "---:|" * len(agents),
+    ]  # fmt: skip
+
+    def best(r: dict[str, Any], kind: str) -> str:
+        name = r[f"best_{kind}"]
+        return "-" if name is None else f"{name} ({r[f'best_{kind}_avg_jct_s'] / 3600:.2f} h)"
+
+    for r in stats["scenarios"]:
+        sc, verdict = r["scenario"], r["verdict"]
+        if verdict == room.NOT_AVAILABLE:
+            cells = [room.NOT_AVAILABLE] * len(agents)
+            text = room.NOT_AVAILABLE
+        else:
+            text = _pm(100 * r["room"], 100 * r["room_ci"], 1, " %")
+            cells = []
+            for a in agents:
+                c = closed.get((sc, a))
+                if c is None:
+                    cells.append("")
+                elif verdict == room.NO_ROOM:
+                    cells.append(room.NO_ROOM)
+                elif math.isinf(c["fraction"]):
+                    cells.append("jobs unfinished")
+                else:
+                    cells.append("-" if math.isnan(c["fraction"])
+                                 else _pm(c["fraction"], c["fraction_ci"], 2))  # fmt: skip
+            if verdict == room.NO_ROOM:
+                text += f" ({room.NO_ROOM})"
+        lines.append(f"| {sc} | {best(r, 'deployable')} | {best(r, 'clairvoyant')} | {text} | "
+                     + " | ".join(cells) + " |")  # fmt: skip
+    with_room = room.mean_room(stats["scenarios"])[1]
+    label = f"mean over the {with_room} scenario{'' if with_room == 1 else 's'} with room"
+    means = ["-" if math.isnan(s["fraction"]) else f"{s['fraction']:.2f}"
+             for s in stats["summary"]]  # fmt: skip
+    lines.append(f"| {label} | | | | " + " | ".join(means) + " |")
+    missing = ", ".join(stats["missing"]) or "none"
+    notes = [
+        "Room on a seed: 1 - C / D, with D the lowest average JCT of the deployable reference "
+        "policies and C that of the clairvoyant ones (of "
+        f"{', '.join(room.REFERENCE)}, those this evaluation ran; not run here: {missing}); "
+        "best: the lowest mean over seeds. Fraction closed on a seed: (D - A) / (D - C) "
+        "with A the agent's average JCT (0: the best heuristic's, 1: the clairvoyant "
+        "reference's, above 1: better than it). Mean over seeds ± half-width of the 95 % "
+        f"Student-t CI; '{room.NO_ROOM}': mean room below {room.NO_ROOM_BELOW:.0%}, left out "
+        "of the last row.",
+    ]
+    return "\n".join([*lines, "", *notes])
+
+
 # --------------------------------------------------------------------------- reports
 
 
@@ -634,7 +750,8 @@ def evaluation_report(
     """Everything ``dlcluster evaluate`` reports on ``rows``: the settings, the "no decision"
     scenarios, :func:`scenario_stats` (``stats``), :func:`aggregate` (``aggregate``), the
     per-scenario means of :func:`summary_table` (``summary``) and :func:`best_rows` over the
-    decisive scenarios with the geometric-mean aggregate (``best``), and the rows."""
+    decisive scenarios with the geometric-mean aggregate (``best``), the room and each
+    agent's fraction of it closed (:func:`room_stats`, ``room``), and the rows."""
     undecided = no_decision(rows, rtol)
     stats = scenario_stats(rows, reference, rtol)
     return {
@@ -651,6 +768,7 @@ def evaluation_report(
         "aggregate": aggregate(stats),
         "summary": summary_table(rows, reference),
         "best": best_rows(rows, list(agents), reference, exclude=undecided, aggregate="geomean"),
+        "room": room_stats(rows, agents),
         "rows": list(rows),
     }
 
@@ -689,4 +807,19 @@ def report_sections(
                 ) + note,
             )
         )  # fmt: skip
+        room = report.get("room")
+        if room is not None and _room_runs(room):
+            sections.append(
+                ("each agent's fraction of the room closed: from the best deployable reference "
+                 "(0) to the best clairvoyant one (1), average JCT paired per seed",
+                 room_table(room))
+            )  # fmt: skip
     return sections
+
+
+def _room_runs(room: dict[str, Any]) -> bool:
+    """Whether the evaluation ran a deployable and a clairvoyant policy of the room's
+    reference set (else the room has nothing to say and its table is left out)."""
+    from dlcluster_gym.leaderboard.room import REFERENCE
+
+    return {REFERENCE[p] for p in room["reference"]} == {"deployable", "clairvoyant"}

@@ -64,7 +64,7 @@ def worth_moving(view: ClusterView, job: int, gpus: np.ndarray, remaining: str =
         left = float(
             remaining_iterations(
                 view.history, np.array([spec.compute_s]), np.array([done]),
-                method=remaining, models=[spec.model],
+                method=remaining, models=[spec.model], jobs=np.array([job]),
             )[0]
         )  # fmt: skip
     new_iter = spec.compute_s * (1.0 + view.comm_overhead_for(job, gpus))

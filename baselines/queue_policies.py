@@ -34,8 +34,11 @@ from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import check_policy_params, is_clairvoyant, make_policy
 from dlcluster_gym.sim.actions import Migrate, Preempt, Start, WakeUp
 from dlcluster_gym.sim.boundary import check_workload
+from dlcluster_gym.sim.estimators import keyed_remaining_work
 from dlcluster_gym.sim.offers import PACKED
 
+RULES: tuple[str, ...] = ("gittins", "las", "qssf", "srsf")
+"""``IndexSlots``'s priority rules (``srsf`` is clairvoyant)."""
 _PROTECTED = 1e9  # index offset of the jobs protected by ``IndexSlots``'s starvation guards
 WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64, "skip_trivial": False}
 
@@ -326,10 +329,16 @@ class IndexSlots(_EnvActing):
     distribution (``gittins_table``), divided by its GPUs (durations in Dally's generator
     do not depend on the demand, so expected GPU-work grows with it); ``rule="las"`` minus
     its attained GPU-service (Tiresias's 2D-LAS without queue discretization, 3.4 of Dally;
-    ties: fewer GPUs first). At each step: (1) the target set is the jobs (waiting and
+    ties: fewer GPUs first); ``rule="qssf"`` minus its estimated remaining GPU-service (the
+    ``keyed`` estimate of ``sim.estimators`` from the finished jobs that share its user and
+    job name, or its VC and GPU count, x its GPUs; minus its attained GPU-service, as ``las``,
+    where no finished job of its keys is longer than its work done); ``rule="srsf"`` minus its
+    TRUE remaining GPU-service (clairvoyant: only ``SRSFSlots`` uses it, and declares it).
+    At each step: (1) the target set is the jobs (waiting and
     running) taken greedily by decreasing index while their GPUs fit in the cluster;
     (2) if a waiting job of the target set outranks a running job outside it by more than
-    ``margin`` (index ratio for ``gittins``; attained GPU-hours for ``las``) and that job is
+    ``margin`` (index ratio for ``gittins``; GPU-hours for ``las``, ``qssf``, ``srsf``) and that
+    job is
     in a running slot, preempt the lowest such job (checkpointed, it keeps its progress);
     (3) else start the waiting slot job of highest index on its best possible tier (one
     machine if it fits on one, else one rack, else packed), or, with ``fallback=True``, a job
@@ -375,8 +384,8 @@ class IndexSlots(_EnvActing):
         """The parameters' values (their types are checked by the registry): a clear
         ``ConfigError`` naming the parameter, when the policy is made rather than at the first
         decision (``envs.native.EnvPolicyScheduler`` calls this)."""
-        if rule not in ("gittins", "las"):
-            raise ConfigError(f"index-slots: rule must be 'gittins' or 'las', got {rule!r}")
+        if rule not in RULES:
+            raise ConfigError(f"index-slots: rule must be one of {', '.join(RULES)}, got {rule!r}")
         for key, v, lo in (("promote_knob", promote_knob, 0.0), ("wait_ratio", wait_ratio, 0.0),
                            ("max_wait_h", max_wait_h, 0.0), ("margin", margin, 0.0)):  # fmt: skip
             if isinstance(v, bool) or not isinstance(v, int | float) or not v >= lo:
@@ -443,8 +452,16 @@ class IndexSlots(_EnvActing):
 
     def _index(self, jobs: np.ndarray) -> np.ndarray:
         env = self.env
-        _, run, att = env.view.live(jobs)
+        done, run, att = env.view.live(jobs)
         g = env.obs_state.demand[jobs].astype(np.float64)
+        if self.rule in ("qssf", "srsf"):
+            compute = env.obs_state.compute[jobs]
+            if self.rule == "srsf":
+                left = env.view.for_policy(self).oracle.remaining_iterations(jobs) * compute
+            else:
+                est, _ = keyed_remaining_work(env.view.history, jobs, done * compute)
+                left = np.where(np.isnan(est), att / np.maximum(g, 1.0), est)
+            return -(np.maximum(left, 0.0) * g / 3600.0) - 1e-6 * g
         if self.rule == "las":
             if self.promote_knob > 0:
                 att = att - self._promote(jobs, run, att)
@@ -540,6 +557,39 @@ class IndexSlots(_EnvActing):
             if packed[k]:
                 return 1 + k * 6 + PACKED - 1
         return 0
+
+
+class _RuleSlots(IndexSlots):
+    """``IndexSlots`` with a fixed ``rule`` (``RULE``) and a 4 GPU-hour margin (las-slots's)."""
+
+    RULE: ClassVar[str] = ""
+
+    def __init__(self, env: gym.Env, margin: float = 4.0, fallback: bool = False) -> None:
+        self.check_params(margin=margin)
+        super().__init__(env, rule=self.RULE, margin=margin, fallback=fallback)
+
+    @classmethod
+    def check_params(cls, margin: float = 4.0, **params: Any) -> None:  # type: ignore[override]
+        params.pop("rule", None)  # fixed by the class
+        IndexSlots.check_params(rule=cls.RULE, margin=margin, **params)
+
+
+class QSSFSlots(_RuleSlots):
+    """Preemptive quasi-shortest-service-first: ``IndexSlots`` with ``rule="qssf"`` (the least
+    estimated remaining GPU-service first, estimated from finished jobs of the same user and
+    job name, or VC and GPU count; deployable), las-slots's placement, preemption and
+    4 GPU-hour margin. With no usable history it ranks as ``las-slots``."""
+
+    RULE = "qssf"
+
+
+class SRSFSlots(_RuleSlots):
+    """CLAIRVOYANT shortest remaining GPU-service first: ``IndexSlots`` with ``rule="srsf"``
+    (true remaining iterations x compute x GPUs, from the oracle), las-slots's placement,
+    preemption and 4 GPU-hour margin. A reference for the room above deployable policies."""
+
+    RULE = "srsf"
+    clairvoyant = True
 
 
 class LASSlots(IndexSlots):

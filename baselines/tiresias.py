@@ -94,6 +94,9 @@ def workload_thresholds(service: np.ndarray, num_queues: int) -> np.ndarray:
     return np.unique(q[q > 0])
 
 
+MAX_QUEUES = 100  # more queues than jobs separate nothing; a bound keeps the quantiles small
+
+
 class Tiresias(BaseScheduler):
     """Discretized 2D-LAS (K queues), preemption, starvation promotion, skew consolidation."""
 
@@ -124,6 +127,11 @@ class Tiresias(BaseScheduler):
                 raise ConfigError(f"thresholds must be positive and increasing, got {thresholds!r}")
         if isinstance(num_queues, bool) or not isinstance(num_queues, int) or num_queues < 2:
             raise ConfigError(f"num_queues must be an integer >= 2, got {num_queues!r}")
+        if num_queues > MAX_QUEUES:
+            raise ConfigError(
+                f"num_queues must be at most {MAX_QUEUES} (priority queues of attained service), "
+                f"got {num_queues!r}"
+            )
         if not isinstance(promote_knob, int | float) or not (
             math.isfinite(promote_knob) and promote_knob >= 0
         ):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.config import MAX_SEED, ScenarioConfig, load_scenario
 from dlcluster_gym.errors import ConfigError, TraceError, UnknownNameError
 from dlcluster_gym.scheduler import (
     check_policy_params,
@@ -73,9 +73,35 @@ def simulate(
     the trigger when it strikes inside ``schedule()``; ``time_limit_of`` names the run in
     the message). See ``dlcluster_gym.sim.limits`` for how it interrupts a policy.
     """
+    _check_arguments(seed, policy_params, traces_dir)
     check_time_limit(time_limit_s)
     with time_limit(time_limit_s, time_limit_of):
         return _simulate(scenario, policy, seed, policy_params, traces_dir, record_events, progress)
+
+
+def _check_arguments(seed: Any, policy_params: Any, traces_dir: Any) -> None:
+    """:class:`ConfigError` naming the argument of :func:`simulate` that has the wrong type or
+    value (before the scenario loads, so that it is not blamed)."""
+    if seed is not None and (
+        isinstance(seed, bool)
+        or not isinstance(seed, int | np.integer)
+        or not 0 <= seed <= MAX_SEED
+    ):
+        raise ConfigError(
+            f"simulate: seed must be None or an integer in [0, 2**63 - 1], got {seed!r:.60}"
+        )
+    if policy_params is not None and (
+        not isinstance(policy_params, dict) or not all(isinstance(k, str) for k in policy_params)
+    ):
+        raise ConfigError(
+            "simulate: policy_params must be None or a dict of parameter names (str) to values, "
+            f"got {policy_params!r:.60}"
+        )
+    if traces_dir is not None and not isinstance(traces_dir, str | Path):
+        raise ConfigError(
+            f"simulate: traces_dir must be None or a folder path (str or Path), got "
+            f"{traces_dir!r:.60}"
+        )
 
 
 def _simulate(

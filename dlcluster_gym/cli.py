@@ -242,6 +242,25 @@ def _estimate(scenario: str, seed: int | None) -> None:
         )
 
 
+def _note_unused_traces_dir(scenario: str, seed: int | None, traces_dir: Path | None) -> None:
+    """A note on stderr when --traces-dir cannot matter: the scenario reads no trace file, or
+    only by absolute paths (the trace root applies to relative ones)."""
+    if traces_dir is None:
+        return
+    from dlcluster_gym.config import load_scenario
+
+    w = load_scenario(scenario, seed=seed).workload
+    paths = [p for p in (getattr(w, "path", None), getattr(w, "task_path", None)) if p]
+    if any(not Path(p).expanduser().is_absolute() for p in paths):
+        return
+    why = "reads no trace file" if not paths else "reads its trace by an absolute path"
+    missing = "" if traces_dir.is_dir() else f"; {traces_dir} does not exist either"
+    click.echo(
+        f"note: --traces-dir {traces_dir} is not used: scenario {scenario!r} {why}{missing}",
+        err=True,
+    )
+
+
 @main.command()
 @click.option("--scenario", required=True, help="Preset name (dlcluster list scenarios) or YAML.")
 @click.option(
@@ -267,8 +286,8 @@ def _estimate(scenario: str, seed: int | None) -> None:
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Directory for metrics.json, results.json, jobs.csv, timeseries.csv; a new or empty "
-    "one (see --overwrite).",
+    help="Directory for metrics.json, results.json, jobs.csv, jobs.parquet, timeseries.csv "
+    "(and events.jsonl with --events); a new or empty one (see --overwrite).",
 )
 @click.option(
     "--overwrite",
@@ -333,6 +352,7 @@ def simulate(
     if out is not None:
         _check_run_folder(out, events, overwrite)
     _estimate(scenario, seed)
+    _note_unused_traces_dir(scenario, seed, traces_dir)
     bar, update = _progress_bar(not quiet and sys.stderr.isatty(), f"{policy} on {scenario}")
     try:
         res = run(
@@ -387,18 +407,23 @@ def simulate(
         click.echo(f"results written to {out}")
 
 
-# `dlcluster list` alone shows its help (what can be listed), as `dlcluster` alone does
-@main.command(name="list", no_args_is_help=True)
+# `dlcluster list` alone shows its help (what can be listed), as `dlcluster` alone does; 88
+# columns keep the usage line, with every kind, on one line
+@main.command(name="list", no_args_is_help=True, context_settings={"terminal_width": 88})
 @click.argument(
-    "what", type=click.Choice(["policies", "scenarios", "models", "clusters", "suites"])
+    "what",
+    type=click.Choice(["policies", "scenarios", "models", "clusters", "suites", "splits"]),
 )
 def list_cmd(what: str) -> None:
-    """List policies, scenarios, models, clusters or suites, one per line with a description.
+    """List policies, scenarios, models, clusters, suites or splits, one per line with a
+    description.
 
     Policies also show their kind with default parameters: deployable (uses what a real
     scheduler observes), clairvoyant (reads job lengths or future arrivals) or bound.
-    Scenarios, clusters and suites are the YAML presets of the configs folder:
-    $DLCLUSTER_CONFIGS when set, else the presets that ship with the package."""
+    Scenarios, clusters, suites and splits (named train/validation/test sets of scenarios
+    and seeds: `dlcluster evaluate --split`, `dlcluster train --split`) are the YAML presets
+    of the configs folder: $DLCLUSTER_CONFIGS when set, else the presets that ship with the
+    package."""
     rows: list[tuple[str, str]]
     if what == "policies":
         from dlcluster_gym.leaderboard.suite import entrant_kind
@@ -775,7 +800,12 @@ def compat(jobs_spec: str, link_gbps: float, fmt: str) -> None:
 @main.command()
 @click.option("--suite", default=None, help="Suite preset (dlcluster list suites) or YAML file.")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Default: all cores.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: all cores; more than the cores is capped, with a warning).",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -845,7 +875,16 @@ def leaderboard(
             click.echo(f"{'ok  ' if c.ok else 'DIFF'} {c.id}" + (f"  ({c.note})" if c.note else ""))
             for d in c.differences:
                 click.echo(f"       {d}")
-        click.echo(f"{len(checks) - len(bad)} of {len(checks)} row(s) reproduced exactly")
+        rows = [c for c in checks if c.what == "row"]
+        files = [c for c in checks if c.what == "file"]
+        summary = f"{sum(c.ok for c in rows)} of {len(rows)} row(s) reproduced exactly"
+        if files:
+            same = sum(c.ok and c.checked for c in files)
+            skipped = sum(not c.checked for c in files)
+            summary += f"; {same} of {len(files)} file(s) match the cells" + (
+                f" ({skipped} not checked)" if skipped else ""
+            )
+        click.echo(summary)
         sys.exit(1 if bad else 0)
     if suite is None:
         _fail("give --suite NAME|FILE (or --verify RESULTS_DIR)")
@@ -921,6 +960,14 @@ def report(run_dir: Path, out: Path | None) -> None:
     default=None,
     help="Agent config YAML (default: configs/agents/<agent>.yaml).",
 )
+@click.option(
+    "--split",
+    default=None,
+    metavar="NAME",
+    help="Train on this named split's train part and validate on its validation part "
+    "(dlcluster list splits), instead of the config's train and validation scenarios and "
+    "seeds; its test part becomes the config's evaluation set.",
+)
 @click.option("--timesteps", type=click.IntRange(min=1), default=None, help="Total env steps.")
 @click.option("--n-envs", type=click.IntRange(min=1), default=None, help="Parallel envs.")
 @click.option(
@@ -951,6 +998,7 @@ def report(run_dir: Path, out: Path | None) -> None:
 def train(
     agent: str,
     config_file: str | None,
+    split: str | None,
     timesteps: int | None,
     n_envs: int | None,
     seed: int | None,
@@ -959,11 +1007,16 @@ def train(
     traces_dir: Path | None,
     quiet: bool,
 ) -> None:
-    """Train a learned agent (needs the `agents` extra: torch, stable-baselines3)."""
+    """Train a learned agent (needs the `agents` extra: torch, stable-baselines3).
+
+    --split NAME replaces the config's training scenarios and seeds by the split's train
+    part (its seeds, together one range lo-hi, become train.seeds [lo, hi + 1)), its
+    validation scenarios and seeds by the validation part, and its evaluation set by the test
+    part; the run records the split's name (config.yaml, command.txt)."""
     agents_train = _import_agents("dlcluster_gym.agents.train")
     from dlcluster_gym.agents.config import DEFAULT_CONFIGS, load_agent_config
 
-    cfg = load_agent_config(config_file or DEFAULT_CONFIGS[agent])
+    cfg = load_agent_config(config_file or DEFAULT_CONFIGS[agent], split=split)
     if cfg.agent != agent:
         _fail(f"config {config_file} is for the {cfg.agent} agent, not {agent}")
     rollout = int(getattr(cfg.ppo, "n_steps", 1)) * int(n_envs or cfg.train.n_envs)
@@ -987,6 +1040,7 @@ def train(
         f" --{k.replace('_', '-')} {v}"
         for k, v in (
             ("config", config_file),
+            ("split", split),
             ("timesteps", timesteps),
             ("n_envs", n_envs),
             ("seed", seed),
@@ -1128,12 +1182,21 @@ def _agent_labels(agents: list[tuple[str | None, Path, str]], metas: list[dict])
     "each config's evaluation seeds, per scenario where it names them).",
 )
 @click.option(
+    "--split",
+    default=None,
+    metavar="NAME[:PART]",
+    help="Evaluate on a part of a named split (dlcluster list splits; PART: train, "
+    "validation or test, default test): its scenarios, each with its own seeds. Replaces "
+    "--scenario and --seeds.",
+)
+@click.option(
     "--baselines",
     default=None,
     help="Comma-separated policies to compare with ('' for none). Default: "
-    "dally,dally-manual,tiresias,gandiva,themis,cassini,srw,ideal plus the heuristics of each "
-    "agent kind (fcfs and las-slots for scheduler agents). Tables mark clairvoyant policies "
-    "and bounds; the best heuristic is the best deployable one (dlcluster list policies).",
+    "dally,dally-manual,tiresias,gandiva,themis,cassini,qssf,qssf-preemptive,srsf,srw,ideal "
+    "plus the heuristics of each agent kind (fcfs and las-slots for scheduler agents). Tables "
+    "mark clairvoyant policies and bounds; the best heuristic is the best deployable one "
+    "(dlcluster list policies).",
 )
 @click.option(
     "--entrant",
@@ -1179,6 +1242,7 @@ def evaluate(
     agents: tuple[str, ...],
     scenarios: tuple[str, ...],
     seeds: str | None,
+    split: str | None,
     baselines: str | None,
     entrants: tuple[str, ...],
     reference: str | None,
@@ -1194,7 +1258,9 @@ def evaluate(
     confidence intervals, and the per-seed ratio to the reference with its CI. Scenarios
     where every policy ties are 'no decision' and left out of the aggregate (the geometric
     mean of the per-scenario ratios). Each agent is also compared with the best deployable
-    heuristic (the best clairvoyant one beside it)."""
+    heuristic (the best clairvoyant one beside it), and its fraction of the room closed is
+    shown: from the best deployable reference policy (0) to the best clairvoyant one (1), per
+    seed, 'no room' where the clairvoyant one is less than 5% below."""
     from dlcluster_gym.envs.agent_loader import read_agent_meta
     from dlcluster_gym.scheduler import make_policy
 
@@ -1249,6 +1315,9 @@ def evaluate(
     ref = reference or ("dally" if "dally" in policies else labels[0])
     if ref not in policies:
         _fail(f"--reference {ref!r}: not among the evaluated policies ({', '.join(policies)})")
+    if split is not None and (scenarios or seeds is not None):
+        given = " and ".join(o for o, v in (("--scenario", scenarios), ("--seeds", seeds)) if v)
+        _fail(f"--split {split}: a split gives the scenarios and their seeds; leave out {given}")
     seed_list = _seed_list(seeds) if seeds is not None else None
     configs = []
     for meta, (_, _, value) in zip(metas, parsed, strict=True):
@@ -1257,7 +1326,10 @@ def evaluate(
                 configs.append(AgentConfig.model_validate(meta["config"]).evaluation)
             except ValueError as err:
                 _fail(f"--agent {value}: its recorded config does not validate: {err}")
-    if scenarios:
+    split_part = None
+    if split is not None:
+        split_part, specs = _split_specs(split, ScenarioSpec)
+    elif scenarios:
         default = seed_list or (list(configs[0].seeds) if configs else list(DEFAULT_EVAL_SEEDS))
         specs = [ScenarioSpec(scenario=s, seeds=tuple(default)) for s in scenarios]
     else:
@@ -1269,7 +1341,13 @@ def evaluate(
         try:
             scenario_mapping(spec)
         except DLClusterError as err:
-            where = "--scenario" if scenarios else f"{parsed[0][2]}: evaluation scenario"
+            where = (
+                f"--split {split}: scenario"
+                if split is not None
+                else "--scenario"
+                if scenarios
+                else f"{parsed[0][2]}: evaluation scenario"
+            )
             _fail(f"{where} {spec.scenario!r}: {err}")
     if out is not None:
         if out.suffix == ".json":
@@ -1312,6 +1390,8 @@ def evaluate(
             bar.close()
     report = ev.evaluation_report(rows, labels, ref, tie_rtol)
     report["command"] = _evaluate_command(click.get_current_context().params)
+    if split_part is not None:
+        report["split"] = split_part
     report["wall_s"] = time.perf_counter() - started
     report["cores"] = os.cpu_count()
     report["checkpoints"] = {
@@ -1367,12 +1447,36 @@ def _evaluate_command(params: dict[str, Any]) -> str:
     args = ["dlcluster", "evaluate", *(f"--agent={a}" for a in agents)]
     args += [f"--scenario={sc}" for sc in scenarios]
     args += [f"--entrant={e}" for e in params.get("entrants", ())]
-    for key in ("seeds", "baselines", "reference", "out"):
-        if (value := params[key]) is not None:
+    for key in ("seeds", "split", "baselines", "reference", "out"):
+        if (value := params.get(key)) is not None:
             args.append(f"--{key}={value}")
     if tie_rtol != 1e-3:
         args.append(f"--tie-rtol={tie_rtol:g}")
     return shlex.join(args)
+
+
+def _split_specs(text: str, spec_cls: Any) -> tuple[str, list[Any]]:
+    """``--split NAME[:PART]`` -> ("NAME:PART", the part's entries as evaluation specs, each
+    with its own seeds)."""
+    from dlcluster_gym.splits import load_split, parse_split_part
+
+    try:
+        name, part = parse_split_part(text)
+        entries = load_split(name).part(part)
+    except DLClusterError as err:
+        _fail(f"--split {text}: {err}")
+    for e in entries:
+        if len(e.seeds) > MAX_EVAL_SEEDS:
+            _fail(f"--split {text}: {e.label!r} has {len(e.seeds):,} seeds ({e.seeds}); at "
+                  f"most {MAX_EVAL_SEEDS:,} per scenario are evaluated")  # fmt: skip
+    specs = [
+        spec_cls(
+            scenario=e.scenario, overrides=e.overrides, label=e.label, seeds=tuple(e.seeds),
+            requires_traces=e.requires_traces,
+        )
+        for e in entries
+    ]  # fmt: skip
+    return f"{name}:{part}", specs
 
 
 def _evaluation_specs(configs: list[Any], seeds: list[int] | None) -> list[Any]:
@@ -1405,6 +1509,8 @@ def _write_evaluation(out: Path, report: dict, sections: list[tuple[str, str]], 
     lines = ["# Agent evaluation", ""]
     for label, path in report.get("checkpoints", {}).items():
         lines.append(f"- agent `{label}`: `{path}`")
+    if "split" in report:
+        lines.append(f"- split: `{report['split']}` (scenarios and seeds of that part)")
     if "command" in report:
         lines.append(f"- command: `{report['command']}` ({report['wall_s']:.0f} s wall on "
                      f"{report['cores']} cores)")  # fmt: skip

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -25,6 +27,14 @@ from pydantic import (
 
 from dlcluster_gym.cluster.catalog import GPU_TYPES, INTERCONNECTS, Interconnect
 from dlcluster_gym.errors import ConfigError, DLClusterError, UnknownNameError
+from dlcluster_gym.workload.groups import (
+    DEFAULT_HABIT,
+    DEFAULT_P_NEW_GROUP,
+    DEFAULT_R_GROUP,
+    DEFAULT_USERS_PER_VC,
+    PHILLY_R_VC,
+    PHILLY_VC_SHARES,
+)
 from dlcluster_gym.workload.traces import TraceFormat
 
 
@@ -354,6 +364,62 @@ class _WorkloadBase(_Frozen):
     max_jobs: JobCount | None = None  # keep only the first N jobs (by arrival)
 
 
+MAX_VCS = 1_000  # virtual clusters of a ``groups`` workload (each job costs one Phi per VC)
+MAX_USERS_PER_VC = 100_000
+Fraction = Annotated[Float, Field(ge=0.0, le=1.0)]
+
+
+class WorkloadGroups(_Frozen):
+    """Virtual clusters and recurring job groups of a synthetic workload, whose durations
+    carry their signal (``workload.groups``: a Gaussian copula that keeps the generator's
+    duration distribution). Defaults: the VC shares and ``r_vc`` fitted to Philly
+    (``experiments/fit_philly_groups.py``); the rest are modelling choices, not fits."""
+
+    # VCs: ``vc_weights`` (job shares, one per VC); default Philly's fitted shares, or equal
+    # shares over ``num_vcs`` VCs when only ``num_vcs`` is given.
+    num_vcs: Annotated[Int, Field(gt=0, le=MAX_VCS)] | None = None
+    vc_weights: tuple[PositiveFloat, ...] | None = None
+    # Shares of the latent (normal-score) duration variance the VC and the group explain.
+    r_vc: Annotated[Float, Field(ge=0.0, lt=1.0)] = PHILLY_R_VC
+    r_group: Annotated[Float, Field(ge=0.0, lt=1.0)] = DEFAULT_R_GROUP
+    # A job starts a new recurring group of its VC with this probability, else it joins the
+    # group of an earlier job of its VC drawn uniformly (groups grow with their size).
+    p_new_group: Annotated[Float, Field(gt=0.0, le=1.0)] = DEFAULT_P_NEW_GROUP
+    users_per_vc: Annotated[Int, Field(gt=0, le=MAX_USERS_PER_VC)] = DEFAULT_USERS_PER_VC
+    # Probability that a job reuses its group's model and GPU demand.
+    habit: Fraction = DEFAULT_HABIT
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadGroups:
+        if self.vc_weights is not None:
+            if not self.vc_weights:
+                raise ValueError("vc_weights must not be empty: give one job share per VC")
+            if len(self.vc_weights) > MAX_VCS:
+                raise ValueError(
+                    f"vc_weights has {len(self.vc_weights)} VCs, more than the limit of {MAX_VCS}"
+                )
+            if self.num_vcs is not None and self.num_vcs != len(self.vc_weights):
+                raise ValueError(
+                    f"num_vcs={self.num_vcs} but vc_weights has {len(self.vc_weights)} entries; "
+                    "give one weight per VC, or only one of the two"
+                )
+        if self.r_vc + self.r_group >= 1.0:
+            raise ValueError(
+                f"r_vc + r_group must be < 1 (a job's own noise keeps some variance), got "
+                f"r_vc={self.r_vc:g} + r_group={self.r_group:g} = {self.r_vc + self.r_group:g}"
+            )
+        return self
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """The job share of each VC (need not sum to 1)."""
+        if self.vc_weights is not None:
+            return self.vc_weights
+        if self.num_vcs is not None:
+            return (1.0,) * self.num_vcs
+        return PHILLY_VC_SHARES
+
+
 class DallyWorkload(_WorkloadBase):
     """Synthetic jobs over the six Dally Table 1 models, fitted to public traces."""
 
@@ -362,6 +428,8 @@ class DallyWorkload(_WorkloadBase):
     arrival: Literal["batch", "poisson"] = "batch"
     load: Load | None = 0.9  # offered load for Poisson arrivals (fraction of GPUs)
     rate_per_hour: PositiveFloat | None = None  # explicit Poisson rate (overrides load)
+    # VCs and recurring groups whose durations carry signal (None: no VCs, as before).
+    groups: WorkloadGroups | None = None
 
 
 class SyntheticWorkload(_WorkloadBase):
@@ -380,6 +448,8 @@ class SyntheticWorkload(_WorkloadBase):
     # weight] of log10(minutes); a band is drawn by weight, then x uniform in it, and the job
     # runs 10^x minutes at packed consolidation on the reference GPU type (Gavel's generator).
     log10_duration_min: tuple[tuple[Float, Float, PositiveFloat], ...] | None = None
+    # VCs and recurring groups whose durations (or iterations) carry signal (None: no VCs).
+    groups: WorkloadGroups | None = None
 
     _models = field_validator("models")(_known_models)
 
@@ -681,6 +751,23 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             _check_aliases(node, self._first_alias)
         return node
 
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._root = node  # to name the field of a value that cannot be read
+        return super().construct_document(node)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            digits = sum(c.isdigit() for c in node.value)
+            field = _node_path(getattr(self, "_root", None), node)
+            raise RefusedYAMLError(
+                None, None,
+                f"{field + ': ' if field else ''}an integer of {digits:,} digits, more than the "
+                f"{sys.get_int_max_str_digits():,} a number in a config file may have",
+                node.start_mark,
+            ) from None  # fmt: skip
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
@@ -695,6 +782,32 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+
+
+def _node_path(root: yaml.Node | None, target: yaml.Node) -> str:
+    """The dotted path (``workload.num_jobs``, ``seeds.0``) of ``target`` under ``root``, found
+    by identity; empty when it is not there."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                stack.append((value, f"{path}.{name}" if path else str(name)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(
+                (value, f"{path}.{i}" if path else str(i)) for i, value in enumerate(node.value)
+            )
+    return ""
 
 
 _UniqueKeyLoader.add_implicit_resolver(
@@ -831,10 +944,33 @@ def load_cluster(spec: str | Path | dict[str, Any] | ClusterConfig) -> ClusterCo
     return _validate(ClusterConfig, data, str(path))
 
 
+def merge_overrides(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in: the one rule of scenario overrides, used by
+    :func:`load_scenario`'s keyword overrides, the environments' ``scenario_overrides`` and the
+    overrides of scenario entries in agent configs and splits.
+
+    A mapping in ``over`` merges into the mapping it overrides, key by key and at every depth,
+    unless it names a ``kind`` (a workload's kind decides which fields it has): then it
+    replaces that mapping whole, so that ``{"workload": {"kind": "trace", ...}}`` switches a
+    synthetic workload to a trace without keeping fields the trace does not have. Any other
+    value (a number, a list, a preset name) replaces what was there. ``base`` is not changed.
+    """
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping) and "kind" not in value:
+            out[key] = merge_overrides(old, value)
+        else:
+            out[key] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
 def load_scenario(
     spec: str | Path | dict[str, Any] | ScenarioConfig, **overrides: Any
 ) -> ScenarioConfig:
-    """A scenario from a preset name, a YAML path, a mapping or a config, with overrides."""
+    """A scenario from a preset name, a YAML path, a mapping or a config, with ``overrides``
+    (top-level fields, merged as :func:`merge_overrides` says; a None leaves a field as it is):
+    ``load_scenario("dally-poisson-2rack", workload={"num_jobs": 40}, seed=3)``."""
     base = None
     if isinstance(spec, ScenarioConfig):
         data, source = spec.model_dump(), f"scenario {spec.name}"
@@ -849,7 +985,12 @@ def load_scenario(
         data = _resolve_refs(data, base)
     except DLClusterError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if given:
+        try:  # an override may name a cluster preset or file, or change a referenced cluster
+            data = _resolve_refs(merge_overrides(data, given), None)
+        except DLClusterError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
     return _validate(ScenarioConfig, data, source)
 
 

@@ -125,6 +125,11 @@ def resolve_policy(name: str) -> tuple[Any, PolicySpec]:
         import functools
 
         path = name[len("agent:") :]
+        if not path.strip():
+            raise ConfigError(
+                f"policy {name!r}: the checkpoint path after 'agent:' is empty; give the agent's "
+                ".zip file, e.g. agent:agents/checkpoints/scheduler.zip"
+            )
         spec = PolicySpec(name, AGENT_TARGET, f"trained agent {path}")
         return functools.partial(_import(AGENT_TARGET), path), spec
     if name in _REGISTRY:
@@ -402,6 +407,22 @@ register_policy(
     "dlcluster_gym.envs.native:LASSlotsScheduler",
     "least attained GPU-service first over waiting and running jobs, preempts (Scheduler-env "
     "policy run natively)",
+)
+register_policy(
+    "qssf",
+    "dlcluster_gym.baselines.qssf:QSSF",
+    "Helios QSSF: shortest estimated GPU-service first (history by user/job name, VC/GPUs), "
+    "no preemption",
+)
+register_policy(
+    "qssf-preemptive",
+    "dlcluster_gym.envs.native:QSSFSlotsScheduler",
+    "QSSF with las-slots's placement and preemption: least estimated remaining GPU-service",
+)
+register_policy(
+    "srsf",
+    "dlcluster_gym.envs.native:SRSFSlotsScheduler",
+    "CLAIRVOYANT shortest true remaining GPU-service first, las-slots's placement and preemption",
 )
 register_policy(
     "srw",

@@ -1,12 +1,12 @@
-"""Learn DLCluster/Scheduler-v3 from scratch with MaskablePPO (no imitation); save the agent."""
+"""Learn DLCluster/Scheduler-v3 from scratch with MaskablePPO (progress every 30 s); save it."""
 
 import gymnasium as gym
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
-from dlcluster_gym.agents import save_agent, use_one_thread
-from dlcluster_gym.agents.imitation import average_jct_h
+from dlcluster_gym.agents import imitation, save_agent, use_one_thread
+from dlcluster_gym.agents.progress import Progress
 
 MIX = [{"scenario": "dally-poisson-2rack", "ranges": {"num_jobs": [100, 200], "load": [0.7, 1.1]}},
        {"scenario": "dally-batch-2rack", "ranges": {"num_jobs": [60, 150]}}]  # fmt: skip
@@ -20,10 +20,10 @@ def main(steps=400_000, out="runs/scratch/scheduler.zip", held_out=range(201, 21
     venv = VecNormalize(venv, norm_obs=False, gamma=0.999)
     model = MaskablePPO("MlpPolicy", venv, n_steps=1024, batch_size=256, gamma=0.999,
                         ent_coef=0.01, seed=0, device="cpu")  # fmt: skip
-    model.learn(steps, callback=callback)
-    save_agent(model, out, KW, env_id="DLCluster/Scheduler-v3")
     env = gym.make("DLCluster/Scheduler-v3", scenario="dally-batch-2rack", **KW)
-    return {p: average_jct_h(env, p, held_out) for p in ("random", "las", f"agent:{out}")}
+    model.learn(steps, callback=[Progress(env, validation_seed=501), *filter(None, [callback])])
+    save_agent(model, out, KW, env_id="DLCluster/Scheduler-v3")
+    return {p: imitation.average_jct_h(env, p, held_out) for p in ("random", "las", f"agent:{out}")}
 
 
 if __name__ == "__main__":

@@ -59,8 +59,8 @@ Scheduler-v2, the newest version with slot actions; the per-job policies
 def version(kind: str, policy: str) -> int:
     """The env version a policy runs in: the newest, except Scheduler's slot-action
     policies and agents, which run in the newest slot-action version."""
-    if kind == "Scheduler" and not policy.endswith("@v3"):
-        return SLOT_VERSION
+    if kind == "Scheduler":
+        return 3 if policy.endswith("@v3") else SLOT_VERSION
     return latest(kind)
 
 

@@ -13,10 +13,12 @@ from hypothesis import settings
 from dlcluster_gym import BaseScheduler, Migrate, Preempt, SetTimeShift, Start, WakeUp
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.errors import TraceError
 from dlcluster_gym.perf.network import placement_overhead
 from dlcluster_gym.sim.engine import Engine
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import get_model
+from dlcluster_gym.workload.traces import trace_root
 
 # Property tests draw the same examples on every run (reproducible results and run times);
 # HYPOTHESIS_PROFILE=explore draws new ones each run (docs/testing.md).
@@ -24,14 +26,17 @@ settings.register_profile("fixed", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
-TRACES = Path(
-    os.environ.get("DLCLUSTER_TRACES")
-    or Path(__file__).resolve().parents[1].parent / "shared" / "traces"
-)
-traces_available = TRACES.is_dir()
-needs_traces = pytest.mark.skipif(
-    not traces_available, reason=f"{TRACES} not found (set DLCLUSTER_TRACES to run trace tests)"
-)
+# The trace root as the package finds it: $DLCLUSTER_TRACES, else ../shared/traces;
+# DLCLUSTER_TRACES=none hides it (a fresh clone's view, docs/testing.md). TRACES is None then.
+TRACES: Path | None
+try:
+    TRACES = trace_root()
+    NO_TRACES = f"{TRACES} not found (set DLCLUSTER_TRACES to run trace tests)"
+except TraceError:
+    TRACES = None
+    NO_TRACES = "no trace root (DLCLUSTER_TRACES=none; point it at the traces to run trace tests)"
+traces_available = TRACES is not None and TRACES.is_dir()
+needs_traces = pytest.mark.skipif(not traces_available, reason=NO_TRACES)
 
 
 def experiment_script(name: str):

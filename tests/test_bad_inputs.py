@@ -725,6 +725,39 @@ def test_api_time_limit_and_env_seed_are_typed_errors():
         env.reset(seed=1.5)
 
 
+SIMULATE_API: dict[str, tuple[dict, str]] = {
+    "policy-params-text": (
+        {"policy_params": "x"},
+        "simulate: policy_params must be None or a dict of parameter names (str) to values, "
+        "got 'x'",
+    ),
+    "policy-params-number-keys": ({"policy_params": {1: 2}}, "policy_params must be None or a"),
+    "traces-dir-number": (
+        {"traces_dir": 123},
+        "simulate: traces_dir must be None or a folder path (str or Path), got 123",
+    ),
+    "seed-negative": (
+        {"seed": -1},
+        "simulate: seed must be None or an integer in [0, 2**63 - 1], got -1",
+    ),
+    "seed-too-big": ({"seed": 2**63}, "seed must be None or an integer in [0, 2**63 - 1]"),
+    "seed-boolean": ({"seed": True}, "seed must be None or an integer in [0, 2**63 - 1], got True"),
+    "seed-text": ({"seed": "3"}, "seed must be None or an integer in [0, 2**63 - 1], got '3'"),
+}
+
+
+@pytest.mark.parametrize(("kwargs", "text"), SIMULATE_API.values(), ids=SIMULATE_API)
+def test_simulate_names_the_argument_it_refuses(kwargs, text):
+    """A bad argument of ``simulate()`` is a ConfigError naming it, before the scenario
+    loads: never an internal TypeError, nor the preset's YAML blamed for it."""
+    from dlcluster_gym.api import simulate
+    from dlcluster_gym.errors import ConfigError
+
+    with pytest.raises(ConfigError) as ei:
+        simulate("dally-poisson-2rack", "fcfs", **kwargs)
+    assert text in str(ei.value) and ".yaml" not in str(ei.value)
+
+
 def test_trace_with_bom_and_separate_units(tmp_path):
     """A UTF-8 byte-order mark is not part of the first column's name; arrivals in epoch
     seconds and durations in minutes are expressible (``arrival_unit_s``, ``duration_unit_s``)."""

@@ -54,6 +54,7 @@ SIMULATE = {
         (":", "policy import path ':' must look like 'package.module:Name'"),
         ("os:", "policy import path 'os:' must look like 'package.module:Name'"),
         ("os:sep", "policy 'os:sep' (os:sep) is a str, not a policy class or factory"),
+        ("agent:", "policy 'agent:': the checkpoint path after 'agent:' is empty"),
     ],
     "--policy-arg": [("=3", "--policy-arg '=3': expected key=value")],
     "--time-limit": [
@@ -124,7 +125,8 @@ CASES: dict[str, Case] = {
     "list-singular": (
         ["list", "policy"],
         {},
-        "Invalid value for '{policies|scenarios|models|clusters|suites}': 'policy' is not one of",
+        "Invalid value for '{policies|scenarios|models|clusters|suites|splits}': 'policy' is not "
+        "one of",
     ),
     "models-format": (
         ["models", "--format", "xml"],
@@ -444,3 +446,44 @@ def test_the_table_has_distinct_cases():
 )
 def test_bad_command_line_is_one_line_and_exit_2(tmp_path, monkeypatch, args, files, culprit):
     check_case(tmp_path, monkeypatch, args, files, culprit)
+
+
+def test_an_unused_traces_dir_is_noted(tmp_path, monkeypatch):
+    """``--traces-dir`` on a scenario that reads no trace runs, with a note on stderr saying
+    the option is not used (and, when so, that the folder does not exist)."""
+    from bad_inputs_harness import write_files
+    from click.testing import CliRunner
+
+    from dlcluster_gym.cli import main
+
+    write_files(tmp_path, F)
+    for where, extra in ((tmp_path / "nowhere", "; {d}/nowhere does not exist either"),
+                         (tmp_path, "")):  # fmt: skip
+        r = CliRunner().invoke(main, [*SIM, f"{tmp_path}/s.yaml", "--traces-dir", str(where)])
+        assert r.exit_code == 0, r.output
+        assert r.stderr == (
+            f"note: --traces-dir {where} is not used: scenario '{tmp_path}/s.yaml' reads no "
+            f"trace file{extra.replace('{d}', str(tmp_path))}\n"
+        )
+
+
+def test_workers_beyond_the_cores_are_capped_with_a_warning(tmp_path, monkeypatch):
+    import os
+
+    from bad_inputs_harness import write_files
+    from click.testing import CliRunner
+
+    from dlcluster_gym.cli import main
+
+    write_files(tmp_path, F)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    r = CliRunner().invoke(
+        main,
+        ["leaderboard", "--suite", f"{tmp_path}/suite.yaml", "--out", f"{tmp_path}/lb",
+         "--workers", "100000", "--quiet"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert r.stderr == (
+        "warning: workers 100,000 is more than the 1 core(s) of this machine; running 1 worker "
+        "process(es)\n"
+    )

@@ -291,11 +291,35 @@ def _set(key: str, value: object):
     return lambda data: data.__setitem__(key, value)
 
 
+def _npz(**arrays: object) -> bytes:
+    """The bytes of an .npz archive of ``arrays`` (object arrays pickled)."""
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
+def _npy() -> bytes:
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, np.arange(3.0))
+    return buf.getvalue()
+
+
 REPORT = ["report", "{d}/lb"]
 VERIFY = ["leaderboard", "--verify", "{d}/lb"]
 SUITE_FIX = "(a damaged run directory: rerun the suite with --resume to rewrite it)"
 CELL_FIX = "(a damaged run directory: delete the file and rerun with --resume)"
 CELL = "lb/" + LB_CELL
+LB_ARRAYS = LB_CELL.replace(".json", ".npz")  # the cell's per-job data
+ARRAYS = "lb/" + LB_ARRAYS
+ARRAYS_FIX = SUITE_FIX
 
 RUN_DIR_CASES: dict[str, Case] = {
     # --- a leaderboard run's suite.json
@@ -377,6 +401,53 @@ RUN_DIR_CASES: dict[str, Case] = {
         VERIFY,
         _damaged("lb", LB_CELL, _set("params", [1])),
         f"{CELL}: params must be a str or dict, got [1]",
+    ),
+    # --- a leaderboard run's per-job data (cells/<id>.npz), read by report to draw
+    "arrays-garbage": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, b"garbage\n"),
+        f"{ARRAYS}: not a NumPy .npz archive {ARRAYS_FIX}",
+    ),
+    "arrays-truncated": (
+        REPORT,
+        lambda: {**(f := leaderboard_dir_files()), ARRAYS: f[ARRAYS][:100]},
+        f"{ARRAYS}: not a NumPy .npz archive (File is not a zip file) {ARRAYS_FIX}",
+    ),
+    "arrays-one-array": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npy()),
+        f"{ARRAYS}: a single NumPy array (.npy), not a cell's .npz archive of per-job data",
+    ),
+    "arrays-foreign-name": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npz(jct_s=[1.0], comm_overhead=[0.0], weights=[1.0])),
+        f"{ARRAYS}: holds 'weights', not an array of a cell's per-job data",
+    ),
+    "arrays-without-jct": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npz(comm_overhead=[0.0])),
+        f"{ARRAYS}: lacks the array 'jct_s' {ARRAYS_FIX}",
+    ),
+    "arrays-text": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npz(jct_s=["a"], comm_overhead=[0.0])),
+        f"{ARRAYS}: jct_s must be a 1-D array of floats, got <U1 of shape (1,)",
+    ),
+    "arrays-pickled": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npz(jct_s=[{"a": 1}], comm_overhead=[0.0])),
+        f"{ARRAYS}: a damaged .npz archive (ValueError: Object arrays cannot be loaded when "
+        "allow_pickle=False)",
+    ),
+    "arrays-uneven": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npz(jct_s=[1.0, 2.0], comm_overhead=[0.0])),
+        f"{ARRAYS}: jct_s and comm_overhead have different lengths",
+    ),
+    "arrays-series-without-time": (
+        REPORT,
+        _damaged("lb", LB_ARRAYS, _npz(jct_s=[1.0], comm_overhead=[0.0], ts_busy_gpus=[1.0])),
+        f"{ARRAYS}: the time series (ts_busy_gpus) lack ts_t or differ in length",
     ),
     "verify-unknown-row": (
         ["leaderboard", "--verify", "{d}/lb", "--row", "nosuch"],

@@ -110,7 +110,8 @@ RANGES: dict[str, dict[str, list[tuple[str, str]]]] = {
         "remaining": [
             (
                 "nosuch",
-                "remaining must be one of attained, history, model-history, known, got 'nosuch'",
+                "remaining must be one of attained, history, model-history, keyed, known, "
+                "got 'nosuch'",
             )
         ],
         "preemption": [
@@ -129,7 +130,8 @@ RANGES: dict[str, dict[str, list[tuple[str, str]]]] = {
         "remaining": [
             (
                 "known-ish",
-                "remaining must be one of attained, history, model-history, known, got 'known-ish'",
+                "remaining must be one of attained, history, model-history, keyed, known, "
+                "got 'known-ish'",
             )
         ]
     },
@@ -197,7 +199,14 @@ RANGES: dict[str, dict[str, list[tuple[str, str]]]] = {
                 "valid number, unable to parse string as a number (item 1)",
             ),
         ],
-        "num_queues": [("1", "num_queues must be an integer >= 2, got 1")],
+        "num_queues": [
+            ("1", "num_queues must be an integer >= 2, got 1"),
+            (
+                "100000000000",
+                "num_queues must be at most 100 (priority queues of attained service), got "
+                "100000000000",
+            ),
+        ],
         "promote_knob": [("-1", "promote_knob must be a finite number >= 0, got -1.0")],
     },
 }

@@ -220,7 +220,18 @@ CASES: dict[str, Case] = {
     "huge-integer": (
         RUN,
         {"s.yaml": OK_SCENARIO + "seed: " + "9" * 5000 + "\n"},
-        "s.yaml: malformed YAML: a value cannot be read (Exceeds the limit",
+        "s.yaml: line 3, column 7: seed: an integer of 5,000 digits, more than the 4,300 a "
+        "number in a config file may have",
+    ),
+    "huge-integer-nested": (
+        RUN,
+        sc(workload=W.replace("num_jobs: 4", "num_jobs: " + "9" * 10_000) + "}"),
+        "s.yaml: line 2, column 39: workload.num_jobs: an integer of 10,000 digits",
+    ),
+    "huge-integer-in-a-list": (
+        RUN,
+        sc(workload=W + ", gpu_demands: [1, " + "4" * 4301 + "]}"),
+        "s.yaml: line 2, column 59: workload.gpu_demands.1: an integer of 4,301 digits",
     ),
     "nested-too-deep": (
         RUN,

@@ -45,7 +45,9 @@ DURATION = [
     ("-60", "must be a finite number > 0"),
     ("soon", "not a number"),
     ("inf", "must be a finite number > 0"),
+    ("1e308", "must be at most 3.154e+09 s (100 years)"),
 ]
+AMOUNT = [("1e308", "must be at most 1e+12")]  # iterations, batch sizes
 GPUS = [
     ("0", "must be a positive integer <= 1,000,000 (a whole GPU count)"),
     ("1.5", "must be a positive integer <= 1,000,000 (a whole GPU count)"),
@@ -66,7 +68,7 @@ COLUMNS: dict[str, dict[str, list[tuple[str, str]]]] = {
         "job_id": TEXT,
         "num_gpu": GPUS,
         "submit_time": TIME,
-        "iterations": DURATION[:2],
+        "iterations": DURATION[:2] + AMOUNT,
         "model_name": TEXT,
         "duration": DURATION,
     },
@@ -83,7 +85,7 @@ COLUMNS: dict[str, dict[str, list[tuple[str, str]]]] = {
         "model_name": TEXT,
         "num_gpu": GPUS[:3],
         "duration": DURATION[:2],
-        "iteration": DURATION[:1],
+        "iteration": DURATION[:1] + AMOUNT,
     },
     "pollux-workload": {
         "name": TEXT,
@@ -270,12 +272,36 @@ CASES: dict[str, Case] = {
         {"s.yaml": trace_scenario("itp-raw"), "t.csv/x": "a"},
         "trace file not found: {d}/t.csv",
     ),
+    "absolute-path-missing": (
+        RUN,
+        {"s.yaml": trace_scenario("itp-raw", "none.csv")},
+        "trace file not found: {d}/none.csv (no such file; an absolute path)",
+    ),
     "relative-path-without-root": (
         [*SIM, "{d}/s.yaml", "--traces-dir", "{d}/nowhere"],
         {"s.yaml": CLUSTER + "workload: {kind: trace, format: itp-raw, path: cluster01.csv}\n"},
         "trace file not found: {d}/nowhere/cluster01.csv (trace root {d}/nowhere)",
     ),
     # --- generic traces: the column mapping and units
+    "generic-duration-too-long": (
+        RUN,
+        {"s.yaml": generic_trace(), "t.csv": GEN + "a,0,1,60\nb,10,1,1e308\n"},
+        "t.csv: line 3, column 'runtime': a duration of 1e+308 s; it must be at most 3.154e+09 s "
+        "(100 years) (got '1e+308')",
+    ),
+    "generic-duration-too-long-in-its-unit": (
+        RUN,
+        {"s.yaml": generic_trace(duration_unit_s="3600"), "t.csv": GEN + "a,0,1,1e300\n"},
+        "t.csv: line 2, column 'runtime': a duration of 3.6e+303 s; it must be at most",
+    ),
+    "generic-end-too-late": (
+        RUN,
+        {
+            "s.yaml": generic_trace().replace("duration: runtime", "end: runtime"),
+            "t.csv": GEN + "a,0,1,1e300\n",
+        },
+        "t.csv: line 2, column 'runtime': a duration of 1e+300 s; it must be at most",
+    ),
     "generic-end-before-arrival": (
         RUN,
         {
@@ -361,4 +387,20 @@ def test_the_table_has_distinct_cases():
 
 @pytest.mark.parametrize(("args", "files", "culprit"), params(CASES))
 def test_bad_trace_is_one_line_and_exit_2(tmp_path, monkeypatch, args, files, culprit):
+    # The cases name their files by absolute path (or give --traces-dir); the test's folder as
+    # the trace root keeps this machine's traces, or DLCLUSTER_TRACES=none, out of them (a
+    # Pollux workload looks up Pollux's runs under the root, and reads them after its rows).
+    monkeypatch.setenv("DLCLUSTER_TRACES", str(tmp_path))
     check_case(tmp_path, monkeypatch, args, files, culprit)
+
+
+def test_a_missing_absolute_trace_names_the_file_not_the_trace_root(tmp_path):
+    """The trace root applies to relative paths only: a missing absolute one says so."""
+    from dlcluster_gym.errors import TraceError
+    from dlcluster_gym.workload.traces import resolve_trace
+
+    with pytest.raises(TraceError) as ei:
+        resolve_trace(tmp_path / "none.csv", tmp_path / "root")
+    assert str(ei.value) == (
+        f"trace file not found: {tmp_path}/none.csv (no such file; an absolute path)"
+    )

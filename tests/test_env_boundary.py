@@ -182,8 +182,9 @@ NEW = [(k, v) for k in VERSIONS for v in VERSIONS[k] if not leaks(k, VERSIONS[k]
 def test_the_leaky_and_the_clean_versions_are_the_expected_ones() -> None:
     assert OLD == [("Placement", 0), ("Placement", 1), ("Placement", 2), ("DelayTimer", 0),
                    ("Scheduler", 0), ("Scheduler", 1)]  # fmt: skip
-    # Scheduler-v2 is leak-free too: v3 changed the action design, not the observation
-    assert NEW == [("Placement", 3), ("DelayTimer", 1), ("Scheduler", 2), ("Scheduler", 3)]
+    # Scheduler-v2 is leak-free too: v3 changed the action design, v4 added history features
+    assert NEW == [("Placement", 3), ("DelayTimer", 1), ("Scheduler", 2), ("Scheduler", 3),
+                   ("Scheduler", 4)]  # fmt: skip
     assert {(k, latest(k)) for k in VERSIONS} <= set(NEW)
 
 
@@ -225,7 +226,7 @@ def test_an_oracle_option_on_the_newest_versions() -> None:
     assert env.unwrapped.clairvoyant
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make("DLCluster/Scheduler-v3", known_durations=True)
+        env = gym.make("DLCluster/Scheduler-v4", known_durations=True)
     assert env.unwrapped.clairvoyant
 
 

@@ -98,6 +98,11 @@ def test_per_seed_ratios_ci_and_no_decision_left_out_of_the_aggregate() -> None:
     assert "| idle (no decision) |" in md and "| geometric mean, 1 decisive scenario |" in md
     assert "| agent | dally | srw (clairvoyant) | ideal (bound) |" in md.splitlines()[0]
     assert "geometric mean, over the decisive scenarios" in md and "Student-t" in md
+    assert "no decision: every policy that schedules" in md  # explains the marked row
+    # a table where every scenario decides says nothing of ties
+    hard = [r for r in stats.values() if r["scenario"] == "hard"]
+    md_hard = ev.ci_table(hard, ev.aggregate(hard), "dally")
+    assert "no decision" not in md_hard and "| hard |" in md_hard
     best = ev.best_rows(rows, ["agent"], "dally", exclude=["idle"], aggregate="geomean")
     every = {r["scenario"]: r for r in best}
     assert every["ALL"]["vs_best_deployable"] == pytest.approx(0.9)  # vs dally, `hard` only

@@ -20,7 +20,7 @@ from dlcluster_gym.baselines.gavel import (
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.scheduler import policy_kind as kind_of
 from dlcluster_gym.workload.job import Job
-from tests.conftest import run_engine, small_scenario
+from tests.conftest import needs_traces, run_engine, small_scenario
 
 
 def test_water_level_share_by_hand():
@@ -170,6 +170,7 @@ def test_ftf_kinds_and_the_oracle():
         GavelLAS(round_s=0.5)
 
 
+@needs_traces  # tiresias-60job reads tiresias/60_job.csv
 @pytest.mark.parametrize("policy", ["gavel", "gavel-las", "gavel-ftf", "gavel-ftf-history"])
 def test_every_gavel_policy_runs_ordinary_jobs_deterministically(policy):
     a = simulate("tiresias-60job", policy, seed=3)

@@ -287,8 +287,10 @@ def test_existing_run_needs_resume(finished_run, tmp_path):
 def test_verify_reproduces_and_catches_tampering(finished_run, tmp_path):
     _, out, _, _ = finished_run
     checks = lb.verify(out)
-    # 4 ok rows + 2 n/a rows + results.csv, leaderboard.md, results.parquet
-    assert len(checks) == 9 and all(c.ok for c in checks)
+    # 4 ok rows + 2 n/a rows; the 4 ok cells' per-job data; results.csv, leaderboard.md,
+    # results.parquet, the scenario's figure and index.html
+    assert len(checks) == 15 and all(c.ok and c.checked for c in checks)
+    assert [c.what for c in checks].count("row") == 6
     # tamper with one row in a copy of the run
     copy = tmp_path / "copy"
     (copy / "cells").mkdir(parents=True)
@@ -318,13 +320,16 @@ def test_verify_checks_the_published_files(finished_run, tmp_path):
     # change one published number: the cells (and their replays) are untouched
     head, line = csv[0].split(","), csv[1].split(",")
     col = head.index("avg_jct_s")
-    line[col] = str(float(line[col]) * 0.5)
+    old, line[col] = line[col], str(float(line[col]) * 0.5)
     (copy / "results.csv").write_text("\n".join([csv[0], ",".join(line), *csv[2:]]) + "\n")
     md = (copy / "leaderboard.md").read_text()
     (copy / "leaderboard.md").write_text(md.replace("| 2 | fcfs |", "| 1 | fcfs |", 1))
     (copy / "results.parquet").unlink()
     checks = {c.id: c for c in lb.verify(copy)}
-    assert not checks["results.csv"].ok and "line 2" in checks["results.csv"].differences[0]
+    # the changed field, with both values (not a line cut before it)
+    assert checks["results.csv"].differences == (
+        f"row 1 ({line[0]}): avg_jct_s: published {line[col]!r}, the cells give {old!r}",
+    )
     assert not checks["leaderboard.md"].ok
     assert (
         not checks["results.parquet"].ok and "missing" in checks["results.parquet"].differences[0]
@@ -344,6 +349,112 @@ def test_verify_catches_an_edited_parquet(finished_run, tmp_path):
     assert (
         not checks["results.parquet"].ok and "avg_jct_s" in checks["results.parquet"].differences[0]
     )
+
+
+@pytest.fixture(scope="module")
+def pair_run(tmp_path_factory):
+    """Two FCFS entrants on one six-job scenario, one seed: the smallest complete run."""
+    tmp = tmp_path_factory.mktemp("pair")
+    sc = scenario_file(tmp, num_jobs=6)
+    suite = lb.load_suite(
+        suite_file(tmp, name="pair", seeds=[1], entrants=["fcfs", "fcfs-consolidated"],
+                   scenarios=[sc])
+    )  # fmt: skip
+    return _run_and_render(suite, tmp)
+
+
+def _verify_cli(out: Path) -> tuple[int, str]:
+    r = CliRunner().invoke(main, ["leaderboard", "--verify", str(out)])
+    return r.exit_code, r.output
+
+
+def test_verify_checks_every_file_a_run_publishes(pair_run):
+    _, out, _, _ = pair_run
+    checks = lb.verify(out)
+    files = {c.id for c in checks if c.what == "file"}
+    published = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    # every file but the suite's own record, which every check reads
+    assert files == published - {"suite.json"} - {f"cells/{c.id}.json" for c in checks}
+    assert all(c.ok and c.checked for c in checks), [c for c in checks if not c.ok]
+    rc, output = _verify_cli(out)
+    assert rc == 0 and "2 of 2 row(s) reproduced exactly; 7 of 7 file(s) match" in output
+
+
+def _scaled(p: Path) -> None:
+    with np.load(p) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["jct_s"] = arrays["jct_s"] * 2
+    np.savez_compressed(p, **arrays)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda p: p.write_bytes(b"garbage\n"), "not a NumPy .npz archive"),
+        (lambda p: p.write_bytes(p.read_bytes()[:200]), "not a NumPy .npz archive (File is not"),
+        (lambda p: np.save(p.with_suffix(".npy"), [1.0]) or p.with_suffix(".npy").replace(p),
+         "a single NumPy array (.npy)"),
+        (_scaled, "jct_s[0]: recorded "),
+    ],
+    ids=["garbage", "truncated", "one-array", "edited"],
+)  # fmt: skip
+def test_verify_names_damaged_per_job_data(pair_run, tmp_path, damage, why):
+    _, out, _, _ = pair_run
+    copy = _copy_run(out, tmp_path / "copy")
+    damage(copy / "cells" / "tiny.fcfs.s1.npz")
+    rc, output = _verify_cli(copy)
+    assert rc == 1 and "DIFF cells/tiny.fcfs.s1.npz\n" in output and why in output, output
+    assert "2 of 2 row(s) reproduced exactly" in output  # the rows themselves replay
+    if why.startswith("jct_s"):  # the figures drawn from the edited data differ too
+        assert "DIFF plots/tiny.png" in output and "DIFF index.html" in output
+        return
+    assert "ok   plots/tiny.png  (not checked: drawn from per-job data that is missing or" in output
+    r = CliRunner().invoke(main, ["report", str(copy)])
+    (line,) = r.stderr.splitlines()
+    assert r.exit_code == 2 and line.startswith(f"error: {copy}/cells/tiny.fcfs.s1.npz: ")
+    assert "rerun the suite with --resume to rewrite it" in line
+
+
+def test_resume_rewrites_damaged_per_job_data(pair_run, tmp_path):
+    suite, out, _, _ = pair_run
+    copy = _copy_run(out, tmp_path / "copy")
+    (copy / "cells" / "tiny.fcfs.s1.npz").write_bytes(b"garbage")
+    seen = []
+    with pytest.warns(UserWarning, match=r"rerunning 1 cell.*damaged per-job data tiny.fcfs"):
+        lb.run_suite(suite, copy, resume=True, progress=False, on_cell=seen.append, workers=1)
+    assert [r["id"] for r in seen] == ["tiny.fcfs.s1"]
+    assert (copy / "cells" / "tiny.fcfs.s1.npz").read_bytes() == (
+        out / "cells" / "tiny.fcfs.s1.npz"
+    ).read_bytes()
+
+
+def test_verify_names_edited_figures_and_foreign_cells(pair_run, tmp_path):
+    _, out, _, _ = pair_run
+    copy = _copy_run(out, tmp_path / "copy")
+    from PIL import Image
+
+    img = Image.open(copy / "plots" / "tiny.png")
+    img.putpixel((3, 3), (255, 0, 0, 255))
+    img.save(copy / "plots" / "tiny.png")
+    html = (copy / "index.html").read_text()
+    (copy / "index.html").write_text(html.replace("Leaderboard: pair", "Leaderboard: best", 1))
+    row = json.loads((copy / "cells" / "tiny.fcfs.s1.json").read_text())
+    row["id"] = "other.fcfs.s1"
+    (copy / "cells" / "other.fcfs.s1.json").write_text(json.dumps(row))
+    (copy / "cells" / "stray.npz").write_bytes((copy / "cells" / "tiny.fcfs.s1.npz").read_bytes())
+    checks = {c.id: c for c in lb.verify(copy)}
+    assert "pixels differ from the figure the cells draw" in checks["plots/tiny.png"].differences[0]
+    (diff,) = checks["index.html"].differences
+    assert diff.startswith("line 1: published ") and "Leaderboard: best</title>" in diff
+    assert "the cells give " in diff and "Leaderboard: pair</title>" in diff
+    assert checks["cells/other.fcfs.s1.json"].differences == (
+        "not a cell of this run (suite.json of suite 'pair' does not list it)",
+    )
+    assert checks["cells/stray.npz"].differences == (
+        "per-job data without its cell row cells/stray.json",
+    )
+    assert "other.fcfs.s1" not in checks  # not replayed as a row of this run
+    assert all(c.ok for i, c in checks.items() if i.startswith(("tiny.", "cells/tiny.")))
 
 
 def test_resume_reruns_cells_whose_scenario_changed(tmp_path):
@@ -758,13 +869,17 @@ def test_figure_draws_references_apart():
 def test_verify_compares_the_recorded_kind(kinds_run, tmp_path):
     _, out, _, _ = kinds_run
     checks = lb.verify(out)
-    assert len(checks) == 6 + 3 and all(c.ok for c in checks), [c for c in checks if not c.ok]
+    # 6 rows, their per-job data, 3 tables, the figure and index.html
+    assert len(checks) == 6 + 6 + 3 + 2 and all(c.ok for c in checks), [
+        c for c in checks if not c.ok
+    ]
     copy = _copy_run(out, tmp_path / "copy")
     path = copy / "cells" / "tiny.srw.s1.json"
     row = json.loads(path.read_text())
     row["kind"] = "deployable"  # a clairvoyant policy passed off as deployable
     path.write_text(json.dumps(row))
-    (check,) = lb.verify(copy, "tiny.srw.s1")
+    check, data = lb.verify(copy, "tiny.srw.s1")  # the row, then its per-job data
+    assert data.ok and data.id == "cells/tiny.srw.s1.npz"
     assert not check.ok and "kind: recorded 'deployable', replayed 'clairvoyant'" in str(
         check.differences
     )
@@ -941,4 +1056,5 @@ def test_a_run_verifies_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(elsewhere)
     checks = lb.verify(out)
     assert [c.differences for c in checks if not c.ok] == []
-    assert len(checks) == 4  # the row and the three published files
+    # the row, its per-job data, the three tables, the figure and index.html
+    assert len(checks) == 7 and all(c.checked for c in checks)

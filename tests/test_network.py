@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import NO_TRACES, TRACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +17,6 @@ from dlcluster_gym.perf import network as nw
 from dlcluster_gym.perf.contention import SharedLinks
 from dlcluster_gym.workload.models import DALLY_MODELS, MODEL_ZOO, get_model
 from dlcluster_gym.workload.profiles import model_profile
-
-TRACES = Path(os.environ.get("DLCLUSTER_TRACES", Path(__file__).parents[2] / "shared" / "traces"))
 
 
 @pytest.mark.parametrize("model", DALLY_MODELS)
@@ -122,8 +119,8 @@ def test_links_change_the_answer() -> None:
 
 @pytest.mark.traces
 @pytest.mark.skipif(
-    not (TRACES / "pollux_adaptdl" / "traces").is_dir(),
-    reason=f"Pollux traces not found at {TRACES} (set DLCLUSTER_TRACES)",
+    TRACES is None or not (TRACES / "pollux_adaptdl" / "traces").is_dir(),
+    reason=f"Pollux traces not found at {TRACES} (set DLCLUSTER_TRACES)" if TRACES else NO_TRACES,
 )
 def test_pollux_spread_is_slower_than_packed_in_model_and_trace() -> None:
     import csv

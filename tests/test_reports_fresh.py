@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import experiment_script
+from conftest import experiment_script, needs_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
@@ -67,6 +67,7 @@ def test_cassini_reproduction_cell(policy: str) -> None:
     _same(want, got, f"cassini-testbed-poisson {policy} seed 1")
 
 
+@needs_traces  # crius-testbed-64gpu draws its jobs from the Philly trace
 def test_crius_reproduction_cell() -> None:
     mod = experiment_script("reproduce_crius")
     got = mod.run("crius-testbed-64gpu", "crius", 1)

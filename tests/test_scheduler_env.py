@@ -508,5 +508,7 @@ def test_gittins_table_and_bad_rule() -> None:
     assert np.all(g[:-1] > 0) and np.isinf(g[-1])  # past the longest duration: infinite
     assert g[np.searchsorted(t, 3 * 86400)] < g[0]  # old jobs rank below fresh ones
     env = gym.make(ID, scenario=BATCH, scenario_overrides=BATCH_OVER, preemption=True)
-    with pytest.raises(ConfigError, match="rule must be 'gittins' or 'las', got 'sjf'"):
+    with pytest.raises(
+        ConfigError, match="rule must be one of gittins, las, qssf, srsf, got 'sjf'"
+    ):
         IndexSlots(env, rule="sjf")

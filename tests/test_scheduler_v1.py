@@ -151,11 +151,12 @@ def test_horizon_ending_stays_truncated_and_charged() -> None:
 
 
 # ---------------------------------------------------------------------------- item 3
-def test_v0_and_v1_are_registered_and_v3_is_the_newest() -> None:
+def test_v0_and_v1_are_registered_and_v4_is_the_newest() -> None:
     """v2 changes only the ``done_jobs`` feature (tests/test_done_jobs_feature.py); v3 the
-    action design (tests/test_scheduler_v3.py)."""
+    action design (tests/test_scheduler_v3.py); v4 the history features and defaults
+    (tests/test_keyed_history.py)."""
     ids = env_ids()
-    assert latest("Scheduler") == 3 and set(VERSIONS["Scheduler"]) == {0, 1, 2, 3}
+    assert latest("Scheduler") == 4 and set(VERSIONS["Scheduler"]) == {0, 1, 2, 3, 4}
     for v in (0, 1):
         assert f"DLCluster/Scheduler-v{v}" in ids
         assert f"DLCluster/Scheduler-dally-batch-2rack-v{v}" in ids

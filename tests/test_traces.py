@@ -402,3 +402,48 @@ def test_itp_cluster_presets_follow_the_sizing_rule(i):
     racks = max(math.ceil(int(jobs.num_gpus.max()) / 64), round(busy / (0.8 * 64)), 1)
     assert cfg.cluster.num_racks == racks and cfg.cluster.num_gpus == 64 * racks
     assert cfg.workload.path == f"elasticflow_itp/raw/cluster{i:02d}.csv"
+
+
+# --------------------------------------------------------------------------- no trace root
+
+
+@pytest.mark.parametrize("value", ["none", "NONE", " none "])
+def test_no_trace_root_switch(tmp_path, monkeypatch, value):
+    """DLCLUSTER_TRACES=none: no trace root even where ../shared/traces exists (a fresh
+    clone's view); every lookup under the root is a TraceError saying how to give one."""
+    from dlcluster_gym import simulate
+
+    monkeypatch.setenv("DLCLUSTER_TRACES", value)
+    assert not tr.traces_available()
+    for lookup in (tr.trace_root, lambda: tr.resolve_trace(tr.TIRESIAS_60JOB_CSV)):
+        with pytest.raises(TraceError, match="no trace root is configured") as ei:
+            lookup()
+        assert "--traces-dir" in str(ei.value) and "DLCLUSTER_TRACES=DIR" in str(ei.value)
+    with pytest.raises(TraceError, match=f"trace file {tr.TIRESIAS_60JOB_CSV} needs the trace"):
+        simulate("tiresias-60job", "fcfs", seed=0)
+    # an explicit trace root and absolute paths need no configured one
+    p = write(tmp_path, PHILLY, "x.csv")
+    assert tr.traces_available(tmp_path) and tr.trace_root(tmp_path) == tmp_path.resolve()
+    assert tr.resolve_trace("x.csv", tmp_path) == p and tr.resolve_trace(p) == p
+    with pytest.raises(TraceError, match=r"trace file not found: .*absent\.csv"):
+        tr.resolve_trace(tmp_path / "absent.csv")
+
+
+def test_an_empty_trace_root_variable_counts_as_unset(monkeypatch):
+    monkeypatch.setenv("DLCLUSTER_TRACES", "")
+    assert tr.trace_root() == tr.default_trace_root()
+
+
+def test_no_trace_root_skips_or_stops_the_agents_trace_scenarios(monkeypatch):
+    """Under DLCLUSTER_TRACES=none agent validation skips its trace scenarios and training on
+    one stops with a one-line ConfigError, as without a trace root."""
+    pytest.importorskip("stable_baselines3")
+    from dlcluster_gym.agents import envs
+    from dlcluster_gym.agents.config import load_agent_config
+    from dlcluster_gym.errors import ConfigError
+
+    monkeypatch.setenv("DLCLUSTER_TRACES", "none")
+    cfg = load_agent_config("scheduler-v6")
+    assert envs.available(cfg.validation.scenarios)[1] == ["val-trace-itp06-l0.9"]
+    with pytest.raises(ConfigError, match=r"'trace-itp02-l0\.9' needs the traces, but no trace"):
+        envs.train_specs(cfg, source="scheduler-v6.yaml")

@@ -1,5 +1,6 @@
 """The README's from-scratch recipe (examples/train_from_scratch.py) runs end to end on a
-tiny budget, saves an agent that runs natively, and reports the three held-out averages."""
+tiny budget, prints progress lines while it trains, saves an agent that runs natively, and
+reports the three held-out averages."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_the_recipe_is_at_most_30_lines() -> None:
 
 
 @pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
-def test_the_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
+def test_the_recipe_trains_saves_and_evaluates(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DLCLUSTER_PROGRESS_S", "0")  # a line at every step, not every 30 s
     mod = _recipe()
     small = {"workload": {"num_jobs": 20}}
     mod.TRAIN_KW = {
@@ -41,6 +43,9 @@ def test_the_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
     got = mod.main(steps=256, out=str(out), held_out=[201])
     assert set(got) == {"random", "las", f"agent:{out}"}
     assert all(math.isfinite(v) and v > 0 for v in got.values())
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("progress: ")]
+    assert len(lines) > 100 and lines[-1].startswith("progress: 2,048 steps (")
+    assert " episodes, mean return " in lines[-1] and "validation every 50,000 steps" in lines[-1]
     cfg = deep_merge(load_scenario("dally-batch-2rack").model_dump(), small)
     res = simulate(cfg, f"agent:{out}", 201)
     assert res.kind == "deployable" and res.summary["jobs_unfinished"] == 0

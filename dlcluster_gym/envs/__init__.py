@@ -17,11 +17,15 @@ is True for them (and for any env made with an oracle option or a clairvoyant ba
   unbounded waiting (``wait_limit="none"``, bounded only by the stall retries).
 - ``DLCluster/DelayTimer-v1``: set Dally's delay timers per GPU-demand class; ``v0`` is v1
   with ``done_jobs_of="workload"``.
+- ``DLCluster/Scheduler-v4``: Scheduler-v3 with preemption on and history features: each
+  slot also observes the job's keyed history estimate (finished jobs of its user and job
+  name, else its virtual cluster and GPU count) and its virtual cluster's GPU shares. Use it
+  for new work.
 - ``DLCluster/Scheduler-v3``: run the whole queue one job at a time (``envs.per_job``): wait
   or start a job whose best placement is taken (on which candidate), preempt a job that
   would make room for a blocked one; ``MultiDiscrete([2, 6])`` actions, auto-start on a free
-  best placement, per-job preemption cap, a step limit and the ``shaping`` reward. Use it for
-  new work; v0-v2 keep the slot actions below.
+  best placement, per-job preemption cap, a step limit and the ``shaping`` reward
+  (preemption off by default); v0-v2 keep the slot actions below.
 - ``DLCluster/Scheduler-v2``: run the whole queue (which job, where; optionally
   preempt/move); an episode that ends with jobs unfinished charges each of them the serial
   bound, and a stall ending is ``terminated``. ``Scheduler-v1`` is v2 with

@@ -39,6 +39,7 @@ CLASS_DEFAULTS: dict[str, Any] = {"done_jobs_of": "arrived", "known_durations": 
 FREE_ENV_KWARGS: frozenset[str] = frozenset(
     {
         "scenario", "scenario_overrides", "scenarios", "traces_dir", "render_mode",
+        "default_scenario",
         "reward_weights", "reward_scale_s", "invalid_penalty", "unfinished_penalty",
         "unfinished_penalty_s", "stall_end", "invalid_action", "max_steps", "wait_limit",
         "max_machines", "max_racks", "skip_trivial",
@@ -145,6 +146,8 @@ def read_agent_meta(path: str | Path) -> dict[str, Any]:
     not a DLCluster agent checkpoint, or metadata that does not record what the agent
     observes (``check_agent_meta``)."""
     p = Path(path)
+    if not str(path).strip():
+        raise ConfigError("agent checkpoint path is empty; give the agent's .zip file")
     if p.is_dir():
         raise ConfigError(f"agent checkpoint {str(path)!r} is a folder; give the .zip file")
     if not p.is_file():

@@ -15,7 +15,7 @@ import numpy as np
 
 from dlcluster_gym.api import prepare
 from dlcluster_gym.cluster.topology import Cluster
-from dlcluster_gym.config import MAX_SEED, ScenarioConfig, load_scenario
+from dlcluster_gym.config import MAX_SEED, ScenarioConfig, load_scenario, merge_overrides
 from dlcluster_gym.envs.features import DONE_OF
 from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
 from dlcluster_gym.envs.sampling import ScenarioSampler, one_line_error
@@ -47,19 +47,13 @@ COMMON_KWARGS: tuple[str, ...] = (
     "render_mode",
     "traces_dir",
     "done_jobs_of",
+    "default_scenario",
     "episode_seeds",
 )
 
 
-def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` updated with ``over``, recursing into nested mappings."""
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = deep_merge(dict(out[k]), v)
-        else:
-            out[k] = v
-    return out
+# ``scenario_overrides`` merge as every scenario override does (the name is kept for importers)
+deep_merge = merge_overrides
 
 
 def finite_number(value: Any) -> bool:
@@ -236,6 +230,7 @@ class ClusterEnv(gym.Env):
         traces_dir: str | Path | None = None,
         done_jobs_of: str = "arrived",
         episode_seeds: Sequence[int] | None = None,
+        default_scenario: str = DEFAULT_SCENARIO,
     ) -> None:
         super().__init__()
         self.episode_seeds = _seed_range(self.env_name, episode_seeds)
@@ -261,7 +256,7 @@ class ClusterEnv(gym.Env):
             cfg = self._sampler.first
         else:
             try:
-                cfg = load_scenario(DEFAULT_SCENARIO if scenario is None else scenario)
+                cfg = load_scenario(default_scenario if scenario is None else scenario)
             except ConfigError as err:  # pydantic's lines as one
                 raise one_line_error(f"{self.env_name}: scenario", err) from None
             if scenario_overrides is not None and not isinstance(scenario_overrides, Mapping):
@@ -329,6 +324,7 @@ class ClusterEnv(gym.Env):
             "traces_dir": traces_dir,
             "done_jobs_of": done_jobs_of,
             "episode_seeds": episode_seeds,
+            "default_scenario": default_scenario,
         }
         self.engine: Engine | None = None
         self.view: ClusterView | None = None

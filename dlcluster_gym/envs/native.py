@@ -341,3 +341,32 @@ class LASSlotsScheduler(EnvPolicyScheduler):
             wait_ratio=wait_ratio, protected_preempts=protected_preempts,
             max_preemptions=max_preemptions, wait_from=wait_from,
         )  # fmt: skip
+
+
+class _RuleSlotsScheduler(EnvPolicyScheduler):
+    """An ``IndexSlots`` rule as a native policy in las-slots's env (Scheduler-v2 slot actions,
+    preemption, ``order="las"``, ``running_order="attained"``). Parameters: ``margin``
+    (GPU-hours, 4.0) and ``fallback`` (False), as ``las-slots``."""
+
+    env_version = 2
+
+    def __init__(self, margin: float = 4.0, fallback: bool = False) -> None:
+        super().__init__(margin=margin, fallback=fallback)
+
+
+class QSSFSlotsScheduler(_RuleSlotsScheduler):
+    """``qssf-preemptive``: ``baselines.queue_policies.QSSFSlots`` as a native policy (least
+    estimated remaining GPU-service first, preempting; deployable)."""
+
+    name = "qssf-preemptive"
+    env_policy = "qssf-slots"
+    target = "dlcluster_gym.baselines.queue_policies:QSSFSlots"
+
+
+class SRSFSlotsScheduler(_RuleSlotsScheduler):
+    """``srsf``: ``baselines.queue_policies.SRSFSlots`` as a native policy (least TRUE
+    remaining GPU-service first, preempting; clairvoyant)."""
+
+    name = "srsf"
+    env_policy = "srsf-slots"
+    target = "dlcluster_gym.baselines.queue_policies:SRSFSlots"

@@ -99,6 +99,15 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
             "dlcluster_gym.baselines.queue_policies:LASSlots",
             "teacher: least attained GPU-service, target set, preempts (non-clairvoyant)",
         ),
+        "qssf-slots": (
+            "dlcluster_gym.baselines.queue_policies:QSSFSlots",
+            "least estimated remaining GPU-service (history by user/job name, VC/GPUs), "
+            "preempts (non-clairvoyant)",
+        ),
+        "srsf-slots": (
+            "dlcluster_gym.baselines.queue_policies:SRSFSlots",
+            "clairvoyant: least true remaining GPU-service, target set, preempts",
+        ),
         "random": (
             "dlcluster_gym.baselines.queue_policies:RandomScheduler",
             "uniform over action_masks()",

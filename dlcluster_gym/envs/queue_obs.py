@@ -18,6 +18,7 @@ from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature, done_share
 from dlcluster_gym.envs.placement import network_sensitivity
+from dlcluster_gym.sim.estimators import KEY_LEVELS, KEY_WINDOW, keyed_length, keyed_remaining_work
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
 from dlcluster_gym.sim.view import ClusterView, Plan
 
@@ -62,7 +63,20 @@ GLOBAL_FEATURES: tuple[str, ...] = (
     "hidden_max_starvation",  # the longest wait among them (log scale)
     "decisions_now",  # decisions already taken at this instant (log-scaled count)
 )
+HISTORY_FEATURES: tuple[str, ...] = (
+    "est_remaining",  # keyed estimate of remaining GPU-hours (log scale; LAS's where unknown)
+    "est_known",  # 1 if that estimate comes from finished jobs of its keys, else 0
+    "est_length",  # its expected length at submission, ideal hours alone (log scale)
+    "est_specific",  # the key behind the length: 1 user+name, .75 VC+GPUs, .5 VC, .25 all, 0 none
+    "est_support",  # finished jobs behind it / the key window (20)
+    "vc_running",  # GPUs its virtual cluster holds now / cluster GPUs (0 without VCs)
+    "vc_waiting",  # GPUs its virtual cluster's waiting jobs want / cluster GPUs
+)
+"""Appended to the waiting and running slot features with ``history_features=True``
+(Scheduler-v4): the submission attributes' signal (``sim.estimators``'s keyed estimates,
+from finished jobs only) and the job's virtual cluster's share of the cluster."""
 NW, NR, NG = len(WAITING_FEATURES), len(RUNNING_FEATURES), len(GLOBAL_FEATURES)
+NH = len(HISTORY_FEATURES)
 _W = {k: i for i, k in enumerate(WAITING_FEATURES)}
 _R = {k: i for i, k in enumerate(RUNNING_FEATURES)}
 _LOG_T = math.log1p(168.0)
@@ -103,7 +117,13 @@ def _logw(gpu_seconds: np.ndarray) -> np.ndarray:
 class QueueObserver:
     """Per-run constants and the feature arrays of one Scheduler-v0 episode."""
 
-    def __init__(self, view: ClusterView, known_durations: bool, done_of: str = "arrived") -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        known_durations: bool,
+        done_of: str = "arrived",
+        history_features: bool = False,
+    ) -> None:
         c = view.cluster
         e = view._e
         self.view, self.engine, self.cluster = view, e, c
@@ -149,6 +169,40 @@ class QueueObserver:
         self.num_jobs = max(len(jobs), 1)
         self.machine_gpus = c.machine_num_gpus
         self.rack_gpus = c.rack_num_gpus
+        self.history_features = history_features
+        vcs = sorted({j.vc for j in jobs if j.vc})
+        code = {v: i + 1 for i, v in enumerate(vcs)}  # 0: no VC
+        self.vc = np.array([code.get(j.vc, 0) for j in jobs], dtype=np.int64)
+        self.num_vcs = len(vcs) + 1
+
+    def history_block(self, ids: np.ndarray, out: np.ndarray, done: np.ndarray,
+                      att: np.ndarray) -> None:  # fmt: skip
+        """Fill ``out`` (len(ids), NH) with ``HISTORY_FEATURES`` of ``ids`` (their iterations
+        ``done`` and attained GPU-seconds ``att`` as of now)."""
+        if ids.size == 0:
+            return
+        h = self.view.history
+        compute, g = self.compute[ids], self.demand[ids].astype(np.float64)
+        rem, _ = keyed_remaining_work(h, ids, done * compute)
+        known = ~np.isnan(rem)
+        out[:, 0] = _logw(np.where(known, rem * g, att))
+        out[:, 1] = known
+        length, count, level = keyed_length(h, ids)
+        out[:, 2] = np.where(np.isnan(length), 0.0, _logt(np.nan_to_num(length)))
+        top = len(KEY_LEVELS) + 1
+        out[:, 3] = np.where(level < top, (top - level) / top, 0.0)
+        out[:, 4] = count / KEY_WINDOW
+        vc = self.vc[ids]
+        if self.num_vcs > 1:
+            e = self.engine
+            run = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            wait = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
+            held = np.bincount(self.vc[run], weights=self.demand[run], minlength=self.num_vcs)
+            want = np.bincount(self.vc[wait], weights=self.demand[wait], minlength=self.num_vcs)
+            out[:, 5] = np.where(vc > 0, np.minimum(held[vc] / self.num_gpus, 1.0), 0.0)
+            out[:, 6] = np.where(vc > 0, np.minimum(want[vc] / self.num_gpus, 1.0), 0.0)
+        else:
+            out[:, 5:7] = 0.0
 
     def note_placement(self, job: int, gpus: np.ndarray) -> None:
         """Remember the tier of a job's new placement (a start or a move)."""
@@ -193,6 +247,8 @@ class QueueObserver:
             left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
             rows[:, _W["remaining_work"]] = _logw(left * self.demand[ids])
             rows[:, _W["remaining_time"]] = _logt(left)
+        if self.history_features:
+            self.history_block(ids, rows[:, NW:], done, att)
 
     def running_block(self, ids: np.ndarray, move: np.ndarray, out: np.ndarray, now: float) -> None:
         """Fill ``out`` (R, NR) for the running jobs ``ids`` with move masks ``move``."""
@@ -224,6 +280,8 @@ class QueueObserver:
             left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
             rows[:, _R["remaining_work"]] = _logw(left * self.demand[ids])
             rows[:, _R["remaining_time"]] = _logt(left)
+        if self.history_features:
+            self.history_block(ids, rows[:, NR:], done, att)
 
     def global_block(
         self, out: np.ndarray, plan: Plan, slots: np.ndarray, hidden: np.ndarray,

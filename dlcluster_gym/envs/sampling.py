@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dlcluster_gym.config import ScenarioConfig, load_scenario
+from dlcluster_gym.config import ScenarioConfig, load_scenario, merge_overrides
 from dlcluster_gym.errors import ConfigError, DLClusterError
 
 SALT = 0x5CE7A210
@@ -36,16 +36,6 @@ class Entry:
     base: dict[str, Any]  # the scenario (overrides applied) as a mapping
     weight: float
     ranges: dict[str, tuple[float, float]]
-
-
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = _deep_merge(dict(out[k]), v)
-        else:
-            out[k] = v
-    return out
 
 
 def one_line_error(where: str, err: ConfigError) -> ConfigError:
@@ -82,7 +72,7 @@ def _entry(i: int, raw: Any, env: str) -> Entry:
         raise ConfigError(f"{where}.overrides must be a mapping, got {over!r}")
     if over:
         try:
-            base = load_scenario(_deep_merge(base, over)).model_dump()
+            base = load_scenario(merge_overrides(base, over)).model_dump()
         except ConfigError as err:
             raise one_line_error(f"{where}.overrides", err) from None
     raw_ranges = raw.get("ranges")

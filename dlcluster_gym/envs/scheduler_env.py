@@ -27,6 +27,7 @@ from dlcluster_gym.envs.queue_obs import (
     MACHINE_FEATURES,
     MACHINE_LINK_FEATURES,
     NG,
+    NH,
     NR,
     NW,
     RACK_FEATURES,
@@ -62,7 +63,8 @@ SCHEDULER_KWARGS = (*COMMON_KWARGS, "max_waiting", "max_running", "preemption", 
                     "order", "running_order", "known_durations", "observation", "invalid_action",
                     "invalid_penalty", "wait_retry_s", "unfinished_penalty_s", "max_machines",
                     "max_racks", "skip_trivial", "unfinished_penalty", "stall_end", "actions",
-                    "max_steps", "max_preemptions_per_h", "auto_start")  # fmt: skip
+                    "max_steps", "max_preemptions_per_h", "auto_start",
+                    "history_features")  # fmt: skip
 ACTION_DESIGNS: tuple[str, ...] = ("slots", "per-job")
 PER_JOB_MAX_STEPS = 100_000  # Scheduler-v3's default episode step limit
 PER_JOB_MAX_PREEMPTIONS_PER_H = 2  # Scheduler-v3's default per-job preemption cap
@@ -196,24 +198,41 @@ class SchedulerEnv(ClusterEnv):
     ## Arguments
 
     ``scenario``, ``scenario_overrides``, ``scenarios`` (a list sampled per reset, see
-    ``envs.sampling``), ``max_waiting`` (K, 16), ``max_running`` (R, 16), ``preemption``
-    (False), ``requeue`` (False; see Action Space; no effect without preemption), ``move_as``
-    (``migrate``), ``running_order`` (``attained``), ``order`` (``las``), ``known_durations``
-    (False), ``observation`` (``flat``/``dict``/``graph``), ``max_machines`` (256) and
-    ``max_racks`` (32) for the dict and graph observations, ``reward_weights``,
-    ``reward_scale_s`` (3600), ``invalid_action`` (``stop``/``raise``), ``invalid_penalty`` (1),
-    ``wait_retry_s`` (3600), ``unfinished_penalty`` (``serial``; v0 ``fixed``),
-    ``unfinished_penalty_s`` (only with ``fixed``; 604800), ``stall_end`` (``terminated``; v0
-    ``truncated``), ``skip_trivial`` (True; False makes every engine instant a decision point,
-    even when only ``0`` is valid: the native heuristics acting in the env use it, because they
-    keep timers and wake-ups at every instant), ``done_jobs_of`` (``arrived``; ``workload`` in
-    v0, v1), ``render_mode``, ``traces_dir``. Boolean
-    arguments must be ``True``/``False``; ``scenario`` and ``scenarios`` exclude each other, as
-    do ``scenario_overrides`` and ``scenarios``. ``reset(options=...)`` takes no options
-    (``None`` or ``{}``; anything else is an error).
+    ``envs.sampling``), ``default_scenario`` (the preset used when neither of those is given:
+    ``dally-poisson-4rack``; ``dally-groups-4rack-load12`` in v4), ``max_waiting`` (K, 16),
+    ``max_running`` (R, 16), ``preemption`` (False; True in v4), ``requeue`` (False; see Action
+    Space; no effect without preemption), ``move_as`` (``migrate``), ``running_order``
+    (``attained``), ``order`` (``las``), ``known_durations`` (False), ``observation``
+    (``flat``/``dict``/``graph``), ``max_machines`` (256) and ``max_racks`` (32) for the dict
+    and graph observations, ``history_features`` (False; True in v4: see Version History),
+    ``reward_weights``, ``reward_scale_s`` (3600), ``invalid_action`` (``stop``/``raise``),
+    ``invalid_penalty`` (1), ``wait_retry_s`` (3600), ``unfinished_penalty`` (``serial``; v0
+    ``fixed``), ``unfinished_penalty_s`` (only with ``fixed``; 604800), ``stall_end``
+    (``terminated``; v0 ``truncated``), ``skip_trivial`` (True; False makes every engine instant
+    a decision point, even when only ``0`` is valid: the native heuristics acting in the env use
+    it, because they keep timers and wake-ups at every instant), ``done_jobs_of`` (``arrived``;
+    ``workload`` in v0, v1), ``render_mode``, ``traces_dir``. Boolean arguments must be
+    ``True``/``False``; ``scenario`` and ``scenarios`` exclude each other, as do
+    ``scenario_overrides`` and ``scenarios``. ``reset(options=...)`` takes no options (``None``
+    or ``{}``; anything else is an error).
 
     ## Version History
 
+    * v4: Scheduler-v3 (``actions="per-job"``) with ``preemption=True`` and
+      ``history_features=True``: every waiting and running slot gains ``HISTORY_FEATURES``
+      (``envs.queue_obs``): the job's keyed history estimate of its remaining GPU-service and
+      of its length (``sim.estimators``, method ``keyed``: the latest finished jobs of the same
+      user and job name, else VC and GPU count, else VC, else all), how specific and how well
+      supported that estimate is, and its virtual cluster's running and waiting GPU shares.
+      Estimates read finished jobs only. Its default scenario (``default_scenario``, used when
+      neither ``scenario`` nor ``scenarios`` is given) is ``dally-groups-4rack-load12``, whose
+      jobs carry virtual clusters and recurring job groups with lengths that the history
+      predicts in part, so that order matters and can be learnt; the other versions default to
+      ``dally-poisson-4rack``. Preemption is on because plain MaskablePPO on v3's defaults
+      (no preemption) learns to wait for consolidated placements, which is Dally's delay
+      scheduling (``experiments/ppo_defaults.py`` gives the measured runs).
+    * v3: one job at a time (``actions="per-job"``, ``envs.per_job``), auto-start on a free
+      best placement, the per-job preemption cap, a step limit and the ``shaping`` reward.
     * v2: ``done_jobs`` = finished / arrived jobs (``done_jobs_of="arrived"``); v0 and v1
       divide by the episode's job count (``done_jobs_of="workload"``) and warn when made.
     * v1: the ``unfinished`` charge is the serial bound (``unfinished_penalty="serial"``)
@@ -254,11 +273,12 @@ class SchedulerEnv(ClusterEnv):
         max_steps: int | None = None,
         max_preemptions_per_h: int | None = None,
         auto_start: bool | None = None,
+        history_features: bool = False,
         **kwargs: Any,
     ) -> None:
         version_kw = {"unfinished_penalty": unfinished_penalty, "stall_end": stall_end,
                       "done_jobs_of": kwargs.get("done_jobs_of", "arrived"),
-                      "actions": actions}  # fmt: skip
+                      "actions": actions, "history_features": history_features}  # fmt: skip
         self.env_name = version_name("Scheduler", version_kw)
         check_kwargs(self.env_name, kwargs, SCHEDULER_KWARGS)
         name = self.env_name
@@ -272,7 +292,8 @@ class SchedulerEnv(ClusterEnv):
         flags = {
             k: check_flag(name, k, v)
             for k, v in (("preemption", preemption), ("requeue", requeue),
-                         ("known_durations", known_durations), ("skip_trivial", skip_trivial))
+                         ("known_durations", known_durations), ("skip_trivial", skip_trivial),
+                         ("history_features", history_features))
         }  # fmt: skip
         super().__init__(scenario, **kwargs)
         for key, v in (("max_waiting", max_waiting), ("max_running", max_running),
@@ -331,6 +352,7 @@ class SchedulerEnv(ClusterEnv):
         self.order = order
         self.running_order = running_order
         self.known_durations = flags["known_durations"]
+        self.history_features = flags["history_features"]
         self.observation_kind = observation
         self.invalid_action = invalid_action
         self.invalid_penalty = float(invalid_penalty)
@@ -359,7 +381,7 @@ class SchedulerEnv(ClusterEnv):
             unfinished_penalty_s=unfinished_penalty_s, max_machines=max_machines,
             max_racks=max_racks, skip_trivial=skip_trivial,
             unfinished_penalty=unfinished_penalty, stall_end=stall_end, actions=actions,
-            **raw,
+            history_features=history_features, **raw,
         )  # fmt: skip
         if observation != "flat":
             self._check_node_limits()
@@ -373,7 +395,8 @@ class SchedulerEnv(ClusterEnv):
             self.num_actions = 1 + self.n_start + self.n_preempt + self.n_move
             self.action_space = gym.spaces.Discrete(self.num_actions)
         ng = NG + (len(PHASE_FEATURES) if per_job else 0)
-        flat = self.K * NW + self.R * NR + ng
+        nw, nr = (NW + NH, NR + NH) if self.history_features else (NW, NR)
+        flat = self.K * nw + self.R * nr + ng
         self._graph_boxes = self._graph_spaces()
         if observation == "flat":
             self.observation_space = gym.spaces.Box(0.0, 1.0, (flat,), np.float32)
@@ -381,8 +404,8 @@ class SchedulerEnv(ClusterEnv):
             box = gym.spaces.Box
             self.observation_space = gym.spaces.Dict(
                 {
-                    "waiting": box(0.0, 1.0, (self.K, NW), np.float32),
-                    "running": box(0.0, 1.0, (self.R, NR), np.float32),
+                    "waiting": box(0.0, 1.0, (self.K, nw), np.float32),
+                    "running": box(0.0, 1.0, (self.R, nr), np.float32),
                     "globals": box(0.0, 1.0, (ng,), np.float32),
                     "machines": box(0.0, 1.0, (self.max_machines, len(MACHINE_FEATURES)),
                                     np.float32),
@@ -390,8 +413,8 @@ class SchedulerEnv(ClusterEnv):
                     **(self._graph_boxes if observation == "graph" else {}),
                 }
             )  # fmt: skip
-        self._wbuf = np.zeros((self.K, NW), dtype=np.float32)
-        self._rbuf = np.zeros((self.R, NR), dtype=np.float32)
+        self._wbuf = np.zeros((self.K, nw), dtype=np.float32)
+        self._rbuf = np.zeros((self.R, nr), dtype=np.float32)
         self._gbuf = np.zeros(ng, dtype=np.float32)
         self._point = False  # at a decision point
         self._stalled = False  # the episode ended by a stall (set at its end)
@@ -455,7 +478,9 @@ class SchedulerEnv(ClusterEnv):
                 f"{c.num_racks} racks; the dict observation holds max_machines="
                 f"{self.max_machines}, max_racks={self.max_racks} (raise them)"
             )
-        self.obs_state = QueueObserver(view, self.known_durations, self.done_jobs_of)
+        self.obs_state = QueueObserver(
+            view, self.known_durations, self.done_jobs_of, self.history_features
+        )
 
     def attach(self, view: ClusterView) -> None:
         """Decide inside a native run (``envs.native.QueuePolicyScheduler``): the env reads

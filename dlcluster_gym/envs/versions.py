@@ -29,6 +29,12 @@ VERSIONS: dict[str, dict[int, dict]] = {
         1: dict(_WORKLOAD),
         2: {},
         3: {"actions": "per-job"},
+        4: {
+            "actions": "per-job",
+            "history_features": True,
+            "preemption": True,
+            "default_scenario": "dally-groups-4rack-load12",
+        },
     },
 }
 
@@ -53,12 +59,24 @@ the observation (Scheduler's ``known_durations=True`` is an explicit oracle opti
 version, not a deprecated default: it makes the env clairvoyant without a warning)."""
 
 
+DEFAULTS_ONLY = frozenset({"preemption", "default_scenario"})
+"""Version kwargs that are only a version's defaults, not what defines it: Scheduler-v4 with
+``preemption=False`` is still v4 (its observation is v4's)."""
+
+
+def defining(kind: str, version: int) -> dict[str, Any]:
+    """The kwargs that define ``version`` of env ``kind`` (``VERSIONS`` less
+    ``DEFAULTS_ONLY``)."""
+    return {k: v for k, v in VERSIONS[kind][version].items() if k not in DEFAULTS_ONLY}
+
+
 def version_name(kind: str, kwargs: Mapping[str, Any]) -> str:
     """``"<kind>-v<N>"`` for the version whose defining kwargs ``kwargs`` match (the one with
-    the most defining kwargs, then the newest): names an env in its error messages."""
+    the most defining kwargs, then the newest; ``DEFAULTS_ONLY`` kwargs do not decide): names
+    an env in its error messages."""
     best = max(
         (len(kw), v)
-        for v, kw in VERSIONS[kind].items()
+        for v, kw in ((v, defining(kind, v)) for v in VERSIONS[kind])
         if all(kwargs.get(k) == value for k, value in kw.items())
     )
     return f"{kind}-v{best[1]}"

@@ -85,13 +85,22 @@ def _version() -> str:
     return __version__
 
 
+UNHASHED_WHEN_UNSET: tuple[tuple[str, str], ...] = (("workload", "groups"),)
+"""Scenario options added after leaderboards were published, left out of the hash while
+unset (None), so that the hash of a preset that does not use them stays what it was."""
+
+
 def scenario_hash(scenario: str, seed: int) -> tuple[str, int]:
     """(short hash of the scenario config a cell runs, its cluster's GPU count); the hash
     changes whenever the preset does."""
     from dlcluster_gym.config import load_scenario
 
     cfg = load_scenario(scenario, seed=seed)
-    text = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+    data = cfg.model_dump(mode="json")
+    for section, key in UNHASHED_WHEN_UNSET:
+        if data.get(section, {}).get(key, 0) is None:
+            del data[section][key]
+    text = json.dumps(data, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12], cfg.cluster.num_gpus
 
 
@@ -271,13 +280,69 @@ def with_kind(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The per-job data of a cell (``cells/<id>.npz``): the finished jobs' JCTs and communication
+# overheads (one value per job), and the resampled time series (one value per instant).
+JOB_ARRAYS = ("jct_s", "comm_overhead")
+SERIES_ARRAYS = ("ts_t", "ts_busy_gpus", "ts_remaining")
+ARRAYS_FIX = "a damaged run directory: rerun the suite with --resume to rewrite it"
+
+
+class BadArrays(ValueError):
+    """A ``cells/<id>.npz`` that is not the per-job data of a cell (the message says why)."""
+
+
+def load_arrays(p: Path) -> dict[str, np.ndarray]:
+    """The arrays of the cell file ``p``, checked: a NumPy ``.npz`` archive holding the 1-D
+    float arrays :func:`run_cell` writes and nothing else; :class:`BadArrays` says what is
+    wrong with a corrupted, truncated or foreign file."""
+    import zipfile
+
+    try:
+        z = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        # NumPy reads a file that is neither a zip archive nor an array as a pickle
+        why = "" if "pickled" in str(exc) else f" ({exc!s:.120})"
+        raise BadArrays(f"not a NumPy .npz archive{why}") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise BadArrays("a single NumPy array (.npy), not a cell's .npz archive of per-job data")
+    try:
+        with z:
+            names = list(z.files)
+            extra = sorted(set(names) - {*JOB_ARRAYS, *SERIES_ARRAYS})
+            if extra:
+                raise BadArrays(
+                    f"holds {extra[0]!r}, not an array of a cell's per-job data "
+                    f"(expected {', '.join(JOB_ARRAYS + SERIES_ARRAYS)})"
+                )
+            arrays = {k: z[k] for k in names}
+    except BadArrays:
+        raise
+    except Exception as exc:  # a damaged member: zlib, zipfile and format errors
+        raise BadArrays(f"a damaged .npz archive ({type(exc).__name__}: {exc})"[:200]) from None
+    missing = [k for k in JOB_ARRAYS if k not in arrays]
+    if missing:
+        raise BadArrays(f"lacks the array {missing[0]!r}")
+    for k, a in arrays.items():
+        if a.ndim != 1 or a.dtype.kind != "f":
+            raise BadArrays(f"{k} must be a 1-D array of floats, got {a.dtype} of shape {a.shape}")
+    if arrays["jct_s"].size != arrays["comm_overhead"].size:
+        raise BadArrays("jct_s and comm_overhead have different lengths")
+    series = [k for k in SERIES_ARRAYS if k in arrays]
+    if series and ("ts_t" not in arrays or len({arrays[k].size for k in series}) > 1):
+        raise BadArrays(f"the time series ({', '.join(series)}) lack ts_t or differ in length")
+    return arrays
+
+
 def read_arrays(out: Path, cell_id: str) -> dict[str, np.ndarray]:
-    """The plot arrays of a cell (empty for n/a and failed cells)."""
+    """The plot arrays of a cell (empty for n/a and failed cells, and when the file is not
+    there); a :class:`ConfigError` naming the file when it is damaged (:func:`load_arrays`)."""
     p = out / CELLS_DIR / f"{cell_id}.npz"
     if not p.is_file():
         return {}
-    with np.load(p) as z:
-        return {k: z[k] for k in z.files}
+    try:
+        return load_arrays(p)
+    except BadArrays as err:
+        raise ConfigError(f"{p}: {err} ({ARRAYS_FIX})") from None
 
 
 # --------------------------------------------------------------------------- backends
@@ -445,6 +510,13 @@ def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
         except (OSError, ConfigError) as err:
             stale[cell.id] = f"unreadable cell file: {str(err).split(': ', 1)[-1][:80]}"
             continue
+        npz = out / CELLS_DIR / f"{cell.id}.npz"
+        try:
+            if row.get("status") == STATUS_OK and npz.is_file():
+                load_arrays(npz)
+        except BadArrays as err:
+            stale[cell.id] = f"damaged per-job data {npz.name}: {str(err)[:80]}"
+            continue
         key = (cell.scenario, cell.seed)
         if key not in hashes:
             hashes[key] = fingerprint(cell, suite.name)["scenario_hash"]
@@ -518,6 +590,8 @@ def run_suite(
     (the resolved suite, read back by :func:`~dlcluster_gym.leaderboard.render_leaderboard`).
     ``time_limit_s``: wall-clock seconds per cell (default: the suite's ``time_limit_s``;
     None there too: no limit); a cell past it is an ``error`` cell and the run goes on.
+    ``workers``: processes on this machine (default: its cores; more than its cores is capped
+    at them, with a warning), or on a remote Ray cluster (``ray_address``) not capped.
     """
     from dlcluster_gym.sim.limits import check_time_limit
 
@@ -547,9 +621,17 @@ def run_suite(
                 (out / CELLS_DIR / f"{cell_id}{ext}").unlink(missing_ok=True)
         done -= set(stale)
     todo = [c for c in cells if c.id not in done]
-    workers = max(1, workers or os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    workers = max(1, workers or cores)
     if backend not in ("local", "ray"):
         raise ConfigError(f"unknown backend {backend!r}; valid backends: local, ray")
+    if workers > cores and not (backend == "ray" and ray_address):  # processes on this machine
+        warnings.warn(
+            f"workers {workers:,} is more than the {cores} core(s) of this machine; running "
+            f"{cores} worker process(es)",
+            stacklevel=2,
+        )
+        workers = cores
     save_suite(out, suite)
     if todo:
         from tqdm import tqdm

@@ -1,7 +1,8 @@
 """What a scheduler may know: the observable description of jobs, and the oracle.
 
 A real cluster scheduler sees a job when it is submitted (its model, GPU demand, GPU type,
-per-iteration compute profile and submission time) and then what the job has done (attained
+per-iteration compute profile, submission time, and the virtual cluster, user and job name it
+was submitted with) and then what the job has done (attained
 iterations and service, running and waiting time, preemptions). It does not see how long a
 job will run, nor jobs that have not been submitted yet. The engine knows both; this module
 is the line between the two:
@@ -63,9 +64,12 @@ class JobInfo:
         "compute_s",
         "gpu_type",
         "job_id",
+        "job_name",
         "model",
         "name",
         "num_gpus",
+        "user",
+        "vc",
         "vcpu_budget",
     )
 
@@ -79,6 +83,10 @@ class JobInfo:
         self.arrival_s: float = job.arrival_s
         self.gpu_type: str | None = job.gpu_type
         self.vcpu_budget: float | None = job.vcpu_budget
+        # submission attributes (virtual cluster or queue, owner, submitted name; "" if none)
+        self.vc: str = job.vc
+        self.user: str = job.user
+        self.job_name: str = job.job_name
 
     @property
     def is_ps(self) -> bool:

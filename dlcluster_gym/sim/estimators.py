@@ -16,6 +16,17 @@ Methods for a job's remaining iterations (``remaining_iterations``):
   no finished job is longer (or none has finished yet).
 - ``"model-history"``: ``"history"`` over the finished jobs of the same model, and over all
   finished jobs where none of that model is longer.
+- ``"keyed"``: ``"history"`` over the latest finished jobs that share the job's submission
+  attributes, most specific first (``KEY_LEVELS``): the same user and job name (a recurring
+  job), else the same virtual cluster and GPU count, else the same virtual cluster; then all
+  finished jobs, then ``"attained"``. Each key keeps the ``window`` (20) latest finished jobs:
+  recent jobs predict better than old ones (teams change what they run), and a window keeps
+  the estimate cheap. A level is used when it holds a length longer than the work done.
+
+The same keys give a job's expected length at submission (:func:`keyed_length`): the mean
+length of the latest finished jobs of its most specific key that has any, which is what a
+shortest-expected-service-first order needs (Helios's QSSF, ``baselines/qssf.py``). Lengths
+enter a key only when a job finishes, so no estimate reads a running or future job.
 """
 
 from __future__ import annotations
@@ -27,7 +38,21 @@ import numpy as np
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.state import EngineState
 
-METHODS: tuple[str, ...] = ("attained", "history", "model-history")
+METHODS: tuple[str, ...] = ("attained", "history", "model-history", "keyed")
+KEY_LEVELS: tuple[str, ...] = ("user-name", "vc-gpus", "vc")
+"""The keyed estimators' levels, most specific first: (user, job name), (virtual cluster, GPU
+count), virtual cluster. Level ``len(KEY_LEVELS)`` is all finished jobs."""
+KEY_WINDOW = 20
+"""Finished jobs kept per key (the latest)."""
+
+Key = tuple[int, str, str | int]
+
+
+def job_keys(vc: str, user: str, job_name: str, num_gpus: int) -> tuple[Key | None, ...]:
+    """A job's keys, one per ``KEY_LEVELS`` entry (None where it has no such attribute: no user
+    and no job name, or no VC). A trace without VCs still keys by GPU count (VC "")."""
+    named = (0, user, job_name) if (user or job_name) else None
+    return named, (1, vc, int(num_gpus)), ((2, vc, "") if vc else None)
 
 
 class History:
@@ -44,6 +69,12 @@ class History:
         self._service: list[float] = []
         self._by_model: dict[str, list[float]] = {}
         self._arrays: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
+        # keyed windows: one row per key (row 0: all finished jobs), the KEY_WINDOW latest
+        # lengths in a ring (NaN: empty); each job's row per level (-1: no such key)
+        self._kid: dict[Key, int] = {}
+        self._ring = np.full((8, KEY_WINDOW), np.nan)
+        self._filled = np.zeros(8, dtype=np.int64)
+        self._job_rows = np.full((len(engine.jobs), len(KEY_LEVELS) + 1), -2, dtype=np.int64)
 
     @property
     def count(self) -> int:
@@ -65,8 +96,46 @@ class History:
             bisect.insort(self._work, work)
             bisect.insort(self._service, float(job.num_gpus * job.iterations * job.compute_s))
             bisect.insort(self._by_model.setdefault(job.model, []), work)
+            for row in self.key_rows(np.array([j]))[0].tolist():
+                if row >= 0:
+                    self._ring[row, self._filled[row] % KEY_WINDOW] = work
+                    self._filled[row] += 1
         self._seen = len(order)
         self._arrays.clear()
+
+    def _row(self, key: Key) -> int:
+        row = self._kid.get(key)
+        if row is None:
+            row = self._kid[key] = len(self._kid) + 1
+            if row >= self._ring.shape[0]:
+                grow = self._ring.shape[0]
+                self._ring = np.vstack((self._ring, np.full((grow, KEY_WINDOW), np.nan)))
+                self._filled = np.concatenate((self._filled, np.zeros(grow, dtype=np.int64)))
+        return row
+
+    def key_rows(self, jobs: np.ndarray) -> np.ndarray:
+        """(len(jobs), len(KEY_LEVELS) + 1): each job's window row per level (``job_keys`` of
+        its submission attributes, then row 0, all finished jobs; -1 where it has no such
+        key). Computed once per job."""
+        rows = self._job_rows[jobs]
+        new = rows[:, 0] == -2
+        if new.any():
+            for j in np.asarray(jobs)[new].tolist():
+                spec = self._e.jobs[j]
+                keys = job_keys(spec.vc, spec.user, spec.job_name, spec.num_gpus)
+                self._job_rows[j] = [-1 if k is None else self._row(k) for k in keys] + [0]
+            rows = self._job_rows[jobs]
+        return rows
+
+    def windows(self, jobs: np.ndarray) -> np.ndarray:
+        """(len(jobs), len(KEY_LEVELS) + 1, KEY_WINDOW): the latest finished lengths (ideal
+        compute seconds; NaN where fewer, and for a level the job has no key at) of each job's
+        keys, most specific first, then of all finished jobs."""
+        self._sync()
+        rows = self.key_rows(np.asarray(jobs, dtype=np.int64))
+        out = self._ring[np.maximum(rows, 0)]
+        out[rows < 0] = np.nan
+        return out
 
     def work_s(self, model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(sorted lengths in ideal compute seconds, their suffix sums with a trailing 0) of
@@ -104,6 +173,49 @@ def expected_remaining_work(
     return mean_longer - work, longer > 0
 
 
+def _first_level(ok: np.ndarray) -> np.ndarray:
+    """The first level where ``ok`` (n, levels) holds, per row; ``levels`` where none does."""
+    return np.where(ok.any(axis=1), np.argmax(ok, axis=1), ok.shape[1])
+
+
+def keyed_length(history: History, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(expected length in ideal compute seconds, finished jobs behind it, key level) of each
+    of ``jobs`` at submission: the mean of the latest finished lengths of its most specific
+    key (``KEY_LEVELS``) that has any, else of the latest finished jobs (level
+    ``len(KEY_LEVELS)``); NaN, 0 and level ``len(KEY_LEVELS) + 1`` before any job finished."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    w = history.windows(jobs)
+    have = ~np.isnan(w)
+    count = have.sum(axis=2)
+    level = _first_level(count > 0)
+    i = np.arange(jobs.size)
+    lvl = np.minimum(level, w.shape[1] - 1)
+    n = np.where(level < w.shape[1], count[i, lvl], 0)
+    total = np.where(have, w, 0.0).sum(axis=2)[i, lvl]
+    mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return mean, n, np.where(level < w.shape[1], level, len(KEY_LEVELS) + 1)
+
+
+def keyed_remaining_work(
+    history: History, jobs: np.ndarray, work: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(E[L - work | L > work] over the latest finished lengths L of each job's most specific
+    key holding one longer than its ``work`` done (ideal compute seconds), the level used),
+    per job; NaN and level ``len(KEY_LEVELS) + 1`` where no finished job is longer."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    work = np.asarray(work, dtype=np.float64)
+    w = history.windows(jobs)
+    longer = w > work[:, None, None]  # NaN compares False
+    count = longer.sum(axis=2)
+    level = _first_level(count > 0)
+    i = np.arange(jobs.size)
+    lvl = np.minimum(level, w.shape[1] - 1)
+    n = count[i, lvl]
+    total = np.where(longer, w, 0.0).sum(axis=2)[i, lvl]
+    rem = np.where(n > 0, total / np.maximum(n, 1) - work, np.nan)
+    return rem, np.where(level < w.shape[1], level, len(KEY_LEVELS) + 1)
+
+
 def remaining_iterations(
     history: History,
     compute_s: np.ndarray,
@@ -112,16 +224,23 @@ def remaining_iterations(
     method: str = "history",
     floor_s: float = 0.0,
     models: list[str] | None = None,
+    jobs: np.ndarray | None = None,
 ) -> np.ndarray:
     """Estimated remaining iterations of jobs with per-iteration compute ``compute_s`` that
     have done ``done`` iterations (see the module docstring for the methods; ``models``, the
-    jobs' model names, is needed by ``"model-history"``)."""
+    jobs' model names, is needed by ``"model-history"``, ``jobs``, their ids, by
+    ``"keyed"``)."""
     compute_s = np.asarray(compute_s, dtype=np.float64)
     done = np.asarray(done, dtype=np.float64)
     fallback = np.maximum(done, floor_s / compute_s)
     if method == "attained" or history.count == 0:
         return fallback
     work = done * compute_s
+    if method == "keyed":
+        if jobs is None:
+            raise ConfigError("method 'keyed' needs the jobs' ids")
+        rem, _ = keyed_remaining_work(history, jobs, work)
+        return np.where(np.isnan(rem), fallback, rem / compute_s)
     rem, has = expected_remaining_work(*history.work_s(), work)
     out = np.where(has, rem / compute_s, fallback)
     if method == "model-history":

@@ -45,14 +45,16 @@ def build_workload(
     wl = scenario.workload
     if isinstance(wl, DallyWorkload):
         jobs = dally_jobs(
-            wl.num_jobs, cluster, rng, wl.arrival, wl.load, wl.rate_per_hour, scenario.profile
-        )
+            wl.num_jobs, cluster, rng, wl.arrival, wl.load, wl.rate_per_hour, scenario.profile,
+            groups=wl.groups,
+        )  # fmt: skip
     elif isinstance(wl, SyntheticWorkload):
         jobs = synthetic_jobs(
             wl.num_jobs, cluster, rng, models=wl.models, gpu_demands=wl.gpu_demands,
             gpu_demand_weights=wl.gpu_demand_weights, iterations=wl.iterations,
             arrival=wl.arrival, load=wl.load, rate_per_hour=wl.rate_per_hour,
             profile=scenario.profile, log10_duration_min=wl.log10_duration_min,
+            groups=wl.groups,
         )  # fmt: skip
     elif isinstance(wl, TraceWorkload):
         jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile, scenario.network)
@@ -114,6 +116,7 @@ def _trace_jobs(
     arrivals = trace.arrival_s - trace.arrival_s[0]
     use_trace_iters = wl.iterations_from == "trace" and trace.iterations is not None
     cache: dict[tuple[str, int], float] = {}
+    vcs, users, job_names = trace.vcs, trace.users, trace.job_names
     jobs = []
     for i in range(n):
         prof, g = profiles[i], int(trace.num_gpus[i])
@@ -131,6 +134,8 @@ def _trace_jobs(
         jobs.append(Job(
             job_id=i, model=prof.name, num_gpus=g, iterations=iters, compute_s=prof.compute_s,
             arrival_s=float(arrivals[i]), name=trace.job_ids[i],
+            vc=vcs[i] if vcs else "", user=users[i] if users else "",
+            job_name=job_names[i] if job_names else "",
         ))  # fmt: skip
     return jobs
 

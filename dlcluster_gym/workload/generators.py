@@ -20,6 +20,7 @@ from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Cluster, Shape
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf import network
+from dlcluster_gym.workload.groups import GroupAssignment, GroupSpec, assign_groups
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile
 from dlcluster_gym.workload.profiles import model_profile
@@ -217,11 +218,16 @@ def sample_dally_demands(n: int, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(DALLY_GPU_DEMANDS, dtype=np.int64)[rng.choice(len(p), size=int(n), p=p)]
 
 
-def sample_dally_durations(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Run times (s, at packed consolidation) from the fitted quantile table."""
-    u = rng.random(int(n))
+def dally_duration_quantile(u: np.ndarray) -> np.ndarray:
+    """Run times (s, at packed consolidation) at quantile levels ``u`` of the fitted table
+    (log-linear between table points)."""
     logq = numerics.log(DALLY_DURATION_QUANTILES_S)
     return numerics.exp(np.interp(u, DALLY_DURATION_LEVELS, logq))
+
+
+def sample_dally_durations(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Run times (s, at packed consolidation) from the fitted quantile table."""
+    return dally_duration_quantile(rng.random(int(n)))
 
 
 def dally_mean_duration_s() -> float:
@@ -249,16 +255,23 @@ def dally_jobs(
     load: float | None = 0.9,
     rate_per_hour: float | None = None,
     profile: str = "physics",
+    groups: GroupSpec | None = None,
 ) -> list[Job]:
     """Dally-style jobs: model uniform over ``DALLY_MODELS``, fitted demand and run time.
 
     Iterations = run time / iteration time at packed consolidation, so a job placed packed
     runs for exactly its sampled duration. Jobs are returned in arrival order.
+
+    With ``groups`` (see ``workload.groups``) every job gets a VC, a user and a job name, and
+    its run time is the fitted table at a level that carries the VC's and the group's effect;
+    the draws of the groups-off generator are made first and unchanged (arrivals included), the
+    groups' draws come after them.
     """
     n = int(num_jobs)
     model_idx = rng.integers(len(DALLY_MODELS), size=n)
     demands = sample_dally_demands(n, rng)
-    durations = sample_dally_durations(n, rng)
+    levels = rng.random(n)  # sample_dally_durations, keeping the levels
+    durations = dally_duration_quantile(levels)
     arrivals = make_arrivals(
         n,
         arrival,
@@ -268,6 +281,13 @@ def dally_jobs(
         load=load,
         rate_per_hour=rate_per_hour,
     )
+    labels = _no_labels(n)
+    if groups is not None:
+        ga = assign_groups(groups, levels, rng)
+        model_idx = _habits(ga, model_idx, rng.integers(len(DALLY_MODELS), size=ga.num_groups))
+        demands = _habits(ga, demands, sample_dally_demands(ga.num_groups, rng))
+        durations = dally_duration_quantile(ga.u)
+        labels = ga.labels()
     profiles = [model_profile(m, profile) for m in DALLY_MODELS]
     iter_cache: dict[tuple[int, int], float] = {}
     jobs = []
@@ -281,8 +301,19 @@ def dally_jobs(
             job_id=i, model=prof.name, num_gpus=g,
             iterations=float(durations[i] / iter_cache[key]), compute_s=prof.compute_s,
             arrival_s=float(arrivals[i]), name=f"{prof.name}-{i}",
+            vc=labels[0][i], user=labels[1][i], job_name=labels[2][i],
         ))  # fmt: skip
     return jobs
+
+
+def _no_labels(n: int) -> tuple[list[str], list[str], list[str]]:
+    empty = [""] * n
+    return empty, empty, empty
+
+
+def _habits(ga: GroupAssignment, own: np.ndarray, per_group: np.ndarray) -> np.ndarray:
+    """Each job's own draw, or its group's where it follows the group's habit."""
+    return np.where(ga.habit, per_group[ga.group], own)
 
 
 # --------------------------------------------------------------------------- generic synthetic
@@ -293,15 +324,56 @@ def _bands(bands: Sequence[tuple[float, float, float]]) -> tuple[np.ndarray, np.
     return b[:, :2], b[:, 2] / b[:, 2].sum()
 
 
+def _log10_draw(
+    bands: Sequence[tuple[float, float, float]], n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` (log10 minutes) of :func:`log10_minutes`, and the uniform that placed it in its
+    band."""
+    lohi, w = _bands(bands)
+    pick = rng.choice(len(w), size=int(n), p=w)
+    r = rng.random(int(n))
+    return lohi[pick, 0] + (lohi[pick, 1] - lohi[pick, 0]) * r, r
+
+
 def log10_minutes(
     bands: Sequence[tuple[float, float, float]], n: int, rng: np.random.Generator
 ) -> np.ndarray:
     """``n`` durations (s) of ``10^x`` minutes: a band ``[lo, hi, weight]`` drawn by weight,
     ``x`` uniform in it (Gavel's trace generator: [1.5, 3] 80 %, [3, 4] 20 %)."""
+    return 60.0 * np.power(10.0, _log10_draw(bands, n, rng)[0])
+
+
+def _band_cdf(
+    bands: Sequence[tuple[float, float, float]], x: np.ndarray, r: np.ndarray
+) -> np.ndarray:
+    """The bands' distribution function at ``x``, randomized at point masses (a band with
+    lo = hi) by the uniform ``r``: P(X < x) + r P(X = x), exactly uniform for x drawn from
+    the bands (the probability integral transform)."""
     lohi, w = _bands(bands)
-    pick = rng.choice(len(w), size=int(n), p=w)
-    x = lohi[pick, 0] + (lohi[pick, 1] - lohi[pick, 0]) * rng.random(int(n))
-    return 60.0 * np.power(10.0, x)
+    out = np.zeros_like(x)
+    for (lo, hi), wk in zip(lohi.tolist(), w.tolist(), strict=True):
+        if hi > lo:
+            out += wk * np.clip((x - lo) / (hi - lo), 0.0, 1.0)
+        else:
+            out += wk * ((x > lo) + r * (x == lo))
+    return out
+
+
+def _band_quantile(bands: Sequence[tuple[float, float, float]], u: np.ndarray) -> np.ndarray:
+    """The inverse of the bands' distribution function (piecewise linear between the band
+    edges, jumps at point masses) at levels ``u`` in [0, 1]."""
+    lohi, w = _bands(bands)
+    edges = np.unique(lohi)
+    below = np.zeros_like(edges)  # P(X < edge)
+    at = np.zeros_like(edges)  # P(X = edge)
+    for (lo, hi), wk in zip(lohi.tolist(), w.tolist(), strict=True):
+        if hi > lo:
+            below += wk * np.clip((edges - lo) / (hi - lo), 0.0, 1.0)
+        else:
+            below += wk * (edges > lo)
+            at += wk * (edges == lo)
+    levels = np.column_stack([below, below + at]).ravel()
+    return np.interp(u, levels, np.repeat(edges, 2))
 
 
 def log10_minutes_mean(bands: Sequence[tuple[float, float, float]]) -> float:
@@ -329,11 +401,18 @@ def synthetic_jobs(
     rate_per_hour: float | None = None,
     profile: str = "physics",
     log10_duration_min: Sequence[tuple[float, float, float]] | None = None,
+    groups: GroupSpec | None = None,
 ) -> list[Job]:
     """Jobs with a model uniform over ``models``, a demand from ``gpu_demands`` (weighted),
     and iterations uniform over the integers in ``iterations`` = [lo, hi]; or, with
     ``log10_duration_min`` (bands ``[lo, hi, weight]``), a run time of ``10^x`` minutes at
-    packed consolidation, ``x`` uniform in a band drawn by weight."""
+    packed consolidation, ``x`` uniform in a band drawn by weight.
+
+    With ``groups`` (see ``workload.groups``) every job gets a VC, a user and a job name, and
+    its run time (with ``log10_duration_min``) or its iteration count (without) is drawn at a
+    quantile level that carries the VC's and the group's effect. The groups-off draws are made
+    first and unchanged (arrivals included); the groups' draws come after them.
+    """
     n = int(num_jobs)
     if not models:
         raise ConfigError("synthetic workload: models must not be empty")
@@ -366,8 +445,8 @@ def synthetic_jobs(
         )
         iters = rng.integers(lo, hi + 1, size=n).astype(np.float64)
     else:
-        duration = log10_minutes(log10_duration_min, n, rng)
-        iters = duration / it_time[model_idx, demand_idx]
+        x, placed = _log10_draw(log10_duration_min, n, rng)
+        iters = 60.0 * np.power(10.0, x) / it_time[model_idx, demand_idx]
         # E[g x run time] = E[g] x E[run time] (demand and duration are independent)
         mean_gpu_s = float(p @ np.asarray(gpu_demands, dtype=np.float64)) * log10_minutes_mean(
             log10_duration_min
@@ -381,6 +460,22 @@ def synthetic_jobs(
         load=load,
         rate_per_hour=rate_per_hour,
     )
+    labels = _no_labels(n)
+    if groups is not None:
+        span = hi - lo + 1
+        if log10_duration_min is None:  # the level of the drawn integer, jittered within it
+            levels = (iters - lo + rng.random(n)) / span
+        else:
+            levels = _band_cdf(log10_duration_min, x, placed)
+        ga = assign_groups(groups, levels, rng)
+        model_idx = _habits(ga, model_idx, rng.integers(len(profiles), size=ga.num_groups))
+        demand_idx = _habits(ga, demand_idx, rng.choice(len(p), size=ga.num_groups, p=p))
+        if log10_duration_min is None:
+            iters = np.minimum(lo + np.floor(ga.u * span), hi)
+        else:
+            x = _band_quantile(log10_duration_min, ga.u)
+            iters = 60.0 * np.power(10.0, x) / it_time[model_idx, demand_idx]
+        labels = ga.labels()
     return [
         Job(
             job_id=i,
@@ -390,6 +485,9 @@ def synthetic_jobs(
             compute_s=profiles[model_idx[i]].compute_s,
             arrival_s=float(arrivals[i]),
             name=f"{profiles[model_idx[i]].name}-{i}",
+            vc=labels[0][i],
+            user=labels[1][i],
+            job_name=labels[2][i],
         )
         for i in range(n)
     ]

@@ -14,6 +14,11 @@ class Job:
 
     ``compute_s`` is the compute time of one iteration (forward + backward, no
     communication); the engine adds exposed communication for the job's placement.
+
+    Submission attributes a real scheduler sees (empty when the trace or generator has none):
+    ``vc`` the virtual cluster or queue it was submitted to, ``user`` its owner, and
+    ``job_name`` its name as submitted (recurring jobs share it). ``name`` is the job's
+    identifier in its trace (unique), not its submitted name.
     """
 
     job_id: int
@@ -28,6 +33,9 @@ class Job:
     # num_gpus = 0, iterations = training steps and compute_s = worker vCPU-seconds per step;
     # it runs on a DT-config (``perf.ps``), not on GPUs.
     vcpu_budget: float | None = None
+    vc: str = ""
+    user: str = ""
+    job_name: str = ""
 
     def __post_init__(self) -> None:
         where = f"job {self.name or self.job_id}"
@@ -48,6 +56,10 @@ class Job:
             v = getattr(self, field)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"{where}: {field} must be finite and > 0, got {v!r}")
+        for field in ("vc", "user", "job_name"):
+            v = getattr(self, field)
+            if not isinstance(v, str):
+                raise ConfigError(f"{where}: {field} must be a string, got {v!r}")
         a = self.arrival_s
         if not (isinstance(a, int | float) and math.isfinite(a) and a >= 0):
             raise ConfigError(f"{where}: arrival_s must be finite and >= 0, got {a!r}")

@@ -83,25 +83,53 @@ def default_trace_root() -> Path:
     return (repo / ".." / "shared" / "traces").resolve()
 
 
+NO_TRACE_ROOT = "none"
+"""``DLCLUSTER_TRACES=none``: no trace root, even where ``../shared/traces`` exists (a fresh
+clone's view: trace tests skip, trace lookups raise). An empty value counts as unset."""
+
+
 def trace_root(traces_dir: str | Path | None = None) -> Path:
-    """The trace root: ``traces_dir``, else ``$DLCLUSTER_TRACES``, else ``../shared/traces``."""
+    """The trace root: ``traces_dir``, else ``$DLCLUSTER_TRACES``, else ``../shared/traces``.
+
+    Raises :class:`~dlcluster_gym.errors.TraceError` when ``traces_dir`` is None and
+    ``$DLCLUSTER_TRACES`` is ``none`` (:data:`NO_TRACE_ROOT`, any case): no trace root.
+    """
     if traces_dir is not None:
         return Path(traces_dir).expanduser().resolve()
-    env = os.environ.get(ENV_VAR)
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env.lower() == NO_TRACE_ROOT:
+        raise TraceError(
+            f"no trace root is configured ({ENV_VAR}={env}); give one with --traces-dir DIR "
+            f"or {ENV_VAR}=DIR (`dlcluster traces fetch all --to DIR` downloads the traces)"
+        )
     if env:
         return Path(env).expanduser().resolve()
     return default_trace_root()
 
 
 def traces_available(traces_dir: str | Path | None = None) -> bool:
-    """Whether the trace root exists (tests skip trace-backed cases when it does not)."""
-    return trace_root(traces_dir).is_dir()
+    """Whether the trace root exists (tests skip trace-backed cases when it does not); false
+    under ``DLCLUSTER_TRACES=none`` with no ``traces_dir``."""
+    try:
+        return trace_root(traces_dir).is_dir()
+    except TraceError:
+        return False
 
 
 def resolve_trace(path: str | Path, traces_dir: str | Path | None = None) -> Path:
-    """An absolute path as-is, else ``path`` under the trace root; raise if the file is absent."""
+    """An absolute path as-is, else ``path`` under the trace root; raise if the file is absent
+    (or, for a relative path, if there is no trace root: ``DLCLUSTER_TRACES=none``)."""
     p = Path(path).expanduser()
-    full = p if p.is_absolute() else trace_root(traces_dir) / p
+    if p.is_absolute():
+        full = p
+    else:
+        try:
+            full = trace_root(traces_dir) / p
+        except TraceError as exc:
+            raise TraceError(f"trace file {p} needs the trace root: {exc}") from None
+    if not full.is_file() and p.is_absolute():  # the trace root does not apply
+        what = "a folder, not a file" if full.is_dir() else "no such file"
+        raise TraceError(f"trace file not found: {full} ({what}; an absolute path)")
     if not full.is_file():
         raise TraceError(
             f"trace file not found: {full} (trace root {trace_root(traces_dir)}); set the trace "
@@ -117,7 +145,9 @@ def resolve_trace(path: str | Path, traces_dir: str | Path | None = None) -> Pat
 class TraceJobs:
     """Jobs of one trace, sorted by arrival (ties keep file order); arrays are parallel.
 
-    ``iterations`` and ``model_names`` are None when the format has no such column.
+    ``iterations`` and ``model_names`` are None when the format has no such column, and so
+    are the submission attributes ``vcs`` (virtual cluster or queue), ``users`` and
+    ``job_names`` (the name a job was submitted with; recurring jobs share it).
     ``lines`` are 1-based line numbers in the file (for error messages). ``skipped`` counts
     malformed rows left out under ``on_error="skip"``.
     """
@@ -132,6 +162,9 @@ class TraceJobs:
     iterations: np.ndarray | None = None
     model_names: tuple[str, ...] | None = None
     skipped: int = 0
+    vcs: tuple[str, ...] | None = None
+    users: tuple[str, ...] | None = None
+    job_names: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -150,6 +183,10 @@ class TraceJobs:
     def select(self, mask: np.ndarray) -> TraceJobs:
         """The jobs where ``mask`` is true (order kept)."""
         idx = np.flatnonzero(mask)
+
+        def pick(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
+            return None if values is None else tuple(values[i] for i in idx)
+
         return TraceJobs(
             path=self.path,
             format=self.format,
@@ -159,10 +196,11 @@ class TraceJobs:
             num_gpus=self.num_gpus[idx],
             lines=self.lines[idx],
             iterations=None if self.iterations is None else self.iterations[idx],
-            model_names=None
-            if self.model_names is None
-            else tuple(self.model_names[i] for i in idx),
+            model_names=pick(self.model_names),
             skipped=self.skipped,
+            vcs=pick(self.vcs),
+            users=pick(self.users),
+            job_names=pick(self.job_names),
         )
 
 
@@ -182,10 +220,32 @@ def _p_time(v: str) -> float:
     return x
 
 
-def _p_duration(v: str) -> float:
+# A trace job running longer than the engine's default horizon (100 years) could never finish:
+# such a duration is a malformed value, refused at its row.
+MAX_DURATION_S = 100 * 365 * 86400.0
+MAX_AMOUNT = 1e12  # iterations or a batch size: far beyond any real job's, well below overflow
+
+
+def _p_positive(v: str) -> float:
     x = float(v)
     if not math.isfinite(x) or x <= 0:
         raise ValueError("must be a finite number > 0")
+    return x
+
+
+def _p_duration(v: str) -> float:
+    """A duration in seconds: finite, > 0 and at most :data:`MAX_DURATION_S`."""
+    x = _p_positive(v)
+    if x > MAX_DURATION_S:
+        raise ValueError(f"must be at most {MAX_DURATION_S:.4g} s (100 years)")
+    return x
+
+
+def _p_amount(v: str) -> float:
+    """Iterations or a batch size: finite, > 0 and at most :data:`MAX_AMOUNT`."""
+    x = _p_positive(v)
+    if x > MAX_AMOUNT:
+        raise ValueError(f"must be at most {MAX_AMOUNT:.0e}")
     return x
 
 
@@ -242,6 +302,26 @@ def _p_str(v: str) -> str:
     if not s:
         raise ValueError("must not be empty")
     return s
+
+
+def _p_attr(v: str) -> str:
+    """A submission attribute (VC, user, job name): any text, empty allowed."""
+    return v.strip()
+
+
+ATTRIBUTES: tuple[str, ...] = ("vc", "user", "job_name")
+"""The submission attributes a trace may carry (``TraceJobs.vcs``/``users``/``job_names``)."""
+
+
+def _header(path: Path) -> list[str]:
+    """The stripped column names of a CSV's first row (empty for an empty file)."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            return [h.strip() for h in next(csv.reader(f), [])]
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except csv.Error as exc:
+        raise TraceError(f"{path}: not a readable CSV file ({exc})") from None
 
 
 _Parser = Callable[[str], object]
@@ -476,10 +556,14 @@ def _finish(
     models: Sequence[str] | None,
     time_window_s: tuple[float, float] | None,
     skipped: int = 0,
+    attrs: Mapping[str, Sequence[str]] | None = None,
 ) -> TraceJobs:
+    """The loaded rows as :class:`TraceJobs` sorted by arrival; ``attrs`` maps submission
+    attributes (``ATTRIBUTES``) to one value per row."""
     _check_unique(path, job_ids, lines)
     arr = np.asarray(arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
+    got = {k: tuple(str(v[i]) for i in order) for k, v in (attrs or {}).items()}
     jobs = TraceJobs(
         path=path,
         format=fmt,
@@ -491,6 +575,9 @@ def _finish(
         iterations=None if iterations is None else np.asarray(iterations, np.float64)[order],
         model_names=None if models is None else tuple(models[i] for i in order),
         skipped=skipped,
+        vcs=got.get("vc"),
+        users=got.get("user"),
+        job_names=got.get("job_name"),
     )
     if not len(jobs):
         raise TraceError(f"{path}: no jobs left after filtering")
@@ -519,17 +606,21 @@ def load_philly(
     time_window_s: tuple[float, float] | None = None,
     on_error: OnError = "fail",
 ) -> TraceJobs:
-    """Pollux's Philly CSV; arrival = seconds since the earliest timestamp in the file."""
+    """Pollux's Philly CSV; arrival = seconds since the earliest timestamp in the file. The
+    ``cluster`` column, Philly's virtual cluster (the team queue a job was submitted to), is
+    kept as each job's VC when the file has it."""
     p = resolve_trace(path, traces_dir)
-    (ts, dur, gpus), lines, skipped = _read_columns(
-        p,
-        [("timestamp", _p_local_timestamp), ("duration", _p_duration), ("num_gpus", _p_gpus)],
-        on_error,
-    )
+    spec = [("timestamp", _p_local_timestamp), ("duration", _p_duration), ("num_gpus", _p_gpus)]
+    has_vc = "cluster" in _header(p)
+    if has_vc:
+        spec.append(("cluster", _p_attr))
+    values, lines, skipped = _read_columns(p, spec, on_error)
+    ts, dur, gpus = values[:3]
     t = np.asarray(ts, dtype=np.float64)
     t -= t.min()
     ids = [f"philly-{ln}" for ln in lines]
-    return _finish(p, "philly", ids, t, dur, gpus, lines, None, None, time_window_s, skipped)
+    attrs = {"vc": values[3]} if has_vc else None
+    return _finish(p, "philly", ids, t, dur, gpus, lines, None, None, time_window_s, skipped, attrs)
 
 
 def load_tiresias(
@@ -546,7 +637,7 @@ def load_tiresias(
             ("job_id", _p_str),
             ("num_gpu", _p_gpus),
             ("submit_time", _p_time),
-            ("iterations", _p_duration),
+            ("iterations", _p_amount),
             ("model_name", _p_str),
             ("duration", _p_duration),
         ],
@@ -589,7 +680,7 @@ def load_itp_extracted(
         [
             ("job_id", _p_str),
             ("submission_time", _p_time),
-            ("num_iteration", _p_duration),
+            ("num_iteration", _p_amount),
             ("model_name", _p_str),
             ("num_gpu", _p_gpus),
             ("duration", _p_duration),
@@ -618,7 +709,7 @@ def load_elasticflow_philly(
             ("model_name", _p_str),
             ("num_gpu", _p_gpus),
             ("duration", _p_duration),
-            ("iteration", _p_duration),
+            ("iteration", _p_amount),
         ],
         on_error,
     )
@@ -674,7 +765,7 @@ def load_pollux_workload(
             ("time", _p_time),
             ("application", _p_str),
             ("num_replicas", _p_gpus),
-            ("batch_size", _p_duration),
+            ("batch_size", _p_amount),
         ],
         on_error,
     )
@@ -702,18 +793,22 @@ def load_helios(
 ) -> TraceJobs:
     """Helios (SenseTime) job log; ``submit_time`` a timestamp or seconds, ``duration`` in
     seconds. CPU-only jobs (``gpu_num`` 0) and zero-length jobs are left out (not errors);
-    arrival = seconds since the earliest submission kept."""
+    arrival = seconds since the earliest submission kept. The submission attributes ``user``,
+    ``vc`` and the job's name (column ``jobname`` or ``job_name``) are kept when present."""
     p = resolve_trace(path, traces_dir)
-    (ids, t, gpus, dur), lines, skipped = _read_columns(
-        p,
-        [
-            ("job_id", _p_str),
-            ("submit_time", _p_number_or_timestamp),
-            ("gpu_num", _p_gpus0),
-            ("duration", _p_nonneg),
-        ],
-        on_error,
-    )
+    header = _header(p)
+    spec = [
+        ("job_id", _p_str),
+        ("submit_time", _p_number_or_timestamp),
+        ("gpu_num", _p_gpus0),
+        ("duration", _p_nonneg),
+    ]
+    name_col = next((c for c in ("jobname", "job_name") if c in header), None)
+    present = [(k, c) for k, c in (("user", "user"), ("vc", "vc"), ("job_name", name_col))
+               if c is not None and c in header]  # fmt: skip
+    spec += [(c, _p_attr) for _, c in present]
+    values, lines, skipped = _read_columns(p, spec, on_error)
+    ids, t, gpus, dur = values[:4]
     _one_time_form(p, {"submit_time": t}, lines)
     keep = [i for i in range(len(lines)) if gpus[i] > 0 and dur[i] > 0]
     if not keep:
@@ -732,6 +827,7 @@ def load_helios(
         None,
         time_window_s,
         skipped,
+        {k: [values[4 + n][i] for i in keep] for n, (k, _) in enumerate(present)},
     )
 
 
@@ -820,7 +916,9 @@ def load_alibaba_pai(
     )
 
 
-GENERIC_KEYS = ("arrival", "duration", "end", "num_gpus", "job_id", "model", "iterations")
+GENERIC_KEYS = (
+    "arrival", "duration", "end", "num_gpus", "job_id", "model", "iterations", *ATTRIBUTES,
+)  # fmt: skip
 
 
 def load_generic(
@@ -837,7 +935,8 @@ def load_generic(
 
     Required: ``arrival`` (seconds or timestamps), ``num_gpus``, and ``duration`` or ``end``
     (a finish time in the same unit as arrival); with both, they must agree (end = arrival +
-    duration, to 1e-6 relative). Optional: ``job_id``, ``model``, ``iterations``. Numeric
+    duration, to 1e-6 relative). Optional: ``job_id``, ``model``, ``iterations``, and the
+    submission attributes ``vc``, ``user``, ``job_name`` (text, empty allowed). Numeric
     times are multiplied by ``time_unit_s`` (60 for minutes); ``arrival_unit_s`` (arrival and
     end) and ``duration_unit_s`` override it per column, e.g. epoch-second arrivals with
     durations in minutes. Arrival = time since the earliest arrival.
@@ -871,15 +970,17 @@ def load_generic(
         (cols["num_gpus"], _p_gpus),
     ]
     spec.append(
-        (cols["duration"], _p_duration)
+        (cols["duration"], _p_positive)  # in duration_unit_s: bounded once in seconds below
         if "duration" in cols
         else (cols["end"], _p_number_or_timestamp)
     )
-    optional = [k for k in ("job_id", "model", "iterations") if k in cols]
+    optional = [k for k in ("job_id", "model", "iterations", *ATTRIBUTES) if k in cols]
     if "duration" in cols and "end" in cols:
         optional.append("end")
     for k in optional:
-        parse = {"iterations": _p_duration, "end": _p_number_or_timestamp}.get(k, _p_str)
+        parse = {"iterations": _p_amount, "end": _p_number_or_timestamp}.get(
+            k, _p_attr if k in ATTRIBUTES else _p_str
+        )
         spec.append((cols[k], parse))
     values, lines, skipped = _read_columns(p, spec, on_error)
     extra = dict(zip(optional, values[3:], strict=True))
@@ -906,11 +1007,19 @@ def load_generic(
         if bad.size:
             i = int(bad[0])
             raise _bad(p, lines[i], cols["end"], str(values[2][i]), "must be after the arrival")
+    long = np.flatnonzero(~(dur <= MAX_DURATION_S))  # inf and nan included
+    if long.size:
+        i = int(long[0])
+        col = cols["duration"] if "duration" in cols else cols["end"]
+        raise _bad(
+            p, lines[i], col, str(values[2][i]),
+            f"a duration of {dur[i]:.4g} s; it must be at most {MAX_DURATION_S:.4g} s (100 years)",
+        )  # fmt: skip
     t = (t - t.min()) * a_unit
     ids = extra.get("job_id") or [f"job-{ln}" for ln in lines]
     return _finish(
         p, "generic", ids, t, dur, values[1], lines, extra.get("iterations"), extra.get("model"),
-        time_window_s, skipped,
+        time_window_s, skipped, {k: extra[k] for k in ATTRIBUTES if k in extra},
     )  # fmt: skip
 
 
