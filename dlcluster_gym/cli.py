@@ -1505,7 +1505,9 @@ def _write_evaluation(out: Path, report: dict, sections: list[tuple[str, str]], 
         return
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(report, indent=1))
-    seeds = "; ".join(f"{sc}: {_seed_ranges(v)}" for sc, v in report["seeds"].items())
+    from dlcluster_gym.leaderboard.tables import seed_ranges
+
+    seeds = "; ".join(f"{sc}: {seed_ranges(v)}" for sc, v in report["seeds"].items())
     lines = ["# Agent evaluation", ""]
     for label, path in report.get("checkpoints", {}).items():
         lines.append(f"- agent `{label}`: `{path}`")
@@ -1523,17 +1525,6 @@ def _write_evaluation(out: Path, report: dict, sections: list[tuple[str, str]], 
     (out / "eval.md").write_text("\n".join(lines))
     png = ev.ratio_figure(report["stats"], report["aggregate"], report["reference"])
     (out / "eval.png").write_bytes(png)
-
-
-def _seed_ranges(seeds: list[int]) -> str:
-    """``[101, 102, 103, 105]`` -> ``101-103, 105``."""
-    runs: list[list[int]] = []
-    for s in sorted(seeds):
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlcluster_gym.leaderboard import room
+from dlcluster_gym.leaderboard import room, tables
 
 SCENARIOS = (
     "dally-poisson-2rack", "dally-poisson-4rack", "dally-poisson-16rack", "dally-batch-2rack",
@@ -149,17 +149,6 @@ def page(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ranges(seeds: list[int]) -> str:
-    """``[101, 102, 103, 105]`` -> ``101-103, 105``."""
-    runs: list[list[int]] = []
-    for s in sorted(seeds):
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
     """``report`` (the command, its times, the scenarios and seeds, and every run) with the
     room computed from its runs: the table (``room.room_table``, each row with the room that
@@ -173,7 +162,7 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         for row, own in zip(table, room.room_table(jcts, alone), strict=True):
             row[f"room_{c}_alone"], row[f"room_{c}_alone_ci"] = own["room"], own["room_ci"]
     mean, n = room.mean_room(table)
-    texts = sorted({_ranges(v) for v in report["seeds"].values()})
+    texts = sorted({tables.seed_ranges(v) for v in report["seeds"].values()})
     return {
         **report, "seeds_text": " and ".join(texts), "reference": room.REFERENCE,
         "no_room_below": room.NO_ROOM_BELOW, "table": table, "mean_room": mean,

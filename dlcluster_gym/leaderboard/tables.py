@@ -307,3 +307,14 @@ def score_rows(
             str(rec["n/a"]), str(rec["errors"]), str(rec["unfinished"]),
         ])  # fmt: skip
     return headers, rows
+
+
+def seed_ranges(seeds: list[int]) -> str:
+    """``[101, 102, 103, 105]`` -> ``101-103, 105``."""
+    runs: list[list[int]] = []
+    for s in sorted(seeds):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
