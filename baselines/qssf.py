@@ -45,27 +45,16 @@ class QSSF(BaseScheduler):
 
     name = "qssf"
 
-    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
-        super().reset(view, rng)
-        self._tiers: dict[int, object] = {}
-
-    def _tier(self, view: ClusterView, n: int) -> object:
-        got = self._tiers.get(n)
-        if got is None:
-            got = self._tiers[n] = best_possible_tier(view.cluster, n)
-        return got
-
     def estimated_service(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
         """Estimated GPU-seconds of ``jobs`` (inf where no job has finished yet)."""
         length, _, _ = keyed_length(view.history, jobs)
-        demand = np.array([view.jobs[j].num_gpus for j in jobs.tolist()], dtype=np.float64)
-        return np.where(np.isnan(length), np.inf, length * demand)
+        return np.where(np.isnan(length), np.inf, length * np.asarray(view.demand)[jobs])
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         if view.num_waiting == 0 or view.num_free == 0:
             return ()
         waiting = np.fromiter(view.iter_waiting(), dtype=np.int64, count=view.num_waiting)
-        demand = np.array([view.jobs[j].num_gpus for j in waiting.tolist()], dtype=np.int64)
-        tiers = {int(n): self._tier(view, int(n)) for n in set(demand.tolist())}
+        demand = np.asarray(view.demand)[waiting]
+        tiers = {n: best_possible_tier(view.cluster, n) for n in set(demand.tolist())}
         return start_in_order(view, waiting, self.estimated_service(view, waiting), demand,
                               tiers)  # fmt: skip

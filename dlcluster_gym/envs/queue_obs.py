@@ -183,11 +183,12 @@ class QueueObserver:
             return
         h = self.view.history
         compute, g = self.compute[ids], self.demand[ids].astype(np.float64)
-        rem, _ = keyed_remaining_work(h, ids, done * compute)
+        w = h.windows(ids)  # read once for both estimates
+        rem, _ = keyed_remaining_work(h, ids, done * compute, windows=w)
         known = ~np.isnan(rem)
         out[:, 0] = _logw(np.where(known, rem * g, att))
         out[:, 1] = known
-        length, count, level = keyed_length(h, ids)
+        length, count, level = keyed_length(h, ids, windows=w)
         out[:, 2] = np.where(np.isnan(length), 0.0, _logt(np.nan_to_num(length)))
         top = len(KEY_LEVELS) + 1
         out[:, 3] = np.where(level < top, (top - level) / top, 0.0)

@@ -178,42 +178,43 @@ def _first_level(ok: np.ndarray) -> np.ndarray:
     return np.where(ok.any(axis=1), np.argmax(ok, axis=1), ok.shape[1])
 
 
-def keyed_length(history: History, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _keyed_mean(w: np.ndarray, take: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean of the ``take``n lengths at each job's first level that takes any, their count,
+    that level) from windows ``w`` (:meth:`History.windows`); NaN, 0 and level
+    ``len(KEY_LEVELS) + 1`` where no level takes any."""
+    count = take.sum(axis=2)
+    level = _first_level(count > 0)
+    found = level < w.shape[1]
+    i, lvl = np.arange(w.shape[0]), np.minimum(level, w.shape[1] - 1)
+    n = np.where(found, count[i, lvl], 0)
+    total = np.where(take, w, 0.0).sum(axis=2)[i, lvl]
+    mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return mean, n, np.where(found, level, len(KEY_LEVELS) + 1)
+
+
+def keyed_length(
+    history: History, jobs: np.ndarray, windows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(expected length in ideal compute seconds, finished jobs behind it, key level) of each
     of ``jobs`` at submission: the mean of the latest finished lengths of its most specific
     key (``KEY_LEVELS``) that has any, else of the latest finished jobs (level
-    ``len(KEY_LEVELS)``); NaN, 0 and level ``len(KEY_LEVELS) + 1`` before any job finished."""
-    jobs = np.asarray(jobs, dtype=np.int64)
-    w = history.windows(jobs)
-    have = ~np.isnan(w)
-    count = have.sum(axis=2)
-    level = _first_level(count > 0)
-    i = np.arange(jobs.size)
-    lvl = np.minimum(level, w.shape[1] - 1)
-    n = np.where(level < w.shape[1], count[i, lvl], 0)
-    total = np.where(have, w, 0.0).sum(axis=2)[i, lvl]
-    mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
-    return mean, n, np.where(level < w.shape[1], level, len(KEY_LEVELS) + 1)
+    ``len(KEY_LEVELS)``); NaN, 0 and level ``len(KEY_LEVELS) + 1`` before any job finished.
+    ``windows``: ``history.windows(jobs)`` when the caller has it already."""
+    w = history.windows(jobs) if windows is None else windows
+    return _keyed_mean(w, ~np.isnan(w))
 
 
 def keyed_remaining_work(
-    history: History, jobs: np.ndarray, work: np.ndarray
+    history: History, jobs: np.ndarray, work: np.ndarray, windows: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(E[L - work | L > work] over the latest finished lengths L of each job's most specific
     key holding one longer than its ``work`` done (ideal compute seconds), the level used),
-    per job; NaN and level ``len(KEY_LEVELS) + 1`` where no finished job is longer."""
-    jobs = np.asarray(jobs, dtype=np.int64)
+    per job; NaN and level ``len(KEY_LEVELS) + 1`` where no finished job is longer.
+    ``windows`` as in :func:`keyed_length`."""
     work = np.asarray(work, dtype=np.float64)
-    w = history.windows(jobs)
-    longer = w > work[:, None, None]  # NaN compares False
-    count = longer.sum(axis=2)
-    level = _first_level(count > 0)
-    i = np.arange(jobs.size)
-    lvl = np.minimum(level, w.shape[1] - 1)
-    n = count[i, lvl]
-    total = np.where(longer, w, 0.0).sum(axis=2)[i, lvl]
-    rem = np.where(n > 0, total / np.maximum(n, 1) - work, np.nan)
-    return rem, np.where(level < w.shape[1], level, len(KEY_LEVELS) + 1)
+    w = history.windows(jobs) if windows is None else windows
+    mean, _, level = _keyed_mean(w, w > work[:, None, None])  # NaN compares False
+    return mean - work, level
 
 
 def remaining_iterations(
