@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from pathlib import Path as _Path
 
 from dlcluster_gym.api import simulate
@@ -21,6 +19,7 @@ from dlcluster_gym.sim.actions import (
 )
 from dlcluster_gym.sim.results import Results
 from dlcluster_gym.sim.view import ClusterView, Plan
+from dlcluster_gym.version import __version__
 from dlcluster_gym.workload.job import Job
 
 # The paper schedulers and the learned agents import as ``dlcluster_gym.baselines`` and

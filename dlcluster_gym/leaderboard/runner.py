@@ -80,7 +80,7 @@ def _resample(t: np.ndarray, v: np.ndarray, n: int) -> tuple[np.ndarray, np.ndar
 
 
 def _version() -> str:
-    from dlcluster_gym import __version__
+    from dlcluster_gym.version import __version__
 
     return __version__
 

@@ -61,7 +61,7 @@ SUMMARY_KEYS = (
 
 
 def _version() -> str:
-    from dlcluster_gym import __version__
+    from dlcluster_gym.version import __version__
 
     return __version__
 
