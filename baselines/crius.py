@@ -10,7 +10,7 @@ Training in Heterogeneous Clusters").
   per (count, type) Crius keeps the Cell with the best estimate.
 - **Cell-guided tuning (5.2)**: a scheduled Cell's plan is searched in the pruned half-ranges
   (``cell_tune``); the engine runs every job at its exhaustive best plan (the tuning accuracy
-  is reported by experiments/reproduce_crius.py, not re-simulated).
+  is reported by experiments/reproductions/reproduce_crius.py, not re-simulated).
 - **Scheduling (6.1, Algorithm 1)**: on arrivals (SchedArrival) and departures
   (SchedDeparture) Crius runs CellBasedSched: ScaleResource explores choices that place the
   job on one of its Cells, scaling at most ``search_depth`` (3, 8.4) running jobs down within

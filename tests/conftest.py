@@ -40,11 +40,13 @@ needs_traces = pytest.mark.skipif(not traces_available, reason=NO_TRACES)
 
 
 def experiment_script(name: str):
-    """The module of ``experiments/NAME.py`` (imported with its folder on ``sys.path``, as
-    the scripts import each other)."""
+    """The module of ``experiments/<role>/NAME.py`` (imported with its folder on ``sys.path``,
+    as the scripts import their neighbours)."""
     import importlib
 
-    folder = str(Path(__file__).resolve().parents[1] / "experiments")
+    found = sorted((Path(__file__).resolve().parents[1] / "experiments").glob(f"*/{name}.py"))
+    assert len(found) == 1, f"experiments/*/{name}.py: {len(found)} matches"
+    folder = str(found[0].parent)
     sys.path.insert(0, folder)
     try:
         return importlib.import_module(name)

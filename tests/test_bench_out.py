@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _bench_out():
     spec = importlib.util.spec_from_file_location(
-        "bench_out", ROOT / "experiments" / "bench_out.py"
+        "bench_out", ROOT / "experiments" / "benchmarks" / "bench_out.py"
     )
     mod = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
@@ -30,13 +30,16 @@ def test_render_keeps_tables_turns_comments_into_text_and_the_rest_into_code():
 
 def test_a_benchmark_run_writes_its_page_with_command_machine_and_load(tmp_path):
     out = tmp_path / "engine.md"
-    cmd = [sys.executable, str(ROOT / "experiments" / "bench_engine.py"), "--repeat", "1",
+    script = ROOT / "experiments" / "benchmarks" / "bench_engine.py"
+    cmd = [sys.executable, str(script), "--repeat", "1",
            "--cells", "dally-batch-2rack:fcfs", "--oversubscription", "0",
            "--out", str(out)]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     page = out.read_text()
-    assert page.startswith("**Engine speed.** Written by `python experiments/bench_engine.py")
+    assert page.startswith(
+        "**Engine speed.** Written by `python experiments/benchmarks/bench_engine.py"
+    )
     assert "load average" in page and "cores" in page
     speed = float(page.split("machine speed ", 1)[1].split(" CPU s", 1)[0])
     assert 0.0 < speed < 60.0  # the reference loop's CPU seconds on this machine

@@ -1,6 +1,6 @@
-"""experiments/claims.py: the claims table every reproduction report ends in, its verdict
-rule on hand-made numbers, and the committed reports' tables (five columns, all filled, the
-verdict and reason the rule gives, and what the scripts compute from the committed CSVs)."""
+"""experiments/reproductions/claims.py: the claims table every reproduction report ends in,
+its verdict rule on hand-made numbers, and the committed reports' tables (five columns, all filled,
+the verdict and reason the rule gives, and what the scripts compute from the committed CSVs)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
 RESULTS = EXPERIMENTS / "results"
-sys.path.insert(0, str(EXPERIMENTS))
+sys.path.insert(0, str(EXPERIMENTS / "reproductions"))
 try:
     import claims as C
 finally:
-    sys.path.remove(str(EXPERIMENTS))
+    sys.path.remove(str(EXPERIMENTS / "reproductions"))
 
 # report -> (heading of its claims section, the CSVs its --report-only reads)
 REPORTS = {
@@ -141,7 +141,7 @@ def test_committed_claims_are_what_the_script_computes(name, tmp_path):
     heading, csvs = REPORTS[name]
     for csv in csvs:
         shutil.copy(RESULTS / name / csv, tmp_path / csv)
-    script = EXPERIMENTS / f"reproduce_{name}.py"
+    script = EXPERIMENTS / "reproductions" / f"reproduce_{name}.py"
     subprocess.run(
         [sys.executable, str(script), "--report-only", "--out", str(tmp_path)],
         check=True,

@@ -34,7 +34,7 @@ from dlcluster_gym.perf.testbed import (
 )
 
 MS = 1e-3
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "cassini_compat.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproductions" / "cassini_compat.py"
 
 # Cassini thesis Table 4.3: (jobs, compatibility score, time shifts in ms).
 TABLE_4_3 = [
@@ -52,7 +52,9 @@ TABLE_1 = [
     ("wide-resnet101:800,vgg16:1400", True),
     ("vgg19:1400,vgg16:1700,resnet50:1600", True),
 ]
-COMPATIBLE_AT = 0.99  # experiments/cassini_compat.py: "fully compatible" up to discretisation
+COMPATIBLE_AT = (
+    0.99  # experiments/reproductions/cassini_compat.py: "fully compatible" up to discretisation
+)
 
 
 def run(*args: str):

@@ -1,4 +1,5 @@
-"""experiments/env_baselines.py runs every policy it lists in an env version that accepts it."""
+"""experiments/agents/env_baselines.py runs every policy it lists in an env version that
+accepts it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The committed fragments that docs/gaps.md includes are what their script computes now.
 
-``experiments/gap_causes.py`` writes every measured number of docs/gaps.md into
+``experiments/reproductions/gap_causes.py`` writes every measured number of docs/gaps.md into
 ``experiments/results/gaps/``. Two cheap sections are run again and compared with their
 committed fragments: the numbers read from the reproduction reports' CSVs, and Optimus's fitted
 model on one single job (two short simulations). A change that moves one of those numbers fails
@@ -24,9 +24,12 @@ def test_gap_fragments_match_theexperiment_script(section: str) -> None:
     assert fragments
     for name, text in fragments.items():
         path = mod.OUT / f"{name}.md"
-        assert path.is_file(), f"{path} is missing: run python experiments/gap_causes.py"
+        assert path.is_file(), (
+            f"{path} is missing: run python experiments/reproductions/gap_causes.py"
+        )
         assert path.read_text() == text.strip("\n"), (
-            f"{path.relative_to(ROOT)} differs from what `python experiments/gap_causes.py "
+            f"{path.relative_to(ROOT)} differs from what "
+            "`python experiments/reproductions/gap_causes.py "
             f"--only {section}` writes now; re-run it and commit the fragments"
         )
 

@@ -1008,7 +1008,7 @@ def test_experiment_targets_use_the_best_deployable_heuristic():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "train_agents", REPO / "experiments" / "train_agents.py"
+        "train_agents", REPO / "experiments" / "agents" / "train_agents.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

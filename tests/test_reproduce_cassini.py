@@ -1,4 +1,5 @@
-"""Smoke test of experiments/reproduce_cassini.py: runs, passes its acceptance, writes report."""
+"""Smoke test of experiments/reproductions/reproduce_cassini.py: runs, passes its acceptance,
+writes report."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_cassini.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[1] / "experiments" / "reproductions" / "reproduce_cassini.py"
+)
 
 
 def test_reproduction_report_and_acceptance(tmp_path):

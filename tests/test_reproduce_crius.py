@@ -1,4 +1,5 @@
-"""experiments/reproduce_crius.py: the runs it plans follow --seeds, --philly included."""
+"""experiments/reproductions/reproduce_crius.py: the runs it plans follow --seeds, --philly
+included."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import importlib.util
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_crius.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[1] / "experiments" / "reproductions" / "reproduce_crius.py"
+)
 
 
 def load():
     spec = importlib.util.spec_from_file_location("reproduce_crius", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/claims.py
+    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/reproductions/claims.py
     try:
         spec.loader.exec_module(mod)
     finally:
@@ -53,4 +56,7 @@ def test_without_philly_only_the_testbed_runs():
     mod = load()
     plan = mod.planned_runs(mod.parse_args(["--seeds", "2", "--policies", "crius"]))
     assert plan == [("crius-testbed-64gpu", "crius", 2)]
-    assert mod.command_line(mod.parse_args([])) == "python experiments/reproduce_crius.py"
+    assert (
+        mod.command_line(mod.parse_args([]))
+        == "python experiments/reproductions/reproduce_crius.py"
+    )

@@ -1,4 +1,5 @@
-"""Smoke test of experiments/reproduce_dally.py: runs, resumes, writes report and figures."""
+"""Smoke test of experiments/reproductions/reproduce_dally.py: runs, resumes, writes report and
+figures."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_dally.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[1] / "experiments" / "reproductions" / "reproduce_dally.py"
+)
 
 
 def run(args: list[str]) -> None:
@@ -73,7 +76,7 @@ def test_comm_concentration_hand_computed():
 
     spec = importlib.util.spec_from_file_location("reproduce_dally", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/claims.py
+    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/reproductions/claims.py
     try:
         spec.loader.exec_module(mod)
     finally:

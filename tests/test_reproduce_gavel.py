@@ -1,5 +1,6 @@
-"""experiments/reproduce_gavel.py: a tiny run end to end (runs, plot, report with the claims
-table), the report rebuilt from its CSV alone, and the gain it reports computed by hand."""
+"""experiments/reproductions/reproduce_gavel.py: a tiny run end to end (runs, plot, report with
+the claims table), the report rebuilt from its CSV alone, and the gain it reports
+computed by hand."""
 
 from __future__ import annotations
 
@@ -72,6 +73,9 @@ def test_running_one_trace_keeps_the_other_traces_rows(tmp_path, monkeypatch):
     assert sorted(set(df["trace"])) == ["multiple", "single"]
     assert len(calls) == 2 + 2 * len(mod.TRACES["multiple"].rates)
     text = (tmp_path / "report.md").read_text()
-    assert "`python experiments/reproduce_gavel.py --traces single --rates 1 --seeds 1`" in text
+    assert (
+        "`python experiments/reproductions/reproduce_gavel.py --traces single --rates 1 --seeds 1`"
+        in text
+    )
     rows = experiment_script("claims").parse_table(text, mod.CLAIMS_HEADING)
     assert [r["ours"].startswith("single LAS 1/h: +100") for r in rows] == [True, False, False]

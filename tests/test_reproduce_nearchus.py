@@ -1,4 +1,5 @@
-"""experiments/reproduce_nearchus.py: percentages against a zero or missing baseline."""
+"""experiments/reproductions/reproduce_nearchus.py: percentages against a zero or missing
+baseline."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import math
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reproduce_nearchus.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[1] / "experiments" / "reproductions" / "reproduce_nearchus.py"
+)
 
 
 def load():
     spec = importlib.util.spec_from_file_location("reproduce_nearchus", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/claims.py
+    sys.path.insert(0, str(SCRIPT.parent))  # the script imports experiments/reproductions/claims.py
     try:
         spec.loader.exec_module(mod)
     finally:

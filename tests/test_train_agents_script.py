@@ -1,4 +1,4 @@
-"""experiments/train_agents.py: the step names, and the held-out page's header."""
+"""experiments/agents/train_agents.py: the step names, and the held-out page's header."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import experiment_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "train_agents.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "agents" / "train_agents.py"
 
 
 @pytest.mark.parametrize(("arg", "rc"), [("--help", 0), ("bogus", 1)])
@@ -43,6 +43,6 @@ def test_heldout_runs_evaluate_on_every_agent_and_heads_the_page(
     assert cmd[cmd.index("--seeds") + 1] == "101-110"
     page = (tmp_path / "heldout" / "eval.md").read_text().splitlines()
     assert page[0] == "# Agent evaluation"
-    assert page[2].startswith("Written by `python experiments/train_agents.py heldout`")
+    assert page[2].startswith("Written by `python experiments/agents/train_agents.py heldout`")
     assert "--seeds 101-110" in page[2] and "s wall" in page[2]
     assert page[-1] == "- agent rows"

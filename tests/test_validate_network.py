@@ -1,6 +1,6 @@
-"""The network report's validation claims (experiments/validate_network.py, sections 1-2):
-the figures the README and the report state, recomputed, so a model change that moves them
-fails here rather than silently in the next report."""
+"""The network report's validation claims (experiments/reproductions/validate_network.py,
+sections 1-2): the figures the README and the report state, recomputed, so a model change that
+moves them fails here rather than silently in the next report."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 
 from tests.conftest import TRACES, needs_traces
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "validate_network.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[1] / "experiments" / "reproductions" / "validate_network.py"
+)
 
 
 @pytest.fixture(scope="module")

@@ -230,7 +230,7 @@ class SchedulerEnv(ClusterEnv):
       predicts in part, so that order matters and can be learnt; the other versions default to
       ``dally-poisson-4rack``. Preemption is on because plain MaskablePPO on v3's defaults
       (no preemption) learns to wait for consolidated placements, which is Dally's delay
-      scheduling (``experiments/ppo_defaults.py`` gives the measured runs).
+      scheduling (``experiments/agents/ppo_defaults.py`` gives the measured runs).
     * v3: one job at a time (``actions="per-job"``, ``envs.per_job``), auto-start on a free
       best placement, the per-job preemption cap, a step limit and the ``shaping`` reward.
     * v2: ``done_jobs`` = finished / arrived jobs (``done_jobs_of="arrived"``); v0 and v1
