@@ -211,7 +211,7 @@ def test_a_policy_that_never_schedules_warns(tmp_path: Path, monkeypatch):
 
 
 def test_scenario_with_a_cluster_file_and_a_big_run_estimate(tmp_path: Path, capsys):
-    from dlcluster_gym.cli import _estimate
+    from dlcluster_gym.cli.simulate import _estimate
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "c.yaml").write_text(

@@ -20,7 +20,8 @@ pytest.importorskip("sb3_contrib")
 from click.testing import CliRunner
 
 from dlcluster_gym.agents import evaluate as ev
-from dlcluster_gym.cli import _seed_list, main
+from dlcluster_gym.cli import main
+from dlcluster_gym.cli.common import _seed_list
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.envs.agent_meta import META_NAME, write_agent_meta
 from dlcluster_gym.envs.base import deep_merge
