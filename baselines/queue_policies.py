@@ -45,7 +45,10 @@ WINDOWS: dict[str, Any] = {"max_waiting": 64, "max_running": 64, "skip_trivial":
 
 class _EnvActing:
     """SB3-style ``predict`` for the policies of this module, which pick an action from the
-    env's state (``act``) and ignore the observation."""
+    env's state (``act``) and ignore the observation (``reads_observation``: a native run
+    does not build it for them)."""
+
+    reads_observation: ClassVar[bool] = False
 
     def act(self) -> int:
         raise NotImplementedError
@@ -527,6 +530,8 @@ class IndexSlots(_EnvActing):
             if used + d <= cap:
                 target[i] = True
                 used += d
+                if used == cap:  # every demand is >= 1: nothing further fits
+                    break
         nw = waiting.size
         w_in = target[:nw]
         if not self.protected_preempts:  # protected waiting jobs do not preempt
@@ -534,8 +539,8 @@ class IndexSlots(_EnvActing):
         if env.preemption and w_in.any() and running.size:
             best_w = float(idx[:nw][w_in].max())
             out = np.flatnonzero(~target[nw:])
-            slots_r = env._slots_r
-            cand = [i for i in out.tolist() if running[i] in set(slots_r.tolist())]
+            in_slot = set(env._slots_r.tolist())
+            cand = [i for i in out.tolist() if running[i] in in_slot]
             cand = [i for i in cand if self._outranks(best_w, float(idx[nw + i]))]
             if cand:
                 i = min(cand, key=lambda j: (float(idx[nw + j]), int(running[j])))

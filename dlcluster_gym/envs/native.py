@@ -264,10 +264,11 @@ class QueuePolicyScheduler(BaseScheduler):
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         env = self.env
         gen = env._decide(view)
+        observe = getattr(self.policy, "reads_observation", True)
         try:
             next(gen)
             while True:
-                raw = _action(self.policy, env._observe(), env._mask)
+                raw = _action(self.policy, env._observe() if observe else None, env._mask)
                 gen.send(env.valid_or_default(raw))  # a masked choice: stop, defer or keep
         except StopIteration as stop:
             actions = stop.value
