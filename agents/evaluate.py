@@ -14,7 +14,8 @@ aggregate, the geometric mean over the decisive scenarios of the per-scenario me
 
 The room (:func:`room_stats`, ``dlcluster_gym.leaderboard.room``): per scenario, how far the
 best clairvoyant policy of the room's reference set is below its best deployable one, among
-those the evaluation ran; each agent's fraction of it closed, paired per seed, with its CI.
+those the evaluation ran; each agent's fraction of it closed, paired per seed, with its CI
+(a ratio of sums over the seeds, a paired bootstrap interval).
 Scenarios with less than 5 % room are "no room" and left out of the mean over scenarios."""
 
 from __future__ import annotations
@@ -729,11 +730,12 @@ def room_table(stats: dict[str, Any]) -> str:
         "Room on a seed: 1 - C / D, with D the lowest average JCT of the deployable reference "
         "policies and C that of the clairvoyant ones (of "
         f"{', '.join(room.REFERENCE)}, those this evaluation ran; not run here: {missing}); "
-        "best: the lowest mean over seeds. Fraction closed on a seed: (D - A) / (D - C) "
-        "with A the agent's average JCT (0: the best heuristic's, 1: the clairvoyant "
-        "reference's, above 1: better than it). Mean over seeds ± half-width of the 95 % "
-        f"Student-t CI; '{room.NO_ROOM}': mean room below {room.NO_ROOM_BELOW:.0%}, left out "
-        "of the last row.",
+        "best: the lowest mean over seeds. Room: mean over seeds ± half-width of the 95 % "
+        "Student-t CI. Fraction closed: sum(D - A) / sum(D - C) over the seeds, with A the "
+        "agent's average JCT (0: the best heuristic's, 1: the clairvoyant reference's, above "
+        "1: better than it) ± half the width of its 95 % paired bootstrap interval over the "
+        f"seeds; '{room.NO_ROOM}': mean room below {room.NO_ROOM_BELOW:.0%}, left out of the "
+        "last row.",
     ]
     return "\n".join([*lines, "", *notes])
 

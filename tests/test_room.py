@@ -1,6 +1,6 @@
 """The room (``dlcluster_gym.leaderboard.room``): best clairvoyant reference against best
 deployable heuristic per seed, its mean with a 95 % CI, the "no room" rule, the fraction of
-it an agent closes, and one small end-to-end run (``experiments/room.py``)."""
+it an agent closes, and one small end-to-end run (``experiments/agents/room.py``)."""
 
 from __future__ import annotations
 
@@ -87,12 +87,14 @@ def test_fraction_closed_paired_per_seed() -> None:
     f = room.fraction_closed(halfway, r)
     assert f["fraction"] == pytest.approx(0.5) and f["fraction_ci"] == pytest.approx(0.0)
     assert f["seeds"] == 3 and f["verdict"] == "room"
-    agent = {1: 90.0, 2: 115.0, 3: 80.0}  # 0.5, 0, 1.5: better than srsf on seed 3
+    agent = {1: 90.0, 2: 115.0, 3: 80.0}  # gains 10, 0, 30 over rooms 20, 23, 20
     f = room.fraction_closed(agent, r)
-    want = [0.5, 0.0, 1.5]
-    lo, hi = sps.t.interval(0.95, 2, loc=np.mean(want), scale=sps.sem(want))
-    assert f["fraction"] == pytest.approx(np.mean(want))
-    assert f["fraction_ci"] == pytest.approx((hi - lo) / 2)
+    assert f["fraction"] == pytest.approx(40.0 / 63.0)  # a ratio of sums, not a mean of ratios
+    assert f["fraction_lo"] < f["fraction"] < f["fraction_hi"]
+    assert f["fraction_ci"] == pytest.approx((f["fraction_hi"] - f["fraction_lo"]) / 2)
+    # the bootstrap's resamples: every ratio lies between the per-seed extremes (0 and 1.5)
+    assert f["fraction_lo"] >= 0.0 and f["fraction_hi"] <= 1.5
+    assert room.fraction_closed(agent, r) == f  # a fixed generator: the same interval
     better = room.fraction_closed({s: c[s] * 0.9 for s in c}, r)
     assert better["fraction"] > 1.0
     worse = room.fraction_closed({s: d[s] * 1.1 for s in d}, r)
@@ -104,6 +106,28 @@ def test_fraction_closed_paired_per_seed() -> None:
     assert none["verdict"] == "no room" and math.isnan(none["fraction"]) and none["seeds"] == 0
     mean, n = room.mean_fraction([f, none, better])
     assert n == 2 and mean == pytest.approx((f["fraction"] + better["fraction"]) / 2)
+
+
+def test_a_seed_with_almost_no_room_does_not_rule_the_fraction() -> None:
+    """Per-seed ratios would give (100 - 99) / (100 - 99.999) = 1000 on seed 2; the ratio
+    of sums stays near the other seeds' gains."""
+    jcts = {"dally": {1: 100.0, 2: 100.0, 3: 100.0}, "srsf": {1: 80.0, 2: 99.999, 3: 80.0}}
+    r = room.scenario_room(jcts)
+    f = room.fraction_closed({1: 90.0, 2: 99.0, 3: 90.0}, r)
+    assert f["fraction"] == pytest.approx(21.0 / 40.001)
+
+
+def test_timer_grid_entrants() -> None:
+    """The fixed-timer grid: dally-manual with rack timer twice the machine timer, every
+    entrant a clairvoyant reference beside the two deployable Dally variants."""
+    grid = room.timer_entrants((0.0, 12.0))
+    assert grid == {
+        "timers-0h": ("dally-manual", {"machine_timer_s": 0.0, "rack_timer_s": 0.0}),
+        "timers-12h": ("dally-manual", {"machine_timer_s": 43200.0, "rack_timer_s": 86400.0}),
+    }
+    kinds = room.timer_reference((0.0, 12.0))
+    assert kinds == {"dally": "deployable", "dally-manual": "deployable",
+                     "timers-0h": "clairvoyant", "timers-12h": "clairvoyant"}  # fmt: skip
 
 
 def _row(scenario: str, seed: int, policy: str, kind: str, jct: float) -> dict:
@@ -176,13 +200,38 @@ def test_end_to_end_on_a_small_scenario(tmp_path: Path) -> None:
     assert data["table"][0]["room"] == pytest.approx(r["room"])
     assert data["absent"] == ["no-such-scenario"] and data["wall_s"] > 0
     md = (out / "room.md").read_text()
-    assert "Command: `python experiments/room.py --scenarios" in md and " s wall" in md
+    assert "Command: `python experiments/agents/room.py --scenarios" in md and " s wall" in md
     assert f"| `{scen}` | 2 | {r['best_deployable']} |" in md
     assert "| room, srsf alone | room, srw alone |" in md
     included = (out / "table.md").read_text()
-    assert included.startswith("| scenario |") and "Written by `python experiments/room.py" in (
-        included
-    )
+    assert included.startswith(
+        "| scenario |"
+    ) and "Written by `python experiments/agents/room.py" in (included)
     (out / "room.md").unlink()
     script.main(["--render", "--out", str(out)])  # the pages again from room.json
     assert (out / "room.md").read_text() == md
+
+
+def test_run_room_runs_entrants_under_their_labels() -> None:
+    """A grid entrant is dally-manual with its params: at the paper's 12 h + 12 h it is
+    dally-manual's run exactly, under its own label."""
+    jcts, rows = room.run_room(
+        ["dally-timers-2rack-load07"], [101], policies=("dally-manual",),
+        entrants=room.timer_entrants((0.0, 12.0)), progress=False,
+    )  # fmt: skip
+    got = jcts["dally-timers-2rack-load07"]
+    assert set(got) == {"dally-manual", "timers-0h", "timers-12h"}
+    assert got["timers-12h"][101] == got["dally-manual"][101]
+    assert got["timers-0h"][101] != got["dally-manual"][101]
+    assert {r["entrant"] for r in rows} == set(got)
+
+
+def test_the_timer_room_page_is_what_its_script_writes() -> None:
+    """The committed delay-timer room page, rewritten from its runs and the agent's
+    evaluation page with the code as it is now (``timer_room.py --render``)."""
+    script = experiment_script("timer_room")
+    root = Path(__file__).resolve().parents[1]
+    out = root / "experiments" / "results" / "room"
+    report = json.loads((out / "timers.json").read_text())
+    ev = json.loads((root / report["eval"]).read_text())
+    assert (out / "timers.md").read_text() == script.page(script.summarize(report, ev))

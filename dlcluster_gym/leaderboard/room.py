@@ -13,11 +13,11 @@ scenario cannot show a deployable scheduler doing much better than the heuristic
 left out of every mean over scenarios), ``"room"`` otherwise, ``"n/a"`` when one kind has no
 policy that ran.
 
-An agent's fraction of the room closed on a seed (:func:`fraction_closed`) is
-``(D - A) / (D - C)`` with ``A`` its average JCT: 0 at the best heuristic, 1 at the
-clairvoyant reference, above 1 when it beats the reference, negative when it is worse than
-the best heuristic. Both are pure functions of per-seed average JCTs; :func:`run_room` runs
-the reference set to get them.
+An agent's fraction of the room closed (:func:`fraction_closed`) is
+``sum(D - A) / sum(D - C)`` over the seeds, with ``A`` its average JCT: 0 at the best
+heuristic, 1 at the clairvoyant reference, above 1 when it beats the reference, negative
+when it is worse than the best heuristic. Both are pure functions of per-seed average
+JCTs; :func:`run_room` runs the reference set to get them.
 """
 
 from __future__ import annotations
@@ -46,6 +46,41 @@ REFERENCE: dict[str, str] = {
     **dict.fromkeys(CLAIRVOYANT_REFERENCE, "clairvoyant"),
 }
 """Reference policy -> kind."""
+TIMER_GRID_H: tuple[float, ...] = (0.0, 1.0, 3.0, 6.0, 12.0, 24.0, 48.0, 84.0, 168.0)
+"""Machine timers (hours) of the fixed-timer grid, the delay-timer agents' ceiling."""
+TIMER_DEPLOYABLE: tuple[str, ...] = ("dally", "dally-manual")
+"""The deployable heuristics in the delay-timer agents' own decision (Dally's timers,
+auto-tuned or fixed at the paper's 12 h + 12 h), whose best on a seed is the timer room's
+floor."""
+
+
+def timer_label(hours: float) -> str:
+    """The grid entrant of machine timer ``hours``: ``timers-12h``."""
+    return f"timers-{hours:g}h"
+
+
+def timer_entrants(grid_h: Sequence[float] = TIMER_GRID_H) -> dict[str, tuple[str, dict]]:
+    """The fixed-timer grid as entrants (label -> (policy, params)): ``dally-manual`` with
+    machine timer T and rack timer 2T for each T of ``grid_h``, the paper's shape (4.3.2:
+    the rack timer runs another T after the machine timer). The best of them on a seed,
+    chosen after the fact, is a clairvoyant reference: no scheduler knows which fixed
+    timer a seed's workload will favour."""
+    return {
+        timer_label(h): ("dally-manual", {"machine_timer_s": h * 3600.0,
+                                          "rack_timer_s": 2.0 * h * 3600.0})
+        for h in grid_h
+    }  # fmt: skip
+
+
+def timer_reference(grid_h: Sequence[float] = TIMER_GRID_H) -> dict[str, str]:
+    """Entrant -> kind for the timer room: :data:`TIMER_DEPLOYABLE` deployable, every grid
+    entrant clairvoyant (its best per seed is chosen after the fact)."""
+    return {
+        **dict.fromkeys(TIMER_DEPLOYABLE, "deployable"),
+        **dict.fromkeys(timer_entrants(grid_h), "clairvoyant"),
+    }
+
+
 NO_ROOM_BELOW = 0.05
 """A scenario whose mean room is below this is "no room"."""
 ROOM, NO_ROOM, NOT_AVAILABLE = "room", "no room", "n/a"
@@ -140,34 +175,55 @@ def mean_room(table: Iterable[Mapping[str, Any]]) -> tuple[float, int]:
     return (float(np.mean(rooms)) if rooms else math.nan), len(rooms)
 
 
+BOOTSTRAP_RESAMPLES = 2000
+"""Paired bootstrap resamples of the seeds behind a fraction's confidence interval."""
+
+
 def fraction_closed(agent: Mapping[int, float], room: Mapping[str, Any]) -> dict[str, Any]:
     """How much of a scenario's room an agent closes, paired per seed.
 
     ``agent``: seed -> the agent's average JCT (s; ``inf`` for a run that left jobs
-    unfinished); ``room``: :func:`scenario_room`. On each seed of ``room`` the agent ran and
-    whose room is positive, ``(D - A) / (D - C)`` (``D``, ``C``: that seed's best deployable
-    and clairvoyant average JCTs). Returns ``fraction`` and ``fraction_ci`` (mean and 95 %
-    CI half-width over those seeds), ``seeds`` (how many) and the scenario's ``verdict``;
-    the fraction is NaN unless the verdict is :data:`ROOM`, and ``-inf`` when the agent left
-    jobs unfinished on a seed."""
-    out: dict[str, Any] = {"fraction": math.nan, "fraction_ci": math.nan, "seeds": 0,
+    unfinished); ``room``: :func:`scenario_room`. Over the seeds of ``room`` the agent ran and
+    where both kinds have a finite run, with ``D``, ``C`` each seed's best deployable and
+    clairvoyant average JCTs and ``A`` the agent's: ``fraction = sum(D - A) / sum(D - C)``,
+    the ratio of the mean gain to the mean room (a mean of per-seed ratios would be ruled
+    by the seeds whose room is near zero, where any difference divides by almost nothing).
+    ``fraction_lo`` / ``fraction_hi``: its 95 % paired bootstrap interval over the seeds
+    (:data:`BOOTSTRAP_RESAMPLES` resamples, a fixed generator so the same inputs give the
+    same interval; resamples whose room sums to zero or less are left out), and
+    ``fraction_ci`` half its width. Also ``seeds`` (how many) and the scenario's
+    ``verdict``; the fraction is NaN unless the verdict is :data:`ROOM`, and ``-inf`` when
+    the agent left jobs unfinished on a seed."""
+    out: dict[str, Any] = {"fraction": math.nan, "fraction_ci": math.nan,
+                           "fraction_lo": math.nan, "fraction_hi": math.nan, "seeds": 0,
                            "verdict": room["verdict"]}  # fmt: skip
     if room["verdict"] != ROOM:
         return out
-    vals = []
+    gains, rooms = [], []
     for r in room["per_seed"]:
         d, c = r["deployable_jct_s"], r["clairvoyant_jct_s"]
-        if r["seed"] not in agent or not d > c:
+        if r["seed"] not in agent or not (math.isfinite(d) and math.isfinite(c)):
             continue
         a = float(agent[r["seed"]])
-        vals.append((d - a) / (d - c) if math.isfinite(a) else -math.inf)
-    out["seeds"] = len(vals)
-    if not vals:
+        gains.append(d - a if math.isfinite(a) else -math.inf)
+        rooms.append(d - c)
+    out["seeds"] = len(gains)
+    if not gains:
         return out
-    if any(math.isinf(v) for v in vals):
+    if any(math.isinf(g) for g in gains):
         out["fraction"] = -math.inf
         return out
-    out["fraction"], out["fraction_ci"] = mean_ci(np.asarray(vals))
+    g, w = np.asarray(gains), np.asarray(rooms)
+    if w.sum() <= 0:
+        return out
+    out["fraction"] = float(g.sum() / w.sum())
+    if g.size > 1:
+        pick = np.random.default_rng(0).integers(0, g.size, size=(BOOTSTRAP_RESAMPLES, g.size))
+        num, den = g[pick].sum(axis=1), w[pick].sum(axis=1)
+        ok = den > 0
+        lo, hi = np.percentile(num[ok] / den[ok], [2.5, 97.5])
+        out["fraction_lo"], out["fraction_hi"] = float(lo), float(hi)
+        out["fraction_ci"] = float(hi - lo) / 2.0
     return out
 
 
@@ -190,11 +246,13 @@ def run_room(
     traces_dir: str | Path | None = None,
     policies: Sequence[str] = (*DEPLOYABLE_REFERENCE, *CLAIRVOYANT_REFERENCE),
     progress: bool | Callable[[dict[str, Any]], None] = True,
+    entrants: Mapping[str, tuple[str, dict]] | None = None,
 ) -> tuple[dict[str, dict[str, dict[int, float]]], list[dict[str, Any]]]:
-    """Run ``policies`` on each scenario (a preset name or a YAML path) and seed (the same
+    """Run ``policies`` (and ``entrants``: label -> (policy, params), e.g.
+    :func:`timer_entrants`) on each scenario (a preset name or a YAML path) and seed (the same
     seeds for all, or scenario -> seeds) with ``workers`` processes (the leaderboard's cell
     runner, workers that end with this process; 1: in this process). Returns (average JCTs:
-    scenario -> policy -> seed -> seconds, ``inf`` where jobs were left unfinished, for
+    scenario -> entrant -> seed -> seconds, ``inf`` where jobs were left unfinished, for
     :func:`room_table`; every run's leaderboard row, ``status`` ``n/a`` for a policy that
     does not apply to the scenario (its ``reason`` says why) and ``error`` for one that
     failed). ``progress``: a progress bar (``True``, on a terminal) or a callback per row."""
@@ -208,11 +266,12 @@ def run_room(
     from dlcluster_gym.workers import die_with_parent
 
     bases = load_bases(None)
+    runs = {p: (p, {}) for p in policies} | dict(entrants or {})
     cells = [
-        Cell(cell_id(sc, p, s), sc, p, p, {}, int(s)).located(bases)
+        Cell(cell_id(sc, label, s), sc, label, p, dict(params), int(s)).located(bases)
         for sc in scenarios
         for s in (seeds[sc] if isinstance(seeds, Mapping) else seeds)
-        for p in policies
+        for label, (p, params) in runs.items()
     ]
     order = {c.id: i for i, c in enumerate(cells)}
     rows: list[dict[str, Any]] = []
@@ -242,14 +301,16 @@ def run_room(
 
 
 def jcts_of(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
-    """Scenario -> policy -> seed -> average JCT (s) of the runs in ``rows`` that finished
-    with status ``ok`` (``inf`` where jobs were left unfinished), for :func:`room_table`."""
+    """Scenario -> entrant (the policy where a row names none) -> seed -> average JCT (s) of
+    the runs in ``rows`` that finished with status ``ok`` (``inf`` where jobs were left
+    unfinished), for :func:`room_table`."""
     jcts: dict[str, dict[str, dict[int, float]]] = {}
     for r in rows:
         if r["status"] != "ok":
             continue
         value = math.inf if r.get("jobs_unfinished", 0) else float(r["avg_jct_s"])
-        jcts.setdefault(r["scenario"], {}).setdefault(r["policy"], {})[int(r["seed"])] = value
+        name = r.get("entrant") or r["policy"]
+        jcts.setdefault(r["scenario"], {}).setdefault(name, {})[int(r["seed"])] = value
     return jcts
 
 
