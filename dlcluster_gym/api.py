@@ -35,7 +35,7 @@ def prepare(
     traces_dir: str | Path | None = None,
 ) -> tuple[ScenarioConfig, Cluster, list, np.random.Generator]:
     """Load the scenario, build cluster and jobs; returns the policy's generator too."""
-    from dlcluster_gym.workload.build import build_workload
+    from dlcluster_gym.scenario.build import build_workload
 
     cfg = load_scenario(scenario, seed=seed)
     cluster = Cluster(cfg.cluster)

@@ -468,7 +468,7 @@ def run(sc, policy="fcfs", seed=0, watch: list | None = None):
     capacity over the links (``Engine.link_load_ratio``) after every change of state."""
     cfg = load_scenario(sc) if not hasattr(sc, "model_dump") else sc
     from dlcluster_gym.api import rngs
-    from dlcluster_gym.workload.build import build_workload
+    from dlcluster_gym.scenario.build import build_workload
 
     cluster = Cluster(cfg.cluster)
     wl, pol = rngs(cfg.seed)

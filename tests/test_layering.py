@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE = ["sim", "perf", "cluster", "workload"]
+CORE = ["sim", "perf", "scenario", "cluster", "workload"]
 FORBIDDEN = ("gymnasium", "gym", "torch", "stable_baselines3", "sb3_contrib", "baselines", "agents")
 
 

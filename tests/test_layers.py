@@ -1,6 +1,6 @@
 """The package's layers: no module imports a module of a higher layer.
 
-The order, lowest first (docs/architecture.md shows it):
+The order, lowest first (docs/concepts.md, "Code layout", shows it):
 
     errors, numerics, files, version leaf helpers
     workload, cluster.catalog        jobs, models, traces, hardware data: what a workload *is*

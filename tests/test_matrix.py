@@ -27,10 +27,10 @@ from dlcluster_gym.envs import env_ids
 from dlcluster_gym.envs.agent_meta import env_kind
 from dlcluster_gym.envs.policies import _table, make_env_policy
 from dlcluster_gym.errors import NotApplicableError
+from dlcluster_gym.scenario.build import build_workload
 from dlcluster_gym.scheduler import make_policy, policies
 from dlcluster_gym.sim.bounds import ideal_results
 from dlcluster_gym.sim.engine import Engine
-from dlcluster_gym.workload.build import build_workload
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*out of date", "ignore:.*were dropped")
 

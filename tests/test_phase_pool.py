@@ -56,9 +56,9 @@ def test_pooled_equals_batch(seed: int) -> None:
 def _contended_run(max_rows: int | None):
     from dlcluster_gym.api import rngs
     from dlcluster_gym.cluster.topology import Cluster
+    from dlcluster_gym.scenario.build import build_workload
     from dlcluster_gym.scheduler import make_policy
     from dlcluster_gym.sim.engine import Engine
-    from dlcluster_gym.workload.build import build_workload
     from tests.test_contention import contended
 
     cfg = contended()

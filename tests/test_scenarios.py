@@ -7,7 +7,7 @@ import pytest
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import TraceWorkload, list_presets, load_scenario
-from dlcluster_gym.workload.build import build_workload
+from dlcluster_gym.scenario.build import build_workload
 from dlcluster_gym.workload.traces import traces_available
 
 SCENARIOS = sorted(list_presets("scenarios"))

@@ -192,7 +192,7 @@ def test_list_splits_command() -> None:
 @needs_traces
 def test_a_philly_vc_test_window_builds_with_its_vcs() -> None:
     from dlcluster_gym.cluster.topology import Cluster
-    from dlcluster_gym.workload.build import build_workload
+    from dlcluster_gym.scenario.build import build_workload
 
     entry = load_split("philly-vc").test[0]
     cfg = entry_scenario(entry.scenario, entry.overrides)

@@ -18,9 +18,9 @@ from dlcluster_gym.config import load_cluster, load_scenario
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf import testbed as tb  # module import: its test* names are not tests
 from dlcluster_gym.perf.network import placement_overhead, placement_traffic
+from dlcluster_gym.scenario.build import build_workload
 from dlcluster_gym.workload import profiles as wp  # module import: a test* name
 from dlcluster_gym.workload import testbed_profiles as tp
-from dlcluster_gym.workload.build import build_workload
 from dlcluster_gym.workload.models import get_model
 from dlcluster_gym.workload.profiles import PROFILE_SOURCES, model_profile
 

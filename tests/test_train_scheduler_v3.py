@@ -1,4 +1,4 @@
-"""experiments/train_scheduler_v3.py: the warm start and PPO run on the recipe's envs."""
+"""experiments/agents/train_scheduler_v3.py: the warm start and PPO run on the recipe's envs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic generators and build_workload dispatch."""
+"""Synthetic generators, the sizing of durations, and build_workload dispatch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import pytest
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import load_scenario
 from dlcluster_gym.errors import ConfigError, TraceError
+from dlcluster_gym.scenario import sizing
+from dlcluster_gym.scenario.build import build_workload
 from dlcluster_gym.workload import generators as gen
-from dlcluster_gym.workload.build import build_workload
+from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import DALLY_MODELS, get_model
 from dlcluster_gym.workload.traces import trace_root, traces_available
 
@@ -24,11 +26,11 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 def test_packed_shape():
-    assert gen._packed_shape(20, 8, 2) == ((8, 8), (4,))
-    assert gen._packed_shape(3, 8, 8) == ((3,),)
-    assert gen._spread_shape(4, "rack", 8, 8) == ((1, 1, 1, 1),)
-    assert gen._spread_shape(3, "network", 8, 8) == ((1,), (1,), (1,))
-    assert gen._spread_shape(20, "rack", 8, 2) == ((8, 8), (2, 2))
+    assert sizing._packed_shape(20, 8, 2) == ((8, 8), (4,))
+    assert sizing._packed_shape(3, 8, 8) == ((3,),)
+    assert sizing._spread_shape(4, "rack", 8, 8) == ((1, 1, 1, 1),)
+    assert sizing._spread_shape(3, "network", 8, 8) == ((1,), (1,), (1,))
+    assert sizing._spread_shape(20, "rack", 8, 2) == ((8, 8), (2, 2))
 
 
 def test_fitted_constants_consistent():
@@ -40,24 +42,30 @@ def test_fitted_constants_consistent():
 
 
 def test_dally_deterministic(cluster):
-    a = gen.dally_jobs(300, cluster, rng(7), arrival="poisson")
-    b = gen.dally_jobs(300, cluster, rng(7), arrival="poisson")
-    c = gen.dally_jobs(300, cluster, rng(8), arrival="poisson")
+    a = gen.dally_jobs(300, cluster.num_gpus, rng(7), arrival="poisson")
+    b = gen.dally_jobs(300, cluster.num_gpus, rng(7), arrival="poisson")
+    c = gen.dally_jobs(300, cluster.num_gpus, rng(8), arrival="poisson")
     assert a == b
     assert a != c
 
 
 def test_dally_batch_demands_and_models(cluster):
-    jobs = gen.dally_jobs(2000, cluster, rng(), arrival="batch")
+    jobs = gen.dally_jobs(2000, cluster.num_gpus, rng(), arrival="batch")
     assert all(j.arrival_s == 0 for j in jobs)
     demands = {j.num_gpus for j in jobs}
     assert demands <= {2, 4, 8, 16, 32, 64}
     assert {2, 4, 8} <= demands
     assert {j.model for j in jobs} == set(DALLY_MODELS)
-    for j in jobs[:50]:  # run time at packed consolidation lies inside the fitted table
-        run = j.iterations * gen.iteration_time_s(get_model(j.model), j.num_gpus, cluster)
-        assert gen.DALLY_DURATION_QUANTILES_S[0] - 1e-6 <= run
-        assert run <= gen.DALLY_DURATION_QUANTILES_S[-1] + 1e-6
+    # the length is the run time at packed consolidation, inside the fitted table
+    assert all(j.iterations is None for j in jobs)
+    run = np.array([j.duration_s for j in jobs])
+    assert run.min() >= gen.DALLY_DURATION_QUANTILES_S[0] - 1e-6
+    assert run.max() <= gen.DALLY_DURATION_QUANTILES_S[-1] + 1e-6
+    # sized for the cluster, a job placed packed runs exactly its duration
+    sized = sizing.size_jobs(jobs[:50], cluster)
+    for j, s in zip(jobs[:50], sized, strict=True):
+        t = sizing.iteration_time_s(get_model(j.model), j.num_gpus, cluster)
+        assert s.duration_s is None and s.iterations * t == pytest.approx(j.duration_s)
 
 
 def test_dally_duration_sampler_mean():
@@ -68,20 +76,17 @@ def test_dally_duration_sampler_mean():
 
 def test_poisson_rate_matches_target_load(cluster):
     n = 20_000
-    jobs = gen.dally_jobs(n, cluster, rng(3), arrival="poisson", load=0.9)
+    jobs = gen.dally_jobs(n, cluster.num_gpus, rng(3), arrival="poisson", load=0.9)
     span = jobs[-1].arrival_s
     expected_rate_s = 0.9 * cluster.num_gpus / gen.dally_mean_gpu_seconds()
     assert n / span == pytest.approx(expected_rate_s, rel=0.03)
     # offered load measured from the jobs themselves (heavy tail: loose tolerance)
-    work = sum(
-        j.num_gpus * j.iterations * gen.iteration_time_s(get_model(j.model), j.num_gpus, cluster)
-        for j in jobs
-    )
+    work = sum(j.num_gpus * j.duration_s for j in jobs)
     assert work / (cluster.num_gpus * span) == pytest.approx(0.9, rel=0.1)
 
 
 def test_poisson_explicit_rate(cluster):
-    jobs = gen.dally_jobs(5000, cluster, rng(4), arrival="poisson", rate_per_hour=10.0)
+    jobs = gen.dally_jobs(5000, cluster.num_gpus, rng(4), arrival="poisson", rate_per_hour=10.0)
     assert 5000 / (jobs[-1].arrival_s / 3600) == pytest.approx(10.0, rel=0.05)
     arr = [j.arrival_s for j in jobs]
     assert arr == sorted(arr)
@@ -103,18 +108,32 @@ def test_synthetic_load_and_weights(cluster):
         gpu_demand_weights=(3.0, 1.0),
         iterations=(100, 300),
     )
-    jobs = gen.synthetic_jobs(20_000, cluster, rng(5), load=0.5, **kw)
-    assert jobs == gen.synthetic_jobs(20_000, cluster, rng(5), load=0.5, **kw)
+    its = sizing.iteration_times(kw["models"], kw["gpu_demands"], cluster)
+    jobs = gen.synthetic_jobs(20_000, cluster.num_gpus, rng(5), load=0.5, iteration_times=its,
+                              **kw)  # fmt: skip
+    assert jobs == gen.synthetic_jobs(
+        20_000, cluster.num_gpus, rng(5), load=0.5, iteration_times=its, **kw
+    )
     frac8 = np.mean([j.num_gpus == 8 for j in jobs])
     assert frac8 == pytest.approx(0.25, abs=0.02)
-    assert all(100 <= j.iterations <= 300 for j in jobs)
+    assert all(100 <= j.iterations <= 300 and j.duration_s is None for j in jobs)
     work = sum(
-        j.num_gpus * j.iterations * gen.iteration_time_s(get_model(j.model), j.num_gpus, cluster)
+        j.num_gpus * j.iterations * sizing.iteration_time_s(get_model(j.model), j.num_gpus,
+                                                            cluster)
         for j in jobs
-    )
+    )  # fmt: skip
     assert work / (cluster.num_gpus * jobs[-1].arrival_s) == pytest.approx(0.5, rel=0.05)
     with pytest.raises(ConfigError, match="gpu_demand_weights"):
-        gen.synthetic_jobs(5, cluster, rng(), gpu_demands=(1, 2), gpu_demand_weights=(1.0,))
+        gen.synthetic_jobs(
+            5, cluster.num_gpus, rng(), gpu_demands=(1, 2), gpu_demand_weights=(1.0,)
+        )
+    # jobs sized in iterations need their iteration times for the rate of an offered load
+    with pytest.raises(ValueError, match="iteration_times"):
+        gen.synthetic_jobs(5, cluster.num_gpus, rng(), load=0.5, **kw)
+    with pytest.raises(ValueError, match="shape"):
+        gen.synthetic_jobs(5, cluster.num_gpus, rng(), load=0.5, iteration_times=its[:1], **kw)
+    batch = gen.synthetic_jobs(5, cluster.num_gpus, rng(), arrival="batch", **kw)
+    assert all(j.arrival_s == 0 for j in batch)
 
 
 def _scenario(workload: dict, **kw):
@@ -159,7 +178,7 @@ def test_build_trace_models_and_iterations(tmp_path, cluster):
         rng(),
         tmp_path,
     )
-    t = gen.iteration_time_s(get_model("resnet50"), 8, cluster)
+    t = sizing.iteration_time_s(get_model("resnet50"), 8, cluster)
     assert jobs[-1].iterations == pytest.approx(147 / t)
     # network tier: slower iterations -> fewer iterations for the same duration
     net = build_workload(
@@ -222,11 +241,9 @@ def test_synthetic_log10_minute_durations(cluster):
     # Gavel's generator: 10^x minutes, x uniform in [1.5, 3] for 80 % and in [3, 4] for 20 %
     bands = ((1.5, 3.0, 0.8), (3.0, 4.0, 0.2))
     kw = dict(models=("resnet50", "bert"), gpu_demands=(1, 4), log10_duration_min=bands)
-    jobs = gen.synthetic_jobs(20_000, cluster, rng(7), load=0.5, **kw)
-    assert jobs == gen.synthetic_jobs(20_000, cluster, rng(7), load=0.5, **kw)
-    run = np.array([
-        j.iterations * gen.iteration_time_s(get_model(j.model), j.num_gpus, cluster) for j in jobs
-    ])  # fmt: skip
+    jobs = gen.synthetic_jobs(20_000, cluster.num_gpus, rng(7), load=0.5, **kw)
+    assert jobs == gen.synthetic_jobs(20_000, cluster.num_gpus, rng(7), load=0.5, **kw)
+    run = np.array([j.duration_s for j in jobs])
     x = np.log10(run / 60.0)
     assert x.min() >= 1.5 - 1e-9 and x.max() <= 4.0 + 1e-9
     assert np.mean(x > 3.0) == pytest.approx(0.2, abs=0.01)
@@ -243,3 +260,43 @@ def test_synthetic_log10_minute_bands_are_checked():
         _scenario({"kind": "synthetic", "num_jobs": 5, "log10_duration_min": [[3.0, 2.0, 1.0]]})
     with pytest.raises(ConfigError, match="log10_duration_min"):
         _scenario({"kind": "synthetic", "num_jobs": 5, "log10_duration_min": [[1.0, 2.0, 0.0]]})
+
+
+def test_job_length_is_iterations_or_duration():
+    Job(0, "resnet50", 2, None, 0.1, 0.0, duration_s=60.0)
+    Job(0, "resnet50", 2, 10.0, 0.1, 0.0)
+    with pytest.raises(ConfigError, match="exactly one"):
+        Job(0, "resnet50", 2, None, 0.1, 0.0)
+    with pytest.raises(ConfigError, match="exactly one"):
+        Job(0, "resnet50", 2, 10.0, 0.1, 0.0, duration_s=60.0)
+    with pytest.raises(ConfigError, match="duration_s must be finite and > 0"):
+        Job(0, "resnet50", 2, None, 0.1, 0.0, duration_s=-1.0)
+    with pytest.raises(ConfigError, match="not yet converted to iterations"):
+        _ = Job(0, "resnet50", 2, None, 0.1, 0.0, duration_s=60.0).ideal_run_s
+
+
+def test_size_jobs_per_network_model(cluster):
+    prof = get_model("resnet50")
+    jobs = [
+        Job(0, "resnet50", 8, None, prof.compute_s, 0.0, duration_s=600.0),
+        Job(1, "resnet50", 8, 123.0, prof.compute_s, 0.0),
+    ]
+    packed = sizing.size_jobs(jobs, cluster)
+    assert packed[0].iterations == 600.0 / sizing.iteration_time_s(prof, 8, cluster)
+    assert packed[1] is jobs[1]  # a job with iterations keeps them
+    spread = sizing.size_jobs(jobs, cluster, tier="network")
+    assert spread[0].iterations == 600.0 / sizing.iteration_time_s(prof, 8, cluster, "network")
+    assert spread[0].iterations < packed[0].iterations
+    ideal = sizing.size_jobs(jobs, cluster, network="ideal")
+    assert ideal[0].iterations == 600.0 / prof.compute_s
+    assert all(j.duration_s is None for j in packed + spread + ideal)
+
+
+def test_engine_refuses_a_duration_job(cluster):
+    from dlcluster_gym.scheduler import make_policy
+    from dlcluster_gym.sim.engine import Engine
+
+    s = _scenario({"kind": "dally", "num_jobs": 2})
+    job = Job(0, "resnet50", 2, None, 0.1, 0.0, duration_s=60.0)
+    with pytest.raises(ConfigError, match="size_jobs"):
+        Engine(s, cluster, [job], make_policy("fcfs"), rng())

@@ -14,11 +14,11 @@ from scipy import stats
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import WorkloadGroups, load_scenario
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.scenario.build import build_workload
+from dlcluster_gym.scenario.sizing import iteration_times
 from dlcluster_gym.workload import generators as gen
 from dlcluster_gym.workload import groups as grp
-from dlcluster_gym.workload.build import build_workload
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import get_model
 
 N = 20_000  # jobs for the distribution checks
 BANDS = ((1.5, 3.0, 0.8), (3.0, 4.0, 0.2))  # Gavel's generator
@@ -35,27 +35,26 @@ def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def durations(jobs: list[Job], cluster: Cluster) -> np.ndarray:
-    """Run time at packed consolidation (physics profiles), as the generators define it."""
-    cache: dict[tuple[str, int], float] = {}
-    out = []
-    for j in jobs:
-        key = (j.model, j.num_gpus)
-        if key not in cache:
-            cache[key] = gen.iteration_time_s(get_model(j.model), j.num_gpus, cluster)
-        out.append(j.iterations * cache[key])
-    return np.array(out)
+def durations(jobs: list[Job]) -> np.ndarray:
+    """Run time at packed consolidation, as the generators draw it."""
+    return np.array([j.duration_s for j in jobs])
 
 
-def share(jobs: list[Job], cluster: Cluster, attr: str) -> float:
+def synthetic(n: int, cluster: Cluster, seed: int, **kw) -> list[Job]:
+    """``synthetic_jobs`` of the ``SYNTH`` mix on ``cluster`` (Poisson at load 0.9)."""
+    its = iteration_times(SYNTH["models"], SYNTH["gpu_demands"], cluster)
+    return gen.synthetic_jobs(n, cluster.num_gpus, rng(seed), iteration_times=its, **SYNTH, **kw)
+
+
+def share(jobs: list[Job], attr: str) -> float:
     """Bias-corrected share of the normal scores of log(duration) explained by ``attr``."""
-    z = grp.normal_scores(np.log(durations(jobs, cluster)))
+    z = grp.normal_scores(np.log(durations(jobs)))
     return grp.variance_share(z, [getattr(j, attr) for j in jobs]).corrected
 
 
 @pytest.fixture(scope="module")
 def dally_default(cluster) -> list[Job]:
-    return gen.dally_jobs(N, cluster, rng(3), arrival="poisson", groups=WorkloadGroups())
+    return gen.dally_jobs(N, cluster.num_gpus, rng(3), arrival="poisson", groups=WorkloadGroups())
 
 
 # --------------------------------------------------------------------------- groups off
@@ -101,11 +100,9 @@ def test_same_seed_same_jobs(cluster, kind):
     def make(seed: int) -> list[Job]:
         g = WorkloadGroups(num_vcs=4, habit=0.5)
         if kind == "dally":
-            return gen.dally_jobs(300, cluster, rng(seed), arrival="poisson", groups=g)
+            return gen.dally_jobs(300, cluster.num_gpus, rng(seed), arrival="poisson", groups=g)
         bands = {"synthetic-bands": BANDS, "synthetic-point": POINT_BANDS}.get(kind)
-        return gen.synthetic_jobs(
-            300, cluster, rng(seed), log10_duration_min=bands, groups=g, **SYNTH
-        )
+        return synthetic(300, cluster, seed, log10_duration_min=bands, groups=g)
 
     a, b, c = make(7), make(7), make(8)
     assert a == b
@@ -122,25 +119,22 @@ NO_SIGNAL = WorkloadGroups(r_vc=0.0, r_group=0.0, habit=0.0)
 def test_no_signal_keeps_the_groups_off_jobs(cluster, bands):
     """With r_vc = r_group = habit = 0 a job is its groups-off self with labels."""
     if bands is None:
-        off = gen.dally_jobs(2000, cluster, rng(5), arrival="poisson")
-        on = gen.dally_jobs(2000, cluster, rng(5), arrival="poisson", groups=NO_SIGNAL)
+        off = gen.dally_jobs(2000, cluster.num_gpus, rng(5), arrival="poisson")
+        on = gen.dally_jobs(2000, cluster.num_gpus, rng(5), arrival="poisson", groups=NO_SIGNAL)
     else:
-        kw = dict(log10_duration_min=bands, **SYNTH)
-        off = gen.synthetic_jobs(2000, cluster, rng(5), **kw)
-        on = gen.synthetic_jobs(2000, cluster, rng(5), groups=NO_SIGNAL, **kw)
+        off = synthetic(2000, cluster, 5, log10_duration_min=bands)
+        on = synthetic(2000, cluster, 5, log10_duration_min=bands, groups=NO_SIGNAL)
     for a, b in zip(off, on, strict=True):
         assert (a.model, a.num_gpus, a.arrival_s) == (b.model, b.num_gpus, b.arrival_s)
-        assert b.iterations == pytest.approx(a.iterations, rel=1e-9)
-    iters = gen.synthetic_jobs(2000, cluster, rng(5), groups=NO_SIGNAL, **SYNTH)
-    assert [j.iterations for j in iters] == [
-        j.iterations for j in gen.synthetic_jobs(2000, cluster, rng(5), **SYNTH)
-    ]
+        assert b.duration_s == pytest.approx(a.duration_s, rel=1e-9)
+    iters = synthetic(2000, cluster, 5, groups=NO_SIGNAL)
+    assert [j.iterations for j in iters] == [j.iterations for j in synthetic(2000, cluster, 5)]
 
 
 def test_no_signal_explains_nothing(cluster):
-    jobs = gen.dally_jobs(N, cluster, rng(3), arrival="poisson", groups=NO_SIGNAL)
-    assert abs(share(jobs, cluster, "job_name")) < 0.03
-    assert abs(share(jobs, cluster, "vc")) < 0.01
+    jobs = gen.dally_jobs(N, cluster.num_gpus, rng(3), arrival="poisson", groups=NO_SIGNAL)
+    assert abs(share(jobs, "job_name")) < 0.03
+    assert abs(share(jobs, "vc")) < 0.01
 
 
 # --------------------------------------------------------------------------- marginals
@@ -152,9 +146,9 @@ def test_dally_marginal_duration_kept(cluster, dally_default):
     def cdf(x: np.ndarray) -> np.ndarray:
         return np.interp(np.log(x), logq, gen.DALLY_DURATION_LEVELS)
 
-    off = gen.dally_jobs(N, cluster, rng(3), arrival="poisson")
-    ks_off = stats.ks_1samp(durations(off, cluster), cdf).statistic
-    ks_on = stats.ks_1samp(durations(dally_default, cluster), cdf).statistic
+    off = gen.dally_jobs(N, cluster.num_gpus, rng(3), arrival="poisson")
+    ks_off = stats.ks_1samp(durations(off), cdf).statistic
+    ks_on = stats.ks_1samp(durations(dally_default), cdf).statistic
     assert ks_off < 0.015
     assert ks_on < 0.04  # jobs of a group are dependent: a smaller effective sample
     demand = np.array([j.num_gpus for j in dally_default])
@@ -164,18 +158,17 @@ def test_dally_marginal_duration_kept(cluster, dally_default):
 
 def test_synthetic_marginals_kept(cluster):
     g = WorkloadGroups()
-    jobs = gen.synthetic_jobs(N, cluster, rng(4), log10_duration_min=BANDS, groups=g, **SYNTH)
-    x = np.log10(durations(jobs, cluster) / 60.0)
+    jobs = synthetic(N, cluster, 4, log10_duration_min=BANDS, groups=g)
+    x = np.log10(durations(jobs) / 60.0)
 
     def cdf(v: np.ndarray) -> np.ndarray:
         return 0.8 * np.clip((v - 1.5) / 1.5, 0, 1) + 0.2 * np.clip(v - 3.0, 0, 1)
 
     assert stats.ks_1samp(x, cdf).statistic < 0.04
-    jobs = gen.synthetic_jobs(N, cluster, rng(4), log10_duration_min=POINT_BANDS, groups=g,
-                              **SYNTH)  # fmt: skip
-    x = np.log10(durations(jobs, cluster) / 60.0)
+    jobs = synthetic(N, cluster, 4, log10_duration_min=POINT_BANDS, groups=g)
+    x = np.log10(durations(jobs) / 60.0)
     assert np.mean(np.isclose(x, 1.0, rtol=0, atol=1e-9)) == pytest.approx(0.3, abs=0.04)
-    jobs = gen.synthetic_jobs(N, cluster, rng(4), groups=g, **SYNTH)
+    jobs = synthetic(N, cluster, 4, groups=g)
     iters = np.array([j.iterations for j in jobs])
     assert np.all((iters >= 100) & (iters <= 999) & (iters == np.floor(iters)))
     assert iters.mean() == pytest.approx(549.5, rel=0.04)
@@ -187,13 +180,12 @@ def test_synthetic_marginals_kept(cluster):
 
 def test_signal_matches_the_shares(cluster, dally_default):
     g = WorkloadGroups()
-    assert share(dally_default, cluster, "vc") == pytest.approx(g.r_vc, abs=0.06)
-    assert share(dally_default, cluster, "job_name") == pytest.approx(g.r_vc + g.r_group, abs=0.06)
+    assert share(dally_default, "vc") == pytest.approx(g.r_vc, abs=0.06)
+    assert share(dally_default, "job_name") == pytest.approx(g.r_vc + g.r_group, abs=0.06)
     strong = WorkloadGroups(num_vcs=4, r_vc=0.5, r_group=0.2, p_new_group=0.5)
-    jobs = gen.synthetic_jobs(N, cluster, rng(6), log10_duration_min=BANDS, groups=strong,
-                              **SYNTH)  # fmt: skip
-    assert share(jobs, cluster, "vc") == pytest.approx(0.5, abs=0.06)
-    assert share(jobs, cluster, "job_name") == pytest.approx(0.7, abs=0.06)
+    jobs = synthetic(N, cluster, 6, log10_duration_min=BANDS, groups=strong)
+    assert share(jobs, "vc") == pytest.approx(0.5, abs=0.06)
+    assert share(jobs, "job_name") == pytest.approx(0.7, abs=0.06)
 
 
 def test_labels_and_nesting(dally_default):
@@ -217,7 +209,7 @@ def test_labels_and_nesting(dally_default):
 
 def test_habit_and_equal_vcs(cluster):
     g = WorkloadGroups(num_vcs=3, habit=1.0)
-    jobs = gen.dally_jobs(3000, cluster, rng(2), groups=g)
+    jobs = gen.dally_jobs(3000, cluster.num_gpus, rng(2), groups=g)
     config: dict[str, set] = defaultdict(set)
     for j in jobs:
         config[j.job_name].add((j.model, j.num_gpus))
@@ -225,7 +217,7 @@ def test_habit_and_equal_vcs(cluster):
     assert sorted({j.vc for j in jobs}) == ["vc00", "vc01", "vc02"]
     assert all(np.mean([j.vc == v for j in jobs]) == pytest.approx(1 / 3, abs=0.04)
                for v in ("vc00", "vc01", "vc02"))  # fmt: skip
-    one = gen.dally_jobs(200, cluster, rng(2), groups=WorkloadGroups(num_vcs=1, r_vc=0.5))
+    one = gen.dally_jobs(200, cluster.num_gpus, rng(2), groups=WorkloadGroups(num_vcs=1, r_vc=0.5))
     assert {j.vc for j in one} == {"vc00"}
 
 

@@ -138,7 +138,7 @@ class Engine:
         self.free_per_rack = cluster.rack_num_gpus.copy()
         # Job state (numpy arrays indexed by job id).
         self.status = np.zeros(n, dtype=np.int8)
-        self.iterations = np.array([j.iterations for j in self.jobs], dtype=np.float64)
+        self.iterations = np.array([j.sized_iterations for j in self.jobs], dtype=np.float64)
         self.done_iters = np.zeros(n)
         self.iter_time = np.full(n, np.nan)
         self.comm_per_iter = np.zeros(n)

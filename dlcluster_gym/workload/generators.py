@@ -2,9 +2,12 @@
 
 Every generator takes an explicit ``numpy.random.Generator``; none touches global random state.
 
-Run time of a job "at packed consolidation" is its run time on the most consolidated placement
-(fill machines, then racks) of the cluster's first machine group:
-``iterations x compute_s x (1 + comm_overhead(profile, packed shape, links))``.
+The generators know no cluster and no network: they take the cluster's GPU count (for the
+arrival rate that offers a load) as a number and give each job its length as they draw it,
+a duration in seconds or an iteration count. A drawn duration is the job's run time "at packed
+consolidation", on the most consolidated placement (fill machines, then racks) of the
+cluster's first machine group; ``dlcluster_gym.scenario.sizing`` turns it into iterations,
+``duration / (compute_s x (1 + comm_overhead(profile, packed shape, links)))``.
 """
 
 from __future__ import annotations
@@ -17,18 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from dlcluster_gym import numerics
-from dlcluster_gym.cluster.topology import Cluster, Shape
 from dlcluster_gym.errors import ConfigError
-from dlcluster_gym.perf import network
 from dlcluster_gym.workload.groups import GroupAssignment, GroupSpec, assign_groups
 from dlcluster_gym.workload.job import Job
-from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile
+from dlcluster_gym.workload.models import DALLY_MODELS
 from dlcluster_gym.workload.profiles import model_profile
 
 # --------------------------------------------------------------------------- fitted constants
 #
 # Dally-style job mix fitted to the real multi-GPU jobs of the public traces in ../shared/traces
-# by ``fit_dally_distributions`` (re-run: ``python experiments/fit_dally_workload.py``).
+# by ``fit_dally_distributions`` (re-run: ``python experiments/workloads/fit_dally_workload.py``).
 #   Files: pollux_adaptdl/traces/philly.csv (Philly, Sep-Dec 2017) and
 #          elasticflow_itp/raw/cluster01..10.csv (Microsoft ITP, Mar-May 2021).
 #   Filter: num_gpus >= 2 and duration >= 600 s (the ITP traces hold only jobs of >= 10 min;
@@ -116,47 +117,6 @@ def fit_dally_distributions(traces_dir: str | Path | None = None) -> DallyFit:
     )
 
 
-# --------------------------------------------------------------------------- iteration time
-
-
-def _packed_shape(num_gpus: int, gpus_per_machine: int, machines_per_rack: int) -> Shape:
-    """Most consolidated shape: fill machines, then racks (the network model's ``packed_shape``)."""
-    return network.packed_shape(num_gpus, gpus_per_machine, machines_per_rack)
-
-
-def _spread_shape(num_gpus: int, tier: str, gpus_per_machine: int, machines_per_rack: int) -> Shape:
-    """Shape of a placement at ``tier``: machine = packed; rack = GPUs dealt round-robin over
-    the machines of as few racks as possible; network = one GPU per rack."""
-    if tier == "machine":
-        return _packed_shape(num_gpus, gpus_per_machine, machines_per_rack)
-    if tier == "network":
-        return tuple((1,) for _ in range(num_gpus))
-    per_rack = gpus_per_machine * machines_per_rack
-    racks = []
-    left = num_gpus
-    while left > 0:
-        n = min(left, per_rack)
-        m = min(n, machines_per_rack)
-        base, extra = divmod(n, m)
-        racks.append(tuple([base + 1] * extra + [base] * (m - extra)))
-        left -= n
-    return tuple(racks)
-
-
-def _comm_fraction(profile: ModelProfile, shape: Shape, cluster: Cluster) -> float:
-    """The only call into the network model: exposed comm / compute for a shape."""
-    return float(network.comm_overhead(profile, shape, network.net_params(cluster, 0)))
-
-
-def iteration_time_s(
-    profile: ModelProfile, num_gpus: int, cluster: Cluster, tier: str = "machine"
-) -> float:
-    """Time of one iteration at the given consolidation (default: packed) on ``cluster``."""
-    g = cluster.config.groups[0]
-    shape = _spread_shape(int(num_gpus), tier, g.gpus_per_machine, g.machines_per_rack)
-    return profile.compute_s * (1.0 + _comm_fraction(profile, shape, cluster))
-
-
 # --------------------------------------------------------------------------- arrivals
 
 
@@ -192,12 +152,13 @@ def make_arrivals(
     rng: np.random.Generator,
     *,
     num_gpus: int,
-    mean_gpu_seconds: float,
+    mean_gpu_seconds: float | None,
     load: float | None = None,
     rate_per_hour: float | None = None,
 ) -> np.ndarray:
     """Batch (all at 0) or Poisson arrivals; Poisson uses ``rate_per_hour`` if given, else the
-    rate for offered ``load`` (see :func:`rate_for_load`)."""
+    rate for offered ``load`` (see :func:`rate_for_load`; ``mean_gpu_seconds`` may be None
+    only when that rate is not needed)."""
     if arrival == "batch":
         return batch_arrivals(n)
     if arrival != "poisson":
@@ -205,6 +166,11 @@ def make_arrivals(
     if rate_per_hour is None:
         if load is None:
             raise ConfigError("Poisson arrivals need rate_per_hour or load")
+        if mean_gpu_seconds is None:
+            raise ValueError(
+                "Poisson arrivals at an offered load need E[num_gpus x run time] "
+                "(mean_gpu_seconds); synthetic_jobs gets it from iteration_times"
+            )
         rate_per_hour = rate_for_load(load, num_gpus, mean_gpu_seconds)
     return poisson_arrivals(n, rate_per_hour, rng)
 
@@ -249,7 +215,7 @@ def dally_mean_gpu_seconds() -> float:
 
 def dally_jobs(
     num_jobs: int,
-    cluster: Cluster,
+    cluster_gpus: int,
     rng: np.random.Generator,
     arrival: str = "batch",
     load: float | None = 0.9,
@@ -259,8 +225,10 @@ def dally_jobs(
 ) -> list[Job]:
     """Dally-style jobs: model uniform over ``DALLY_MODELS``, fitted demand and run time.
 
-    Iterations = run time / iteration time at packed consolidation, so a job placed packed
-    runs for exactly its sampled duration. Jobs are returned in arrival order.
+    Each job's length is its sampled run time at packed consolidation (``Job.duration_s``);
+    ``scenario.sizing`` turns it into iterations, so a job placed packed runs for exactly its
+    sampled duration. ``cluster_gpus`` (the cluster's GPU count) sets the Poisson rate that
+    offers ``load``. Jobs are returned in arrival order.
 
     With ``groups`` (see ``workload.groups``) every job gets a VC, a user and a job name, and
     its run time is the fitted table at a level that carries the VC's and the group's effect;
@@ -276,7 +244,7 @@ def dally_jobs(
         n,
         arrival,
         rng,
-        num_gpus=cluster.num_gpus,
+        num_gpus=cluster_gpus,
         mean_gpu_seconds=dally_mean_gpu_seconds(),
         load=load,
         rate_per_hour=rate_per_hour,
@@ -289,17 +257,12 @@ def dally_jobs(
         durations = dally_duration_quantile(ga.u)
         labels = ga.labels()
     profiles = [model_profile(m, profile) for m in DALLY_MODELS]
-    iter_cache: dict[tuple[int, int], float] = {}
     jobs = []
     for i in range(n):
-        mi, g = int(model_idx[i]), int(demands[i])
-        key = (mi, g)
-        if key not in iter_cache:
-            iter_cache[key] = iteration_time_s(profiles[mi], g, cluster)
-        prof = profiles[mi]
+        prof, g = profiles[int(model_idx[i])], int(demands[i])
         jobs.append(Job(
-            job_id=i, model=prof.name, num_gpus=g,
-            iterations=float(durations[i] / iter_cache[key]), compute_s=prof.compute_s,
+            job_id=i, model=prof.name, num_gpus=g, iterations=None,
+            duration_s=float(durations[i]), compute_s=prof.compute_s,
             arrival_s=float(arrivals[i]), name=f"{prof.name}-{i}",
             vc=labels[0][i], user=labels[1][i], job_name=labels[2][i],
         ))  # fmt: skip
@@ -389,7 +352,7 @@ def log10_minutes_mean(bands: Sequence[tuple[float, float, float]]) -> float:
 
 def synthetic_jobs(
     num_jobs: int,
-    cluster: Cluster,
+    cluster_gpus: int,
     rng: np.random.Generator,
     *,
     models: Sequence[str] = ("resnet50",),
@@ -402,11 +365,18 @@ def synthetic_jobs(
     profile: str = "physics",
     log10_duration_min: Sequence[tuple[float, float, float]] | None = None,
     groups: GroupSpec | None = None,
+    iteration_times: np.ndarray | None = None,
 ) -> list[Job]:
     """Jobs with a model uniform over ``models``, a demand from ``gpu_demands`` (weighted),
     and iterations uniform over the integers in ``iterations`` = [lo, hi]; or, with
     ``log10_duration_min`` (bands ``[lo, hi, weight]``), a run time of ``10^x`` minutes at
-    packed consolidation, ``x`` uniform in a band drawn by weight.
+    packed consolidation (``Job.duration_s``, which ``scenario.sizing`` turns into
+    iterations), ``x`` uniform in a band drawn by weight.
+
+    ``cluster_gpus`` (the cluster's GPU count) sets the Poisson rate that offers ``load``.
+    For jobs sized in iterations that rate needs their run times: ``iteration_times`` holds
+    the packed iteration time of each model (rows, in ``models`` order) at each demand
+    (columns, in ``gpu_demands`` order), as ``scenario.sizing.iteration_times`` computes it.
 
     With ``groups`` (see ``workload.groups``) every job gets a VC, a user and a job name, and
     its run time (with ``log10_duration_min``) or its iteration count (without) is drawn at a
@@ -432,21 +402,27 @@ def synthetic_jobs(
         p = np.asarray(gpu_demand_weights, dtype=np.float64)
         p = p / p.sum()
     profiles = [model_profile(m, profile) for m in models]
-    it_time = np.array([[iteration_time_s(pr, int(g), cluster) for g in gpu_demands]
-                        for pr in profiles])  # fmt: skip
+    if iteration_times is not None:
+        it_time = np.asarray(iteration_times, dtype=np.float64)
+        if it_time.shape != (len(profiles), len(gpu_demands)):
+            raise ValueError(
+                f"iteration_times has shape {it_time.shape}; expected one row per model and "
+                f"one column per GPU demand, {(len(profiles), len(gpu_demands))}"
+            )
     model_idx = rng.integers(len(profiles), size=n)
     demand_idx = rng.choice(len(p), size=n, p=p)
+    iters: np.ndarray | None = None  # the length: iterations, or
+    durations: np.ndarray | None = None  # a run time (s) at packed consolidation
     if log10_duration_min is None:
-        # E[g x run time] = E[iters] x sum_m sum_g P(m) P(g) g t(m, g)
-        mean_gpu_s = (
-            (lo + hi)
-            / 2.0
-            * float(np.mean(it_time @ (p * np.asarray(gpu_demands, dtype=np.float64))))
-        )
+        mean_gpu_s = None
+        if iteration_times is not None:
+            # E[g x run time] = E[iters] x sum_m sum_g P(m) P(g) g t(m, g)
+            gpus = p * np.asarray(gpu_demands, dtype=np.float64)
+            mean_gpu_s = (lo + hi) / 2.0 * float(np.mean(it_time @ gpus))
         iters = rng.integers(lo, hi + 1, size=n).astype(np.float64)
     else:
         x, placed = _log10_draw(log10_duration_min, n, rng)
-        iters = 60.0 * np.power(10.0, x) / it_time[model_idx, demand_idx]
+        durations = 60.0 * np.power(10.0, x)
         # E[g x run time] = E[g] x E[run time] (demand and duration are independent)
         mean_gpu_s = float(p @ np.asarray(gpu_demands, dtype=np.float64)) * log10_minutes_mean(
             log10_duration_min
@@ -455,7 +431,7 @@ def synthetic_jobs(
         n,
         arrival,
         rng,
-        num_gpus=cluster.num_gpus,
+        num_gpus=cluster_gpus,
         mean_gpu_seconds=mean_gpu_s,
         load=load,
         rate_per_hour=rate_per_hour,
@@ -474,14 +450,15 @@ def synthetic_jobs(
             iters = np.minimum(lo + np.floor(ga.u * span), hi)
         else:
             x = _band_quantile(log10_duration_min, ga.u)
-            iters = 60.0 * np.power(10.0, x) / it_time[model_idx, demand_idx]
+            durations = 60.0 * np.power(10.0, x)
         labels = ga.labels()
     return [
         Job(
             job_id=i,
             model=profiles[model_idx[i]].name,
             num_gpus=int(gpu_demands[demand_idx[i]]),
-            iterations=float(iters[i]),
+            iterations=None if iters is None else float(iters[i]),
+            duration_s=None if durations is None else float(durations[i]),
             compute_s=profiles[model_idx[i]].compute_s,
             arrival_s=float(arrivals[i]),
             name=f"{profiles[model_idx[i]].name}-{i}",

@@ -60,8 +60,9 @@ from scipy import special
 # --------------------------------------------------------------------------- fitted constants
 #
 # Fitted to Pollux's Philly trace (pollux_adaptdl/traces/philly.csv, its `cluster` column is
-# the VC) by experiments/fit_philly_groups.py (re-run: ``python
-# experiments/fit_philly_groups.py``; it writes experiments/results/workload/philly_groups.md).
+# the VC) by experiments/workloads/fit_philly_groups.py (re-run: ``python
+# experiments/workloads/fit_philly_groups.py``; it writes
+# experiments/results/workload/philly_groups.md).
 #   Population: the Dally fit's filter (num_gpus >= 2, duration >= 600 s, demands rounded up
 #           to a power of two, at most 64 GPUs), the jobs whose marginal the Dally generator
 #           reproduces; VCs with fewer than PHILLY_MIN_VC_JOBS such jobs are dropped.

@@ -15,6 +15,12 @@ class Job:
     ``compute_s`` is the compute time of one iteration (forward + backward, no
     communication); the engine adds exposed communication for the job's placement.
 
+    A job's length is ``iterations`` or ``duration_s``, exactly one of them: a trace or a
+    generator gives iterations where it has them, else a run time in seconds. A duration
+    depends on the network it was measured on, so it stays a duration here; the scenario
+    layer turns it into iterations for the scenario's cluster and network model
+    (``dlcluster_gym.scenario``). The engine runs jobs with iterations only.
+
     Submission attributes a real scheduler sees (empty when the trace or generator has none):
     ``vc`` the virtual cluster or queue it was submitted to, ``user`` its owner, and
     ``job_name`` its name as submitted (recurring jobs share it). ``name`` is the job's
@@ -24,7 +30,7 @@ class Job:
     job_id: int
     model: str
     num_gpus: int
-    iterations: float
+    iterations: float | None
     compute_s: float
     arrival_s: float
     name: str = ""
@@ -36,6 +42,7 @@ class Job:
     vc: str = ""
     user: str = ""
     job_name: str = ""
+    duration_s: float | None = None  # run time (s) still to be converted to iterations
 
     def __post_init__(self) -> None:
         where = f"job {self.name or self.job_id}"
@@ -52,7 +59,13 @@ class Job:
             raise ConfigError(
                 f"{where}: num_gpus must be a positive integer, got {self.num_gpus!r}"
             )
-        for field in ("iterations", "compute_s"):
+        if (self.iterations is None) == (self.duration_s is None):
+            raise ConfigError(
+                f"{where}: give its length as iterations or as duration_s, exactly one of them "
+                f"(got iterations={self.iterations!r}, duration_s={self.duration_s!r})"
+            )
+        length = "iterations" if self.iterations is not None else "duration_s"
+        for field in (length, "compute_s"):
             v = getattr(self, field)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"{where}: {field} must be finite and > 0, got {v!r}")
@@ -67,7 +80,19 @@ class Job:
     @property
     def ideal_run_s(self) -> float:
         """Run time with no communication overhead (Dally's T_total-ideal-run, 4.3.1)."""
-        return self.iterations * self.compute_s
+        return self.sized_iterations * self.compute_s
+
+    @property
+    def sized_iterations(self) -> float:
+        """``iterations``; a clear error for a job whose length is still a duration."""
+        if self.iterations is None:
+            raise ConfigError(
+                f"job {self.name or self.job_id}: its length is a duration "
+                f"({self.duration_s!r} s) not yet converted to iterations; build jobs with "
+                "dlcluster_gym.scenario.build.build_workload, or convert them with "
+                "dlcluster_gym.scenario.sizing.size_jobs"
+            )
+        return self.iterations
 
     @property
     def is_ps(self) -> bool:

@@ -27,8 +27,8 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from dlcluster_gym.config import configs_dir, read_yaml
 from dlcluster_gym.errors import ConfigError, UnknownNameError
+from dlcluster_gym.files import configs_dir, read_yaml
 from dlcluster_gym.workload.models import (
     DDP_BACKWARD_FRACTION,
     CommParams,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from dlcluster_gym.config import configs_dir, read_yaml
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.files import configs_dir, read_yaml
 
 Segment = tuple[float, float]
 """``(duration_ms, rate_gbps)``; rate 0 is a Down (compute) segment."""

@@ -36,13 +36,9 @@ from scipy import stats
 
 from dlcluster_gym.cluster.topology import Cluster
 from dlcluster_gym.config import WorkloadGroups
+from dlcluster_gym.scenario.sizing import iteration_time_s, size_jobs
 from dlcluster_gym.workload import traces as tr
-from dlcluster_gym.workload.generators import (
-    FIT_MAX_GPUS,
-    FIT_MIN_DURATION_S,
-    dally_jobs,
-    iteration_time_s,
-)
+from dlcluster_gym.workload.generators import FIT_MAX_GPUS, FIT_MIN_DURATION_S, dally_jobs
 from dlcluster_gym.workload.groups import (
     DEFAULT_HABIT,
     DEFAULT_P_NEW_GROUP,
@@ -182,8 +178,8 @@ def check_generated(num_jobs: int = GENERATED_JOBS, seed: int = 1) -> GeneratedC
     and measure them as the trace: a job's duration is its run time at packed consolidation,
     its finish time arrival + duration."""
     cluster = Cluster("dally-4rack")
-    jobs = dally_jobs(num_jobs, cluster, np.random.default_rng(seed), "poisson",
-                      groups=WorkloadGroups())  # fmt: skip
+    jobs = size_jobs(dally_jobs(num_jobs, cluster.num_gpus, np.random.default_rng(seed),
+                                "poisson", groups=WorkloadGroups()), cluster)  # fmt: skip
     cache: dict[tuple[str, int], float] = {}
     dur = np.empty(len(jobs))
     for i, j in enumerate(jobs):

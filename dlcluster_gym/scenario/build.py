@@ -1,4 +1,9 @@
-"""Build a scenario's job list from its workload config."""
+"""Build a scenario's job list from its workload config.
+
+The jobs come from the generators, trace loaders and parameter-server jobs of ``workload`` (or
+``scenario.crius``) as they give them; their durations become iterations for the scenario's
+cluster and network model in ``scenario.sizing`` (the rules: ``dlcluster_gym.scenario``).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from dlcluster_gym.config import (
     TraceWorkload,
 )
 from dlcluster_gym.errors import ConfigError, TraceError, UnknownNameError
-from dlcluster_gym.workload.generators import dally_jobs, iteration_time_s, synthetic_jobs
+from dlcluster_gym.scenario.sizing import iteration_times, size_jobs
+from dlcluster_gym.workload.generators import dally_jobs, synthetic_jobs
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import DALLY_MODELS, ModelProfile
 from dlcluster_gym.workload.profiles import model_profile
@@ -45,21 +51,32 @@ def build_workload(
     wl = scenario.workload
     if isinstance(wl, DallyWorkload):
         jobs = dally_jobs(
-            wl.num_jobs, cluster, rng, wl.arrival, wl.load, wl.rate_per_hour, scenario.profile,
-            groups=wl.groups,
+            wl.num_jobs, cluster.num_gpus, rng, wl.arrival, wl.load, wl.rate_per_hour,
+            scenario.profile, groups=wl.groups,
         )  # fmt: skip
+        # Generated run times are at packed consolidation on the cluster's network, whatever
+        # the scenario's network switch (the offered load is defined at that placement too).
+        jobs = size_jobs(jobs, cluster, scenario.profile, network="model")
     elif isinstance(wl, SyntheticWorkload):
+        its = None
+        if wl.log10_duration_min is None:
+            its = iteration_times(wl.models, wl.gpu_demands, cluster, scenario.profile)
         jobs = synthetic_jobs(
-            wl.num_jobs, cluster, rng, models=wl.models, gpu_demands=wl.gpu_demands,
+            wl.num_jobs, cluster.num_gpus, rng, models=wl.models, gpu_demands=wl.gpu_demands,
             gpu_demand_weights=wl.gpu_demand_weights, iterations=wl.iterations,
             arrival=wl.arrival, load=wl.load, rate_per_hour=wl.rate_per_hour,
             profile=scenario.profile, log10_duration_min=wl.log10_duration_min,
-            groups=wl.groups,
+            groups=wl.groups, iteration_times=its,
         )  # fmt: skip
+        jobs = size_jobs(jobs, cluster, scenario.profile, network="model")
     elif isinstance(wl, TraceWorkload):
-        jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile, scenario.network)
+        jobs = _trace_jobs(wl, cluster, rng, traces_dir, scenario.profile)
+        # A trace duration is what the job ran: under ``network: ideal`` it is all compute.
+        jobs = size_jobs(
+            jobs, cluster, scenario.profile, network=scenario.network, tier=wl.duration_tier
+        )
     elif isinstance(wl, CriusWorkload):
-        from dlcluster_gym.workload.crius import crius_jobs
+        from dlcluster_gym.scenario.crius import crius_jobs
 
         jobs = crius_jobs(wl, cluster, rng, traces_dir)
     elif isinstance(wl, PSWorkload):
@@ -89,11 +106,9 @@ def _trace_jobs(
     rng: np.random.Generator,
     traces_dir: str | Path | None,
     profile: str = "physics",
-    network: str = "model",
 ) -> list[Job]:
-    """Jobs of a trace workload. Durations become iterations at the iteration time of
-    ``wl.duration_tier``, or at the compute time alone under ``network: ideal`` (where the
-    engine charges no communication), so a job alone on the cluster runs its trace duration."""
+    """Jobs of a trace workload, with the trace's iteration counts (``iterations_from:
+    trace``, where it has them) or its durations (``Job.duration_s``)."""
     options: dict = {}
     if wl.columns is not None:
         options["columns"] = wl.columns
@@ -115,24 +130,17 @@ def _trace_jobs(
     profiles = _trace_models(wl, names, trace.path, trace.lines, rng, n, profile)
     arrivals = trace.arrival_s - trace.arrival_s[0]
     use_trace_iters = wl.iterations_from == "trace" and trace.iterations is not None
-    cache: dict[tuple[str, int], float] = {}
     vcs, users, job_names = trace.vcs, trace.users, trace.job_names
     jobs = []
     for i in range(n):
-        prof, g = profiles[i], int(trace.num_gpus[i])
+        prof = profiles[i]
         if use_trace_iters:
-            iters = float(trace.iterations[i])
+            iters, duration = float(trace.iterations[i]), None
         else:
-            key = (prof.name, g)
-            if key not in cache:
-                cache[key] = (
-                    prof.compute_s
-                    if network == "ideal"
-                    else iteration_time_s(prof, g, cluster, wl.duration_tier)
-                )
-            iters = float(trace.duration_s[i]) / cache[key]
+            iters, duration = None, float(trace.duration_s[i])
         jobs.append(Job(
-            job_id=i, model=prof.name, num_gpus=g, iterations=iters, compute_s=prof.compute_s,
+            job_id=i, model=prof.name, num_gpus=int(trace.num_gpus[i]), iterations=iters,
+            duration_s=duration, compute_s=prof.compute_s,
             arrival_s=float(arrivals[i]), name=trace.job_ids[i],
             vc=vcs[i] if vcs else "", user=users[i] if users else "",
             job_name=job_names[i] if job_names else "",
