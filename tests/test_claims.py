@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +119,41 @@ def test_default_ours_rendering():
     assert C.fmt_values({"a": 12.34}) == "+12.3 %"
     assert C.fmt_values({"2r": 38.2, "4r": -0.4, "8r": math.nan}) == "2r: +38, 4r: -0, 8r: n/a (%)"
     assert C.fmt_values({}) == "-"
+
+
+def test_intervals_over_seeds_decide_the_direction():
+    """A positive mean whose interval reaches 0 does not hold; a 'similar' claim needs its
+    whole interval in the band."""
+    up = C.up_to(30)
+    assert C.verdict(up, {"x": 25.0}, {"x": (10.0, 40.0)}, 20) == C.REPRODUCED
+    assert C.verdict(up, {"x": 25.0}, {"x": (-5.0, 40.0)}, 20) == C.NOT_REPRODUCED
+    two = {"x": 25.0, "y": 20.0}
+    assert C.verdict(up, two, {"x": (10.0, 40.0), "y": (-1.0, 30.0)}, 20) == C.PARTLY
+    near = C.similar()
+    assert C.verdict(near, {"x": 2.0}, {"x": (-4.0, 8.0)}, 20) == C.REPRODUCED
+    assert C.verdict(near, {"x": 2.0}, {"x": (-4.0, 12.0)}, 20) == C.NOT_REPRODUCED
+
+
+def test_fewer_than_twenty_seeds_is_at_most_partly():
+    claim = C.Claim("a", C.up_to(30), {"x": 25.0}, "m", ci={"x": (10.0, 40.0)}, seeds=5)
+    assert C.verdict(claim.figure, claim.values, claim.ci, claim.seeds) == C.PARTLY
+    assert C.too_few_seeds(claim)
+    row = C.claims_table([claim])[2]
+    assert "**partly**" in row and "5 seeds, fewer than the 20" in row
+    assert "+25.0 [+10.0, +40.0] %; 5 seeds" in row
+    # a deterministic configuration (no seeds) keeps the plain rule
+    assert C.verdict(C.up_to(30), {"x": 25.0}) == C.REPRODUCED
+
+
+def test_paired_ci_is_a_fixed_bootstrap_over_seeds():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(90, 110, 20)
+    ours = base * 0.7 + rng.normal(0, 3, 20)
+    lo, hi = C.paired_ci(C.reduction_pct, ours, base)
+    point = C.reduction_pct(ours, base)
+    assert lo < point < hi and lo > 20 and hi < 40
+    assert C.paired_ci(C.reduction_pct, ours, base) == (lo, hi)  # the same runs, the same interval
+    assert all(math.isnan(v) for v in C.paired_ci(C.reduction_pct, ours[:1], base[:1]))
 
 
 @pytest.mark.parametrize("name", sorted(REPORTS))

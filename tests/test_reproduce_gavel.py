@@ -33,7 +33,7 @@ def test_a_tiny_run_writes_the_report_and_report_only_rebuilds_it(tmp_path, monk
     assert len(rows) == 2  # the abstract's claim and Figure 8's
     jct = df.set_index("policy")["window_avg_jct_h"]
     gain = (jct["gavel-las-agnostic"] / jct["gavel-las"] - 1.0) * 100.0
-    assert rows[0]["ours"] == rows[1]["ours"] == f"{gain:+.1f} %"  # one case
+    assert rows[0]["ours"] == rows[1]["ours"] == f"{gain:+.1f} %; 1 seed"  # one case
     assert "--traces single --rates 30 --seeds 1" in text
     mod.main(["--report-only", "--out", str(tmp_path)])
     assert (tmp_path / "report.md").read_text() == text

@@ -10,14 +10,16 @@ our number) and **reason** (for a claim not reproduced or partly: the known caus
 Every number of a claim is a gain of the paper's system over a baseline, in %, positive =
 the paper's system better (a reduction of a time, or a ratio r of speeds as (r - 1) x 100),
 except a plain value (``value``), which is compared as it is. A script imports this module
-from its own folder (``experiments/`` is on ``sys.path`` when the script runs).
+from its own folder (the script's folder is on ``sys.path`` when it runs).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 TOLERANCE = 0.25  # a paper figure is matched within 25 % of itself at each end
 SIMILAR_PCT = 10.0  # a "similar" claim holds in a case within +-10 %
@@ -27,6 +29,8 @@ REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = (
     "not reproduced",
     "not run",
 )
+MIN_SEEDS = 20  # a claim measured over seeds is "reproduced" only from this many seeds
+BOOTSTRAP_RESAMPLES = 2000  # paired bootstrap resamples of the seeds behind an interval
 NO_REASON = "—"
 CAUSE_NOT_FOUND = "cause not found"
 COLUMNS = ("paper figure", "ours", "verdict", "mechanism", "reason")
@@ -73,9 +77,12 @@ class Claim:
     """One row: the paper's claim, its figure, ours per case, and what produced ours.
 
     ``values`` maps a case (a rack count, a model, a baseline) to our number for it, in the
-    figure's unit; NaN (undefined) cases are left out of the verdict. ``reason`` is the
-    known cause of a gap, shown only when the verdict is not ``reproduced``. ``shown``
-    replaces the default rendering of ``values`` in the "ours" column."""
+    figure's unit; NaN (undefined) cases are left out of the verdict. ``ci`` maps a case to
+    the 95 % interval (lo, hi) of its number over the seeds (:func:`paired_ci`); ``seeds``
+    is how many seeds the numbers come from (None: a deterministic configuration, as the
+    paper ran it, with no seeds to count). ``reason`` is the known cause of a gap, shown
+    only when the verdict is not ``reproduced``. ``shown`` replaces the default rendering of
+    ``values`` in the "ours" column."""
 
     paper: str
     figure: Figure
@@ -84,6 +91,36 @@ class Claim:
     reason: str = ""
     shown: str | None = None
     unit: str = "%"
+    ci: Mapping[str, tuple[float, float]] | None = None
+    seeds: int | None = None
+
+
+def paired_ci(
+    stat: Callable[..., float], *arrays: Sequence[float], level: float = 0.95
+) -> tuple[float, float]:
+    """The ``level`` percentile interval of ``stat(*arrays)`` over a paired bootstrap of
+    the seeds (the arrays hold one value per seed, in the same seed order):
+    :data:`BOOTSTRAP_RESAMPLES` resamples from a fixed generator, so the same runs give the
+    same interval. NaN with fewer than two seeds."""
+    cols = [np.asarray(a, dtype=float) for a in arrays]
+    n = cols[0].size
+    if n < 2:
+        return math.nan, math.nan
+    pick = np.random.default_rng(0).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
+    vals = np.array([stat(*(c[i] for c in cols)) for i in pick])
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return math.nan, math.nan
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(vals, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def reduction_pct(ours: np.ndarray, base: np.ndarray) -> float:
+    """The paper system's reduction of a time over the baseline's, in %, of the means over
+    seeds: ``(1 - mean(ours) / mean(base)) x 100``."""
+    b = float(np.mean(base))
+    return 100.0 * (1.0 - float(np.mean(ours)) / b) if b > 0 else math.nan
 
 
 def widened(figure: Figure, tol: float = TOLERANCE) -> tuple[float, float]:
@@ -91,14 +128,16 @@ def widened(figure: Figure, tol: float = TOLERANCE) -> tuple[float, float]:
     return figure.lo - tol * abs(figure.lo), figure.hi + tol * abs(figure.hi)
 
 
-def holds(figure: Figure, v: float) -> bool:
+def holds(figure: Figure, v: float, ci: tuple[float, float] | None = None) -> bool:
     """The claim's direction in one case: a gain above 0, or within the band of a
-    ``similar`` claim. A plain value has no direction (it holds when it matches)."""
+    ``similar`` claim; with an interval ``ci`` over seeds, all of it (its lower end above 0,
+    or both ends in the band). A plain value has no direction (it holds when it matches)."""
+    lo, hi = (v, v) if ci is None or not all(map(math.isfinite, ci)) else ci
     if figure.kind == "similar":
-        return figure.lo <= v <= figure.hi
+        return figure.lo <= lo and hi <= figure.hi
     if figure.kind == "value":
         return matches(figure, [v])
-    return v > 0
+    return lo > 0
 
 
 def matches(figure: Figure, cases: Iterable[float]) -> bool:
@@ -115,21 +154,44 @@ def matches(figure: Figure, cases: Iterable[float]) -> bool:
     return any(lo <= v <= hi for v in cases)
 
 
-def verdict(figure: Figure, values: Mapping[str, float] | Iterable[float]) -> str:
+def verdict(
+    figure: Figure,
+    values: Mapping[str, float] | Iterable[float],
+    ci: Mapping[str, tuple[float, float]] | None = None,
+    seeds: int | None = None,
+) -> str:
     """reproduced / partly / not reproduced (or "not run" without a defined case), by the
-    rule of :func:`rule_text`."""
-    vals = values.values() if isinstance(values, Mapping) else values
-    cases = [float(v) for v in vals if math.isfinite(float(v))]
+    rule of :func:`rule_text`: ``ci`` (case -> interval over seeds) decides the direction
+    where given, and a claim measured over fewer than :data:`MIN_SEEDS` ``seeds`` is at
+    most partly reproduced."""
+    pairs = list(values.items()) if isinstance(values, Mapping) else list(enumerate(values))
+    cases = [(k, float(v)) for k, v in pairs if math.isfinite(float(v))]
     if not cases:
         return NOT_RUN
+    nums = [v for _, v in cases]
     if figure.kind == "value":
-        return REPRODUCED if matches(figure, cases) else NOT_REPRODUCED
-    ok = sum(holds(figure, v) for v in cases)
-    if ok == 0:
-        return NOT_REPRODUCED
-    if ok == len(cases) and matches(figure, cases):
-        return REPRODUCED
-    return PARTLY
+        out = REPRODUCED if matches(figure, nums) else NOT_REPRODUCED
+    else:
+        ok = sum(holds(figure, v, (ci or {}).get(k)) for k, v in cases)
+        if ok == 0:
+            out = NOT_REPRODUCED
+        elif ok == len(cases) and matches(figure, nums):
+            out = REPRODUCED
+        else:
+            out = PARTLY
+    if out == REPRODUCED and seeds is not None and seeds < MIN_SEEDS:
+        return PARTLY
+    return out
+
+
+def too_few_seeds(c: Claim) -> bool:
+    """Whether ``c`` is partly reproduced only because it was measured over fewer than
+    :data:`MIN_SEEDS` seeds."""
+    return (
+        c.seeds is not None
+        and c.seeds < MIN_SEEDS
+        and verdict(c.figure, c.values, c.ci, None) == REPRODUCED
+    )
 
 
 def rule_text() -> str:
@@ -149,7 +211,11 @@ def rule_text() -> str:
         "the size matches; **partly**: the direction holds in some cases but not all, or "
         "in all but the size does not match; **not reproduced**: the direction holds in no "
         "case. A plain value with no direction (e.g. restarts per job) is **reproduced** "
-        "when its size matches, else **not reproduced**. Mechanism: the code (policy and "
+        "when its size matches, else **not reproduced**. Over seeds: where a case's number "
+        "is a mean over seeds, its 95 % interval (a paired bootstrap over the seeds, shown "
+        "in brackets) decides the direction (all of it above 0, or inside the 'similar' "
+        f"band), and a claim measured over fewer than {MIN_SEEDS} seeds is at most **partly** "
+        "reproduced. Mechanism: the code (policy and "
         "parameters) that produced our number. Reason: for a claim not reproduced or partly, "
         f"the cause measured in this report or the docs, or '{CAUSE_NOT_FOUND}'."
     )
@@ -159,19 +225,29 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "/")
 
 
-def fmt_values(values: Mapping[str, float], unit: str = "%") -> str:
+def fmt_values(
+    values: Mapping[str, float],
+    unit: str = "%",
+    ci: Mapping[str, tuple[float, float]] | None = None,
+) -> str:
     """The default "ours": one case as ``+30.0 %``, several as ``2r: +38, 4r: +67 (%)``;
-    an undefined case as n/a."""
+    with intervals, ``2r: +38 [+20, +51]``; an undefined case as n/a."""
     if not values:
         return "-"
 
     def one(v: float, spec: str) -> str:
         return format(v, spec) if math.isfinite(v) else "n/a"
 
+    def band(k: object, spec: str) -> str:
+        got = (ci or {}).get(k)
+        if got is None or not all(map(math.isfinite, got)):
+            return ""
+        return f" [{one(got[0], spec)}, {one(got[1], spec)}]"
+
     if len(values) == 1:
-        (v,) = values.values()
-        return f"{one(float(v), '+.1f')} {unit}".strip()
-    body = ", ".join(f"{k}: {one(float(v), '+.0f')}" for k, v in values.items())
+        ((k, v),) = values.items()
+        return f"{one(float(v), '+.1f')}{band(k, '+.1f')} {unit}".strip()
+    body = ", ".join(f"{k}: {one(float(v), '+.0f')}{band(k, '+.0f')}" for k, v in values.items())
     return f"{body} ({unit})" if unit else body
 
 
@@ -179,9 +255,13 @@ def claims_table(claims: Iterable[Claim]) -> list[str]:
     """The five-column markdown table, one row per claim, the verdict computed."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---|---|---|"]
     for c in claims:
-        v = verdict(c.figure, c.values)
+        v = verdict(c.figure, c.values, c.ci, c.seeds)
         reason = NO_REASON if v in (REPRODUCED, NOT_RUN) else (c.reason or CAUSE_NOT_FOUND)
-        ours = c.shown if c.shown is not None else fmt_values(c.values, c.unit)
+        if too_few_seeds(c):
+            reason = f"measured over {c.seeds} seeds, fewer than the {MIN_SEEDS} a verdict needs"
+        ours = c.shown if c.shown is not None else fmt_values(c.values, c.unit, c.ci)
+        if c.seeds is not None:
+            ours += f"; {c.seeds} seed{'' if c.seeds == 1 else 's'}"
         row = (c.paper, ours, f"**{v}**", c.mechanism, reason)
         lines.append("| " + " | ".join(_cell(x) for x in row) + " |")
     return lines

@@ -367,6 +367,7 @@ def _claims(df: pd.DataFrame) -> list[Claim]:
                     MECHANISM,
                     reason,
                     shown=f"{100 * (ours - 1):+.1f} % ({ours:.3f}x)",
+                    seeds=int(df[df.scenario == scen].seed.nunique()),
                 )
             )
     return out

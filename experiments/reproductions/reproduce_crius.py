@@ -280,7 +280,8 @@ def claims(runs: list[dict]) -> list[Claim]:
             ratio = {b: crius[metric] / mean[(scen, b)][metric] for b in bases}
             vals = {b: 100.0 * (x - 1.0) for b, x in ratio.items()}
             shown = ", ".join(f"{b}: {x:.2f}x ({vals[b]:+.0f} %)" for b, x in ratio.items())
-        out.append(Claim(paper + run_on, figure, vals, mechanism, reason, shown=shown))
+        out.append(Claim(paper + run_on, figure, vals, mechanism, reason, shown=shown,
+                         seeds=len(seeds[scen])))  # fmt: skip
     return out
 
 

@@ -230,6 +230,7 @@ def write_report(df: pd.DataFrame, out: Path) -> str:
             "`gavel-las` vs `gavel-las-agnostic` (and `gavel-ftf-history` vs its agnostic "
             "variant where run) on both traces, per input rate",
             reason=GAP_REASON,
+            seeds=len(seeds),
         )
     ]
     for trace, spec in TRACES.items():
@@ -267,6 +268,7 @@ def write_report(df: pd.DataFrame, out: Path) -> str:
                 f"`gavel-las` vs `gavel-las-agnostic` on `{spec.scenario}` at our input rate "
                 f"nearest to Gavel's ({rate:g} jobs/h)",
                 reason=GAP_REASON,
+                seeds=int(sub["seed"].nunique()),
             )
         )
     lines += ["", *claims_section(CLAIMS_HEADING, "", claims)]
