@@ -116,6 +116,13 @@ def paired_ci(
     return float(lo), float(hi)
 
 
+def speedup_pct(base: np.ndarray, ours: np.ndarray) -> float:
+    """The paper system's speed-up over the baseline in %, of the means over seeds:
+    ``(mean(base) / mean(ours) - 1) x 100`` for times (a ratio r of speeds as (r - 1) x 100)."""
+    o = float(np.mean(ours))
+    return 100.0 * (float(np.mean(base)) / o - 1.0) if o > 0 else math.nan
+
+
 def reduction_pct(ours: np.ndarray, base: np.ndarray) -> float:
     """The paper system's reduction of a time over the baseline's, in %, of the means over
     seeds: ``(1 - mean(ours) / mean(base)) x 100``."""
