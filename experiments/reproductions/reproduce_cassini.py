@@ -11,8 +11,8 @@ Writes, under --out (default experiments/results/cassini/):
                     (HotNets Table 1, Cassini Table 4.3, the 40 + 60 ms example) from
                     experiments/reproductions/cassini_compat.py when that script is present
 
-Usage: python experiments/reproductions/reproduce_cassini.py [--seeds 1 2 ... 20] [--scenarios NAME ...]
-                                              [--workers N] [--out DIR]
+Usage: python experiments/reproductions/reproduce_cassini.py [--seeds 1 2 ... 20]
+          [--scenarios NAME ...] [--workers N] [--out DIR]
        python experiments/reproductions/reproduce_cassini.py --report-only [--out DIR]
           (report.md from the runs.csv and compat.md under --out, no simulation re-run)
 """

@@ -43,11 +43,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from claims import Claim, about, claims_section, up_to, value  # a neighbour script
+from claims import (  # a neighbour script
+    Claim,
+    about,
+    claims_section,
+    paired_ci,
+    reduction_pct,
+    speedup_pct,
+    up_to,
+    value,
+)
 
 from dlcluster_gym.api import prepare
 from dlcluster_gym.baselines.crius import estimate_noise_rng
 from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.leaderboard.tables import seed_ranges
 from dlcluster_gym.perf import parallelism as par
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.sim.engine import Engine
@@ -249,6 +259,13 @@ RESTART_MECHANISM = (
 BASELINE_NAMES = {"gandiva": "gandiva-placement"}
 
 
+def per_seed(runs: list[dict], scen: str, base: str, metric: str) -> tuple[list, list]:
+    """(Crius's, ``base``'s) ``metric`` on ``scen``, paired by seed (the seeds both ran)."""
+    by = {(r["policy"], r["seed"]): r[metric] for r in runs if r["scenario"] == scen}
+    seeds = sorted(s for p, s in by if p == "crius" and (base, s) in by)
+    return [by[("crius", s)] for s in seeds], [by[(base, s)] for s in seeds]
+
+
 def claims(runs: list[dict]) -> list[Claim]:
     """Crius 8.3 / 8.4 claims, ours as means over the seeds run (per baseline)."""
     mean: dict[tuple[str, str], dict[str, float]] = {}
@@ -267,21 +284,27 @@ def claims(runs: list[dict]) -> list[Claim]:
             continue
         kind, _, only = how.partition(":")
         bases = [b for b in ((only,) if only else BASELINES) if (scen, b) in mean]
-        run_on = f" (`{scen}`, seeds {', '.join(map(str, sorted(seeds[scen])))})"
+        run_on = f" (`{scen}`, seeds {seed_ranges(sorted(seeds[scen]))})"
         vs = ", ".join(f"`{BASELINE_NAMES.get(b, b)}`" for b in bases) or "no baseline run"
         mechanism = f"{CRIUS_MECHANISM} vs {vs} (data-parallel profiles)"
         shown = None
+        ci: dict[str, tuple[float, float]] = {}
         if kind == "value":
             vals = {"crius": crius[metric]}
             mechanism, shown = RESTART_MECHANISM, f"{crius[metric]:.2f}"
         elif kind == "lower":
             vals = {b: 100.0 * (1.0 - crius[metric] / mean[(scen, b)][metric]) for b in bases}
+            ci = {b: paired_ci(reduction_pct, *per_seed(runs, scen, b, metric)) for b in bases}
         else:
             ratio = {b: crius[metric] / mean[(scen, b)][metric] for b in bases}
             vals = {b: 100.0 * (x - 1.0) for b, x in ratio.items()}
-            shown = ", ".join(f"{b}: {x:.2f}x ({vals[b]:+.0f} %)" for b, x in ratio.items())
+            ci = {b: paired_ci(speedup_pct, *per_seed(runs, scen, b, metric)) for b in bases}
+            shown = ", ".join(
+                f"{b}: {x:.2f}x ({vals[b]:+.0f} % [{ci[b][0]:+.0f}, {ci[b][1]:+.0f}])"
+                for b, x in ratio.items()
+            )
         out.append(Claim(paper + run_on, figure, vals, mechanism, reason, shown=shown,
-                         seeds=len(seeds[scen])))  # fmt: skip
+                         ci=ci, seeds=len(seeds[scen])))  # fmt: skip
     return out
 
 
