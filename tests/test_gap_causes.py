@@ -2,8 +2,9 @@
 
 ``experiments/reproductions/gap_causes.py`` writes every measured number of docs/gaps.md into
 ``experiments/results/gaps/``. Two cheap sections are run again and compared with their
-committed fragments: the numbers read from the reproduction reports' CSVs, and Optimus's fitted
-model on one single job (two short simulations). A change that moves one of those numbers fails
+committed fragments: the numbers read from the reproduction reports' CSVs, Optimus's fitted
+model on one single job (two short simulations), and, where the trace root is present, Dally
+against Tiresias on ITP cluster01 (a few seconds). A change that moves one of those numbers fails
 here until the script is re-run and its fragments committed.
 """
 
@@ -12,12 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import experiment_script
+from conftest import experiment_script, needs_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("section", ["report_numbers", "nearchus_fitted_model"])
+@pytest.mark.parametrize(
+    "section",
+    [
+        "report_numbers",
+        "nearchus_fitted_model",
+        "nearchus_seeds",
+        pytest.param("dally_itp", marks=needs_traces),
+    ],
+)
 def test_gap_fragments_match_theexperiment_script(section: str) -> None:
     mod = experiment_script("gap_causes")
     fragments = mod.SECTIONS[section]()
