@@ -9,7 +9,16 @@ import warnings
 
 import click
 
-from dlcluster_gym.cli import evaluate, leaderboard, listing, models, simulate, traces, train
+from dlcluster_gym.cli import (
+    evaluate,
+    leaderboard,
+    listing,
+    models,
+    profile,
+    simulate,
+    traces,
+    train,
+)
 from dlcluster_gym.cli.common import _Group, _warn_to_stderr
 
 __all__ = ["main"]
@@ -22,6 +31,6 @@ def main() -> None:
     warnings.showwarning = _warn_to_stderr
 
 
-for _module in (simulate, listing, traces, models, leaderboard, train, evaluate):
+for _module in (simulate, profile, listing, traces, models, leaderboard, train, evaluate):
     for _command in _module.COMMANDS:
         main.add_command(_command)
