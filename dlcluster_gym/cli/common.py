@@ -221,3 +221,34 @@ def _seed_list(text: str) -> list[int]:
             _fail(f"--seeds {text!r}: seeds must be <= {MAX_SEED} (2**63 - 1), got {seed}")
         seeds.append(seed)
     return list(dict.fromkeys(seeds))
+
+
+# Options several commands share, defined once.
+traces_dir_option = click.option(
+    "--traces-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
+)
+scenario_option = click.option(
+    "--scenario", required=True, help="Preset name (dlcluster list scenarios) or YAML."
+)
+policy_option = click.option(
+    "--policy",
+    default="fcfs",
+    show_default=True,
+    help="Registered name (dlcluster list policies) or package.module:Class.",
+)
+policy_args_option = click.option(
+    "--policy-arg",
+    "policy_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Policy parameter (repeatable).",
+)
+seed_option = click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=MAX_SEED),
+    default=None,
+    help="Overrides the scenario's seed.",
+)

@@ -22,6 +22,7 @@ from dlcluster_gym.cli.common import (
     _seed_list,
     check_writable,
     prepare_out_file,
+    traces_dir_option,
 )
 from dlcluster_gym.errors import DLClusterError
 
@@ -129,12 +130,7 @@ def _agent_labels(agents: list[tuple[str | None, Path, str]], metas: list[dict])
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-@click.option(
-    "--traces-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
-)
+@traces_dir_option
 @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
 def evaluate(
     agents: tuple[str, ...],

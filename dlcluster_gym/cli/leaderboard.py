@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from dlcluster_gym.cli.common import _check_time_limit, _fail, check_writable
+from dlcluster_gym.cli.common import _check_time_limit, _fail, check_writable, traces_dir_option
 
 
 @click.command()
@@ -48,12 +48,7 @@ from dlcluster_gym.cli.common import _check_time_limit, _fail, check_writable
     help="Re-run the rows of this leaderboard run and check the metrics are identical.",
 )
 @click.option("--row", "row_id", default=None, help="With --verify: only this row id.")
-@click.option(
-    "--traces-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
-)
+@traces_dir_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def leaderboard(
     suite: str | None,

@@ -7,31 +7,21 @@ from pathlib import Path
 
 import click
 
-from dlcluster_gym.cli.common import prepare_out_file
-from dlcluster_gym.config import MAX_SEED
+from dlcluster_gym.cli.common import (
+    policy_args_option,
+    policy_option,
+    prepare_out_file,
+    scenario_option,
+    seed_option,
+    traces_dir_option,
+)
 
 
 @click.command()
-@click.option("--scenario", required=True, help="Preset name (dlcluster list scenarios) or YAML.")
-@click.option(
-    "--policy",
-    default="fcfs",
-    show_default=True,
-    help="Registered name (dlcluster list policies) or package.module:Class.",
-)
-@click.option(
-    "--policy-arg",
-    "policy_args",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Policy parameter (repeatable).",
-)
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0, max=MAX_SEED),
-    default=None,
-    help="Overrides the scenario's seed.",
-)
+@scenario_option
+@policy_option
+@policy_args_option
+@seed_option
 @click.option(
     "--jobs",
     type=click.IntRange(min=0),
@@ -57,12 +47,7 @@ from dlcluster_gym.config import MAX_SEED
     default=None,
     help="Also write the raw profile here (pstats format, e.g. for snakeviz).",
 )
-@click.option(
-    "--traces-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
-)
+@traces_dir_option
 def profile(
     scenario: str,
     policy: str,

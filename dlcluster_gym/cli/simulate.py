@@ -8,8 +8,18 @@ from pathlib import Path
 
 import click
 
-from dlcluster_gym.cli.common import _check_time_limit, _fail, _fmt, _progress_bar, check_writable
-from dlcluster_gym.config import MAX_SEED
+from dlcluster_gym.cli.common import (
+    _check_time_limit,
+    _fail,
+    _fmt,
+    _progress_bar,
+    check_writable,
+    policy_args_option,
+    policy_option,
+    scenario_option,
+    seed_option,
+    traces_dir_option,
+)
 from dlcluster_gym.sim.results import SUMMARY_KEYS
 
 SUMMARY_ORDER = (*SUMMARY_KEYS, "wall_s")
@@ -89,26 +99,10 @@ def _note_unused_traces_dir(scenario: str, seed: int | None, traces_dir: Path | 
 
 
 @click.command()
-@click.option("--scenario", required=True, help="Preset name (dlcluster list scenarios) or YAML.")
-@click.option(
-    "--policy",
-    default="fcfs",
-    show_default=True,
-    help="Registered name (dlcluster list policies) or package.module:Class.",
-)
-@click.option(
-    "--policy-arg",
-    "policy_args",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Policy parameter (repeatable).",
-)
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0, max=MAX_SEED),
-    default=None,
-    help="Overrides the scenario's seed.",
-)
+@scenario_option
+@policy_option
+@policy_args_option
+@seed_option
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -131,12 +125,7 @@ def _note_unused_traces_dir(scenario: str, seed: int | None, traces_dir: Path | 
     default=None,
     help="Write the event log here (one JSON object per line).",
 )
-@click.option(
-    "--traces-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
-)
+@traces_dir_option
 @click.option(
     "--time-limit",
     "time_limit_s",

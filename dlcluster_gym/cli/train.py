@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dlcluster_gym.cli.common import _fail, _import_agents
+from dlcluster_gym.cli.common import _fail, _import_agents, traces_dir_option
 
 
 @click.command()
@@ -54,12 +54,7 @@ from dlcluster_gym.cli.common import _fail, _import_agents
     default=None,
     help="Continue training from this checkpoint (e.g. OUT/last.zip) up to --timesteps.",
 )
-@click.option(
-    "--traces-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Trace root (default: $DLCLUSTER_TRACES, else ../shared/traces).",
-)
+@traces_dir_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def train(
     agent: str,
