@@ -235,3 +235,16 @@ def test_the_timer_room_page_is_what_its_script_writes() -> None:
     report = json.loads((out / "timers.json").read_text())
     ev = json.loads((root / report["eval"]).read_text())
     assert (out / "timers.md").read_text() == script.page(script.summarize(report, ev))
+
+
+def test_the_ppo_defaults_page_is_what_its_script_writes() -> None:
+    """The committed page of plain PPO on each env's defaults, rewritten from its JSON (room
+    and fraction closed included) with the code as it is now."""
+    script = experiment_script("ppo_defaults")
+    out = Path(__file__).resolve().parents[1] / "experiments/results/agents/ppo_defaults"
+    saved = json.loads((out / "ppo_defaults.json").read_text())
+    text = script.page(saved["rows"], saved["command"], saved["wall_s"])
+    assert (out / "ppo_defaults.md").read_text() == text
+    v4 = next(r for r in saved["rows"] if r["env"].endswith("-v4"))
+    rm, closed = script.room_closed(v4)
+    assert rm["verdict"] == "room" and closed["seeds"] == len(v4["deterministic"])

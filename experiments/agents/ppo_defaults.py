@@ -101,6 +101,30 @@ def _gmean_ratio(a: list[float], b: list[float]) -> float:
     return float(np.exp(np.mean(np.log(np.asarray(a) / np.asarray(b)))))
 
 
+SEEDS = [501, 502, 503]
+DEPLOYABLE = ("dally", "las-slots", "qssf-preemptive")
+
+
+def room_closed(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the room on the row's seeds: ``qssf-preemptive``, ``las-slots`` and ``dally`` as the
+    deployable floor, ``srsf`` as the clairvoyant ceiling; the deterministic agent's fraction
+    of it closed), as ``leaderboard.room`` computes them."""
+    from dlcluster_gym.leaderboard import room
+
+    seeds = row.get("seeds", SEEDS)
+    ref = row["references"]
+    jcts = {p: dict(zip(seeds, ref[p], strict=True)) for p in (*DEPLOYABLE, "srsf")}
+    kinds = {**dict.fromkeys(DEPLOYABLE, "deployable"), "srsf": "clairvoyant"}
+    r = room.scenario_room(jcts, kinds)
+    return r, room.fraction_closed(dict(zip(seeds, row["deterministic"], strict=True)), r)
+
+
+def _pct(x: float, half: float) -> str:
+    if x != x:  # NaN
+        return "-"
+    return f"{100 * x:.1f} %" if half != half else f"{100 * x:.1f} ± {100 * half:.1f} %"
+
+
 def page(rows: list[dict[str, Any]], command: str, wall_s: float) -> str:
     lines = [
         "# Plain PPO on each Scheduler env's defaults",
@@ -109,12 +133,15 @@ def page(rows: list[dict[str, Any]], command: str, wall_s: float) -> str:
         "library's default hyper-parameters, one env, rewards normalized (observations not), "
         "no imitation; evaluated on validation seeds (not the held-out report seeds). Ratios: "
         "geometric mean over the seeds of the average JCT / `dally`'s on the same seed "
-        "(below 1: better than Dally).",
+        "(below 1: better than Dally). Room: 1 - srsf / the best of dally, las-slots and "
+        "qssf-preemptive per seed (mean ± 95 % CI); the deterministic agent's fraction of it "
+        "closed: sum(D - A) / sum(D - C) over the seeds ± half its 95 % paired bootstrap "
+        "interval (`dlcluster_gym.leaderboard.room`; 'no room' below 5 %).",
         "",
         "| env | scenario | PPO steps | train s | agent (deterministic) | agent (stochastic) | "
-        "las-slots | qssf-preemptive | srsf (clairvoyant) | median P(start) | "
-        "median P(preempt) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "las-slots | qssf-preemptive | srsf (clairvoyant) | room | fraction closed | "
+        "median P(start) | median P(preempt) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ref = r["references"]
@@ -123,14 +150,20 @@ def page(rows: list[dict[str, Any]], command: str, wall_s: float) -> str:
         def fmt(x: float | None) -> str:
             return "-" if x is None else f"{x:.3f}"
 
+        rm, closed = room_closed(r)
+        frac = (
+            _pct(closed["fraction"], closed["fraction_ci"])
+            if rm["verdict"] == "room"
+            else rm["verdict"]
+        )
         lines.append(
             f"| `{r['env']}` | `{r['scenario']}` | {r['steps']:,} | {r['train_s']:.0f} | "
             f"{_gmean_ratio(r['deterministic'], d):.3f} | "
             f"{_gmean_ratio(r['stochastic'], d):.3f} | "
             f"{_gmean_ratio(ref['las-slots'], d):.3f} | "
             f"{_gmean_ratio(ref['qssf-preemptive'], d):.3f} | "
-            f"{_gmean_ratio(ref['srsf'], d):.3f} | "
-            f"{fmt(r['median_p_start'])} | {fmt(r['median_p_preempt'])} |"
+            f"{_gmean_ratio(ref['srsf'], d):.3f} | {_pct(rm['room'], rm['room_ci'])} | "
+            f"{frac} | {fmt(r['median_p_start'])} | {fmt(r['median_p_preempt'])} |"
         )
     lines.append("")
     return "\n".join(lines)
@@ -141,9 +174,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--envs", nargs="+",
                     default=["DLCluster/Scheduler-v3", "DLCluster/Scheduler-v4"])  # fmt: skip
     ap.add_argument("--minutes", type=float, default=12.0)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[501, 502, 503])
+    ap.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     ap.add_argument("--out", type=Path, default=ROOT / "experiments/results/agents/ppo_defaults")
+    ap.add_argument(
+        "--render", action="store_true", help="rewrite the page from --out's JSON; train nothing"
+    )
     args = ap.parse_args(argv)
+    if args.render:
+        saved = json.loads((args.out / "ppo_defaults.json").read_text())
+        text = page(saved["rows"], saved["command"], saved["wall_s"])
+        (args.out / "ppo_defaults.md").write_text(text)
+        print(text)
+        return
     import warnings
 
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -151,16 +193,18 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for env_id in args.envs:
         model, steps, train_s = train(env_id, args.minutes * 60)
-        row = {"env": env_id, "steps": steps, "train_s": train_s}
+        row = {"env": env_id, "steps": steps, "train_s": train_s, "seeds": list(args.seeds)}
         row.update(evaluate(model, env_id, args.seeds))
         row["references"] = references(row["scenario"], args.seeds)
         rows.append(row)
         print(json.dumps(row), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python experiments/agents/ppo_defaults.py " + " ".join(sys.argv[1:])
-    (args.out / "ppo_defaults.json").write_text(json.dumps(rows, indent=1) + "\n")
-    (args.out / "ppo_defaults.md").write_text(page(rows, command.strip(), time.monotonic() - t0))
-    print(page(rows, command.strip(), time.monotonic() - t0))
+    command = ("python experiments/agents/ppo_defaults.py " + " ".join(sys.argv[1:])).strip()
+    wall = time.monotonic() - t0
+    saved = {"command": command, "wall_s": wall, "rows": rows}
+    (args.out / "ppo_defaults.json").write_text(json.dumps(saved, indent=1) + "\n")
+    (args.out / "ppo_defaults.md").write_text(page(rows, command, wall))
+    print(page(rows, command, wall))
 
 
 if __name__ == "__main__":
