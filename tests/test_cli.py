@@ -294,17 +294,22 @@ def test_no_arguments_prints_the_help():
 
 
 def test_profile_prints_the_run_and_its_costliest_functions(tmp_path: Path) -> None:
-    """``dlcluster profile``: the run's line, the top functions in the order asked, the raw
-    profile when asked, and a one-line error for an unknown policy."""
+    """``dlcluster profile`` (in a fresh process: the profiler sees only this run): the
+    run's line, the top functions in the order asked, the raw profile when asked, and a
+    one-line error for an unknown policy."""
     import pstats
+    import subprocess
+    import sys
 
     out = tmp_path / "run.prof"
-    r = run("profile", "--scenario", "dally-poisson-2rack", "--policy", "dally", "--jobs", "30",
-            "--top", "7", "--sort", "cumulative", "--out", str(out))  # fmt: skip
-    assert r.exit_code == 0, r.output
-    head = r.output.splitlines()[0]
+    cmd = [sys.executable, "-m", "dlcluster_gym.cli", "profile", "--scenario",
+           "dally-poisson-2rack", "--policy", "dally", "--jobs", "30", "--top", "7",
+           "--sort", "cumulative", "--out", str(out)]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[0]
     assert head.startswith("dally-poisson-2rack:dally jobs=30 ") and "avg_jct=" in head
-    assert "Ordered by: cumulative time" in r.output and "restriction <7>" in r.output
+    assert "Ordered by: cumulative time" in r.stdout and "restriction <7>" in r.stdout
     assert pstats.Stats(str(out)).total_calls > 0
     bad = run("profile", "--scenario", "dally-poisson-2rack", "--policy", "nope")
     assert bad.exit_code == 2 and "unknown policy 'nope'" in bad.output
