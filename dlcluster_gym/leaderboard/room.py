@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dlcluster_gym.leaderboard.tables import mean_ci
+from dlcluster_gym.leaderboard.tables import mean_ci, paired_ci
 
 DEPLOYABLE_REFERENCE: tuple[str, ...] = (
     "fcfs", "dally", "dally-manual", "tiresias", "gandiva-placement", "las-slots", "qssf",
@@ -175,8 +175,10 @@ def mean_room(table: Iterable[Mapping[str, Any]]) -> tuple[float, int]:
     return (float(np.mean(rooms)) if rooms else math.nan), len(rooms)
 
 
-BOOTSTRAP_RESAMPLES = 2000
-"""Paired bootstrap resamples of the seeds behind a fraction's confidence interval."""
+def _ratio_of_sums(gains: np.ndarray, rooms: np.ndarray) -> float:
+    """sum(gains) / sum(rooms); NaN where the rooms sum to zero or less."""
+    den = float(rooms.sum())
+    return float(gains.sum()) / den if den > 0 else math.nan
 
 
 def fraction_closed(agent: Mapping[int, float], room: Mapping[str, Any]) -> dict[str, Any]:
@@ -189,8 +191,8 @@ def fraction_closed(agent: Mapping[int, float], room: Mapping[str, Any]) -> dict
     the ratio of the mean gain to the mean room (a mean of per-seed ratios would be ruled
     by the seeds whose room is near zero, where any difference divides by almost nothing).
     ``fraction_lo`` / ``fraction_hi``: its 95 % paired bootstrap interval over the seeds
-    (:data:`BOOTSTRAP_RESAMPLES` resamples, a fixed generator so the same inputs give the
-    same interval; resamples whose room sums to zero or less are left out), and
+    (``leaderboard.tables.paired_ci``: a fixed generator, so the same inputs give the same
+    interval; resamples whose room sums to zero or less are left out), and
     ``fraction_ci`` half its width. Also ``seeds`` (how many) and the scenario's
     ``verdict``; the fraction is NaN unless the verdict is :data:`ROOM`, and ``-inf`` when
     the agent left jobs unfinished on a seed."""
@@ -214,16 +216,13 @@ def fraction_closed(agent: Mapping[int, float], room: Mapping[str, Any]) -> dict
         out["fraction"] = -math.inf
         return out
     g, w = np.asarray(gains), np.asarray(rooms)
-    if w.sum() <= 0:
+    out["fraction"] = _ratio_of_sums(g, w)
+    if math.isnan(out["fraction"]):
         return out
-    out["fraction"] = float(g.sum() / w.sum())
-    if g.size > 1:
-        pick = np.random.default_rng(0).integers(0, g.size, size=(BOOTSTRAP_RESAMPLES, g.size))
-        num, den = g[pick].sum(axis=1), w[pick].sum(axis=1)
-        ok = den > 0
-        lo, hi = np.percentile(num[ok] / den[ok], [2.5, 97.5])
-        out["fraction_lo"], out["fraction_hi"] = float(lo), float(hi)
-        out["fraction_ci"] = float(hi - lo) / 2.0
+    lo, hi = paired_ci(_ratio_of_sums, g, w)
+    if math.isfinite(lo):
+        out["fraction_lo"], out["fraction_hi"] = lo, hi
+        out["fraction_ci"] = (hi - lo) / 2.0
     return out
 
 

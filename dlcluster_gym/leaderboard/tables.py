@@ -18,7 +18,7 @@ way but listed apart, unranked, as references (:func:`references`), and every ta
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -105,6 +105,32 @@ def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
         return float(v.mean()), math.nan
     half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
     return float(v.mean()), float(half)
+
+
+BOOTSTRAP_RESAMPLES = 2000
+"""Paired bootstrap resamples of the seeds behind :func:`paired_ci`."""
+
+
+def paired_ci(
+    stat: Callable[..., float], *arrays: Sequence[float], level: float = 0.95
+) -> tuple[float, float]:
+    """The ``level`` percentile interval of ``stat(*arrays)`` over a paired bootstrap of the
+    seeds (the arrays hold one value per seed, in the same seed order):
+    :data:`BOOTSTRAP_RESAMPLES` resamples from a fixed generator, so the same runs give the
+    same interval; resamples where ``stat`` is not finite are left out. NaN with fewer than
+    two seeds."""
+    cols = [np.asarray(a, dtype=np.float64) for a in arrays]
+    n = cols[0].size
+    if n < 2:
+        return math.nan, math.nan
+    pick = np.random.default_rng(0).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
+    vals = np.array([stat(*(c[i] for c in cols)) for i in pick])
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return math.nan, math.nan
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(vals, [tail, 100 - tail])
+    return float(lo), float(hi)
 
 
 def _cell_status(group: pd.DataFrame) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from room import pct_ci  # a neighbour script
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = ("dally", "las-slots", "qssf-preemptive", "srsf")
@@ -119,12 +120,6 @@ def room_closed(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return r, room.fraction_closed(dict(zip(seeds, row["deterministic"], strict=True)), r)
 
 
-def _pct(x: float, half: float) -> str:
-    if x != x:  # NaN
-        return "-"
-    return f"{100 * x:.1f} %" if half != half else f"{100 * x:.1f} ± {100 * half:.1f} %"
-
-
 def page(rows: list[dict[str, Any]], command: str, wall_s: float) -> str:
     lines = [
         "# Plain PPO on each Scheduler env's defaults",
@@ -152,7 +147,7 @@ def page(rows: list[dict[str, Any]], command: str, wall_s: float) -> str:
 
         rm, closed = room_closed(r)
         frac = (
-            _pct(closed["fraction"], closed["fraction_ci"])
+            pct_ci(closed["fraction"], closed["fraction_ci"])
             if rm["verdict"] == "room"
             else rm["verdict"]
         )
@@ -162,7 +157,7 @@ def page(rows: list[dict[str, Any]], command: str, wall_s: float) -> str:
             f"{_gmean_ratio(r['stochastic'], d):.3f} | "
             f"{_gmean_ratio(ref['las-slots'], d):.3f} | "
             f"{_gmean_ratio(ref['qssf-preemptive'], d):.3f} | "
-            f"{_gmean_ratio(ref['srsf'], d):.3f} | {_pct(rm['room'], rm['room_ci'])} | "
+            f"{_gmean_ratio(ref['srsf'], d):.3f} | {pct_ci(rm['room'], rm['room_ci'])} | "
             f"{frac} | {fmt(r['median_p_start'])} | {fmt(r['median_p_preempt'])} |"
         )
     lines.append("")

@@ -63,7 +63,8 @@ def _h(seconds: float) -> str:
     return "-" if not math.isfinite(seconds) else f"{seconds / 3600:.2f} h"
 
 
-def _pct(mean: float, half: float) -> str:
+def pct_ci(mean: float, half: float) -> str:
+    """``12.3 ± 4.5 %`` (no ± without a half-width; ``n/a`` without a mean)."""
     if not math.isfinite(mean):
         return "n/a"
     return f"{100 * mean:.1f}" + ("" if not math.isfinite(half) else f" ± {100 * half:.1f}") + " %"
@@ -94,15 +95,15 @@ def table(report: dict[str, Any], with_command: bool = True) -> str:
         lines.append(
             f"| `{r['scenario']}` | {len(r['seeds'])} | {r['best_deployable'] or '-'} | "
             f"{_h(r['best_deployable_avg_jct_s'])} | {r['best_clairvoyant'] or '-'} | "
-            f"{_h(r['best_clairvoyant_avg_jct_s'])} | {_pct(r['room'], r['room_ci'])} | "
+            f"{_h(r['best_clairvoyant_avg_jct_s'])} | {pct_ci(r['room'], r['room_ci'])} | "
             f"{r['verdict']} |"
-            + "".join(f" {_pct(r[f'room_{c}_alone'], r[f'room_{c}_alone_ci'])} |" for c in alone)
+            + "".join(f" {pct_ci(r[f'room_{c}_alone'], r[f'room_{c}_alone_ci'])} |" for c in alone)
         )
     mean, n = report["mean_room"], report["scenarios_with_room"]
     lines += [
         "",
         f"Mean room over the {n} scenario{'' if n == 1 else 's'} with room: "
-        f"{_pct(mean, math.nan)}. Seeds {report['seeds_text']}.",
+        f"{pct_ci(mean, math.nan)}. Seeds {report['seeds_text']}.",
         "",
         "Room on a seed: 1 - C / D, D the lowest average JCT of the deployable reference "
         f"policies ({', '.join(room.DEPLOYABLE_REFERENCE)}) on that seed, C the lowest of the "
@@ -145,7 +146,7 @@ def page(report: dict[str, Any]) -> str:
             lines.append(
                 f"| `{r['scenario']}` | {s['seed']} | {s['deployable'] or '-'} | "
                 f"{_h(s['deployable_jct_s'])} | {s['clairvoyant'] or '-'} | "
-                f"{_h(s['clairvoyant_jct_s'])} | {_pct(s['room'], math.nan)} |"
+                f"{_h(s['clairvoyant_jct_s'])} | {pct_ci(s['room'], math.nan)} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -27,20 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from room import pct_ci  # a neighbour script
+
 from dlcluster_gym.leaderboard import room, tables
 
 SCENARIOS = ("dally-timers-2rack-load07", "dally-timers-2rack-load11", "dally-timers-4rack-load11")
 EVAL = Path("experiments/results/agents/delay_timer_binding/eval.json")
 AGENT = "delay-timer"
 OUT = Path("experiments/results/room")
-
-
-def _pct(mean: float, half: float) -> str:
-    if not math.isfinite(mean):
-        return "n/a"
-    if not math.isfinite(half):
-        return f"{100 * mean:.1f} %"
-    return f"{100 * mean:.1f} ± {100 * half:.1f} %"
 
 
 def agent_jcts(ev: dict[str, Any], agent: str) -> dict[str, dict[int, float]]:
@@ -91,15 +85,15 @@ def page(report: dict[str, Any]) -> str:
             f"| `{row['scenario']}` | {len(row['seeds'])} | {row['best_deployable']} | "
             f"{row['best_deployable_avg_jct_s'] / 3600:.2f} h | {row['best_clairvoyant']} | "
             f"{row['best_clairvoyant_avg_jct_s'] / 3600:.2f} h | "
-            f"{_pct(row['room'], row['room_ci'])} | {row['verdict']} | "
+            f"{pct_ci(row['room'], row['room_ci'])} | {row['verdict']} | "
             f"{'n/a' if agent is None else f'{agent / 3600:.2f} h'} | "
-            f"{_pct(frac['fraction'], frac['fraction_ci'])} |"
+            f"{pct_ci(frac['fraction'], frac['fraction_ci'])} |"
         )
     mean_room, n_room = report["mean_room"], report["scenarios_with_room"]
     lines += [
         "",
-        f"Mean over the {n_room} scenario(s) with room: room {_pct(mean_room, math.nan)}, "
-        f"fraction closed by `{report['agent']}` {_pct(report['mean_fraction'], math.nan)}. "
+        f"Mean over the {n_room} scenario(s) with room: room {pct_ci(mean_room, math.nan)}, "
+        f"fraction closed by `{report['agent']}` {pct_ci(report['mean_fraction'], math.nan)}. "
         f"Seeds {report['seeds_text']}.",
         "",
         "Room on a seed: 1 - C / D, D the lower average JCT of dally and dally-manual on that "

@@ -16,10 +16,12 @@ from its own folder (the script's folder is on ``sys.path`` when it runs).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from dlcluster_gym.leaderboard.tables import paired_ci  # noqa: F401  (the reports use it)
 
 TOLERANCE = 0.25  # a paper figure is matched within 25 % of itself at each end
 SIMILAR_PCT = 10.0  # a "similar" claim holds in a case within +-10 %
@@ -30,7 +32,6 @@ REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = (
     "not run",
 )
 MIN_SEEDS = 20  # a claim measured over seeds is "reproduced" only from this many seeds
-BOOTSTRAP_RESAMPLES = 2000  # paired bootstrap resamples of the seeds behind an interval
 NO_REASON = "—"
 CAUSE_NOT_FOUND = "cause not found"
 COLUMNS = ("paper figure", "ours", "verdict", "mechanism", "reason")
@@ -78,7 +79,8 @@ class Claim:
 
     ``values`` maps a case (a rack count, a model, a baseline) to our number for it, in the
     figure's unit; NaN (undefined) cases are left out of the verdict. ``ci`` maps a case to
-    the 95 % interval (lo, hi) of its number over the seeds (:func:`paired_ci`); ``seeds``
+    the 95 % interval (lo, hi) of its number over the seeds
+    (``dlcluster_gym.leaderboard.tables.paired_ci``); ``seeds``
     is how many seeds the numbers come from (None: a deterministic configuration, as the
     paper ran it, with no seeds to count). ``reason`` is the known cause of a gap, shown
     only when the verdict is not ``reproduced``. ``shown`` replaces the default rendering of
@@ -93,27 +95,6 @@ class Claim:
     unit: str = "%"
     ci: Mapping[str, tuple[float, float]] | None = None
     seeds: int | None = None
-
-
-def paired_ci(
-    stat: Callable[..., float], *arrays: Sequence[float], level: float = 0.95
-) -> tuple[float, float]:
-    """The ``level`` percentile interval of ``stat(*arrays)`` over a paired bootstrap of
-    the seeds (the arrays hold one value per seed, in the same seed order):
-    :data:`BOOTSTRAP_RESAMPLES` resamples from a fixed generator, so the same runs give the
-    same interval. NaN with fewer than two seeds."""
-    cols = [np.asarray(a, dtype=float) for a in arrays]
-    n = cols[0].size
-    if n < 2:
-        return math.nan, math.nan
-    pick = np.random.default_rng(0).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-    vals = np.array([stat(*(c[i] for c in cols)) for i in pick])
-    vals = vals[np.isfinite(vals)]
-    if vals.size == 0:
-        return math.nan, math.nan
-    tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(vals, [tail, 100 - tail])
-    return float(lo), float(hi)
 
 
 def speedup_pct(base: np.ndarray, ours: np.ndarray) -> float:
