@@ -917,8 +917,9 @@ def tiresias_churn() -> dict[str, str]:
     each suspect removed: the starvation promotion, the thresholds before any history, the
     online thresholds themselves (against the whole workload's median, a clairvoyant rule)."""
     rows, per = [], {}
+    variants = _tiresias_variants()
     for scen in TIRESIAS_PRESETS:
-        for label, make in _tiresias_variants().items():
+        for label, make in variants.items():
             got = [simulate(scen, make(), seed=sd).summary for sd in TIRESIAS_SEEDS]
             pj = float(np.mean([g["preemptions"] / g["jobs_completed"] for g in got]))
             per[(scen, label)] = pj
@@ -928,7 +929,7 @@ def tiresias_churn() -> dict[str, str]:
                          f"{np.mean([g['makespan_s'] for g in got]) / 86400:.1f}"])  # fmt: skip
     header = ["scenario", "Tiresias", "preemptions per job", "avg comm overhead",
               "avg JCT (h)", "makespan (d)"]  # fmt: skip
-    labels = list(_tiresias_variants())
+    labels = list(variants)
     batch = [sc for sc in TIRESIAS_PRESETS if "batch" in sc]
     worst = {lab: max(per[(sc, lab)] for sc in batch) for lab in labels}
     text = paragraph(
