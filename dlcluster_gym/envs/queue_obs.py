@@ -117,6 +117,10 @@ def _logw(gpu_seconds: np.ndarray) -> np.ndarray:
 class QueueObserver:
     """Per-run constants and the feature arrays of one Scheduler-v0 episode."""
 
+    cache_history = True
+    """Reuse a job's history estimates until a job finishes or its work done changes (off:
+    recompute them at every step; the observations are the same, tested)."""
+
     def __init__(
         self,
         view: ClusterView,
@@ -174,6 +178,13 @@ class QueueObserver:
         code = {v: i + 1 for i, v in enumerate(vcs)}  # 0: no VC
         self.vc = np.array([code.get(j.vc, 0) for j in jobs], dtype=np.int64)
         self.num_vcs = len(vcs) + 1
+        # the history columns of each job as last computed, and what they were computed
+        # from (finished jobs so far, iterations done, attained GPU-seconds): a waiting job's
+        # row changes only when a job finishes, so most rows are reused from step to step
+        self._h_rows = np.zeros((len(jobs), NH - 2), dtype=np.float32)
+        self._h_count = np.full(len(jobs), -1, dtype=np.int64)
+        self._h_done = np.full(len(jobs), np.nan)
+        self._h_att = np.full(len(jobs), np.nan)
 
     def history_block(self, ids: np.ndarray, out: np.ndarray, done: np.ndarray,
                       att: np.ndarray) -> None:  # fmt: skip
@@ -182,17 +193,16 @@ class QueueObserver:
         if ids.size == 0:
             return
         h = self.view.history
-        compute, g = self.compute[ids], self.demand[ids].astype(np.float64)
-        w = h.windows(ids)  # read once for both estimates
-        rem, _ = keyed_remaining_work(h, ids, done * compute, windows=w)
-        known = ~np.isnan(rem)
-        out[:, 0] = _logw(np.where(known, rem * g, att))
-        out[:, 1] = known
-        length, count, level = keyed_length(h, ids, windows=w)
-        out[:, 2] = np.where(np.isnan(length), 0.0, _logt(np.nan_to_num(length)))
-        top = len(KEY_LEVELS) + 1
-        out[:, 3] = np.where(level < top, (top - level) / top, 0.0)
-        out[:, 4] = count / KEY_WINDOW
+        count_now = h.count
+        if self.cache_history:
+            new_history = self._h_count[ids] != count_now
+            stale = new_history | (self._h_done[ids] != done) | (self._h_att[ids] != att)
+        else:
+            new_history = stale = np.ones(ids.size, dtype=bool)
+        if stale.any():
+            self._history_rows(ids[stale], done[stale], att[stale], new_history[stale])
+            self._h_count[ids[stale]] = count_now
+        out[:, :5] = self._h_rows[ids]
         vc = self.vc[ids]
         if self.num_vcs > 1:
             e = self.engine
@@ -204,6 +214,30 @@ class QueueObserver:
             out[:, 6] = np.where(vc > 0, np.minimum(want[vc] / self.num_gpus, 1.0), 0.0)
         else:
             out[:, 5:7] = 0.0
+
+    def _history_rows(
+        self, ids: np.ndarray, done: np.ndarray, att: np.ndarray, new_history: np.ndarray
+    ) -> None:
+        """Compute the estimate columns of ``HISTORY_FEATURES`` of ``ids`` into the cache:
+        the remaining-work estimate of every one of them (its work done changed, or the
+        history did), the expected length and its key of those where the history changed."""
+        h = self.view.history
+        compute, g = self.compute[ids], self.demand[ids].astype(np.float64)
+        w = h.windows(ids)  # read once for both estimates
+        rows = self._h_rows
+        rem, _ = keyed_remaining_work(h, ids, done * compute, windows=w)
+        known = ~np.isnan(rem)
+        rows[ids, 0] = _logw(np.where(known, rem * g, att))
+        rows[ids, 1] = known
+        if new_history.any():
+            fresh = ids[new_history]
+            length, count, level = keyed_length(h, fresh, windows=w[new_history])
+            rows[fresh, 2] = np.where(np.isnan(length), 0.0, _logt(np.nan_to_num(length)))
+            top = len(KEY_LEVELS) + 1
+            rows[fresh, 3] = np.where(level < top, (top - level) / top, 0.0)
+            rows[fresh, 4] = count / KEY_WINDOW
+        self._h_done[ids] = done
+        self._h_att[ids] = att
 
     def note_placement(self, job: int, gpus: np.ndarray) -> None:
         """Remember the tier of a job's new placement (a start or a move)."""
