@@ -588,6 +588,27 @@ class QSSFSlots(_RuleSlots):
     RULE = "qssf"
 
 
+class GittinsSlots(_RuleSlots):
+    """Gittins-index order (``IndexSlots`` with ``rule="gittins"``): the index of a job's run
+    time so far under the duration distribution of Dally's generator, per GPU, las-slots's
+    placement and preemption. Deployable: it reads no job's length, only the distribution
+    the workload's lengths are drawn from, which an operator fits from the history of a
+    workload (on one server, the Gittins index is the non-clairvoyant order that minimises
+    mean response time, so it shows what knowing the distribution is worth; on other
+    workloads than Dally's generator the table is misspecified). The margin is an index
+    ratio, 0.25 by default: the best mean of 0.25, 1 and 3 on the validation seeds 501-502
+    of ``experiments/results/agents/teachers.md``."""
+
+    RULE = "gittins"
+
+    def __init__(self, env: gym.Env, margin: float = 0.25, fallback: bool = False) -> None:
+        super().__init__(env, margin=margin, fallback=fallback)
+
+    @classmethod
+    def check_params(cls, margin: float = 0.25, **params: Any) -> None:  # type: ignore[override]
+        super().check_params(margin=margin, **params)
+
+
 class SRSFSlots(_RuleSlots):
     """CLAIRVOYANT shortest remaining GPU-service first: ``IndexSlots`` with ``rule="srsf"``
     (true remaining iterations x compute x GPUs, from the oracle), las-slots's placement,

@@ -420,6 +420,12 @@ register_policy(
     "QSSF with las-slots's placement and preemption: least estimated remaining GPU-service",
 )
 register_policy(
+    "gittins-slots",
+    "dlcluster_gym.envs.native:GittinsSlotsScheduler",
+    "Gittins index of attained run time under Dally's duration distribution, las-slots's "
+    "placement and preemption (knows the distribution, not the lengths)",
+)
+register_policy(
     "srsf",
     "dlcluster_gym.envs.native:SRSFSlotsScheduler",
     "CLAIRVOYANT shortest true remaining GPU-service first, las-slots's placement and preemption",

@@ -364,6 +364,21 @@ class QSSFSlotsScheduler(_RuleSlotsScheduler):
     target = "dlcluster_gym.baselines.queue_policies:QSSFSlots"
 
 
+class GittinsSlotsScheduler(EnvPolicyScheduler):
+    """``gittins-slots``: ``baselines.queue_policies.GittinsSlots`` as a native policy (the
+    Gittins index of attained run time under Dally's duration distribution, per GPU,
+    preempting; deployable). Parameters: ``margin`` (an index ratio, 0.25) and
+    ``fallback`` (False)."""
+
+    name = "gittins-slots"
+    env_policy = "gittins-slots"
+    target = "dlcluster_gym.baselines.queue_policies:GittinsSlots"
+    env_version = 2
+
+    def __init__(self, margin: float = 0.25, fallback: bool = False) -> None:
+        super().__init__(margin=margin, fallback=fallback)
+
+
 class SRSFSlotsScheduler(_RuleSlotsScheduler):
     """``srsf``: ``baselines.queue_policies.SRSFSlots`` as a native policy (least TRUE
     remaining GPU-service first, preempting; clairvoyant)."""

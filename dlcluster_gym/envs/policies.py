@@ -92,7 +92,7 @@ ENV_POLICIES: dict[str, dict[str, tuple[str, str]]] = {
             "teacher: clairvoyant shortest remaining work among the slots, best tier",
         ),
         "gittins-slots": (
-            "dlcluster_gym.baselines.queue_policies:IndexSlots",
+            "dlcluster_gym.baselines.queue_policies:GittinsSlots",
             "teacher: Gittins index of run time / GPUs, target set, preempts (non-clairvoyant)",
         ),
         "las-slots": (

@@ -9,6 +9,12 @@ the mean is below 5 % (``dlcluster_gym.leaderboard.room``). Writes ``room.md``,
 ``room.json`` and ``table.md`` (the table alone, which docs/agents.md includes) under
 ``--out``; ``--render`` rewrites the pages from ``room.json`` without simulating.
 
+Beside the references, on the scenarios whose jobs come from a generator (not a trace),
+``gittins-slots`` runs (:data:`INFORMED`): it knows the distribution of Dally's generator's
+job lengths and no job's length, and its fraction of the room closed shows how much of the
+room knowing the distribution is worth (on one server its order is the best a scheduler
+without the lengths can do). It is not a reference: it moves neither D nor C.
+
     python experiments/agents/room.py --workers 2
     python experiments/agents/room.py --scenarios dally-poisson-2rack --seeds 101-103 \
         --out runs/room
@@ -35,6 +41,9 @@ SCENARIOS = (
     "dally-groups-4rack-load12",
 )  # fmt: skip
 OUT = Path("experiments/results/room")
+INFORMED = ("gittins-slots",)
+"""Deployable policies that know the length distribution of the generator's jobs; run on
+generated workloads only, reported as fractions of the room closed."""
 
 
 def seed_list(text: str) -> list[int]:
@@ -86,18 +95,23 @@ def table(report: dict[str, Any], with_command: bool = True) -> str:
     """The room table with its notes (``table.md``, which docs/agents.md includes); with
     ``with_command``, a last line naming the command that wrote it and its wall time."""
     alone = [c for c in room.CLAIRVOYANT_REFERENCE if f"room_{c}_alone" in report["table"][0]]
+    informed = [p for p in INFORMED if any(p in r.get("informed", {}) for r in report["table"])]
     lines = [
         "| scenario | seeds | best deployable | avg JCT | best clairvoyant | avg JCT | room | "
-        "verdict |" + "".join(f" room, {c} alone |" for c in alone),
-        "|---|---:|---|---:|---|---:|---:|---|" + "---:|" * len(alone),
+        "verdict |"
+        + "".join(f" room, {c} alone |" for c in alone)
+        + "".join(f" {p} closes |" for p in informed),
+        "|---|---:|---|---:|---|---:|---:|---|" + "---:|" * (len(alone) + len(informed)),
     ]
     for r in report["table"]:
+        closes = [r.get("informed", {}).get(p) for p in informed]
         lines.append(
             f"| `{r['scenario']}` | {len(r['seeds'])} | {r['best_deployable'] or '-'} | "
             f"{_h(r['best_deployable_avg_jct_s'])} | {r['best_clairvoyant'] or '-'} | "
             f"{_h(r['best_clairvoyant_avg_jct_s'])} | {pct_ci(r['room'], r['room_ci'])} | "
             f"{r['verdict']} |"
             + "".join(f" {pct_ci(r[f'room_{c}_alone'], r[f'room_{c}_alone_ci'])} |" for c in alone)
+            + "".join(f" {_closed(f)} |" for f in closes)
         )
     mean, n = report["mean_room"], report["scenarios_with_room"]
     lines += [
@@ -110,9 +124,20 @@ def table(report: dict[str, Any], with_command: bool = True) -> str:
         f"clairvoyant ones ({', '.join(room.CLAIRVOYANT_REFERENCE)}). Room column: mean over "
         "seeds ± half-width of the 95 % Student-t confidence interval. Best: the policy of "
         "that kind with the lowest mean average JCT over the seeds (avg JCT: that mean); "
-        "the last columns: the room with only that clairvoyant reference as the ceiling. "
-        f"Verdict '{room.NO_ROOM}': mean room below {room.NO_ROOM_BELOW:.0%}; such scenarios "
-        "are left out of the mean above. A run that leaves jobs unfinished is never best.",
+        "'room, ... alone': the room with only that clairvoyant reference as the ceiling. "
+        + (
+            f"'{', '.join(informed)} closes': its fraction of the room closed, sum(D - A) / "
+            "sum(D - C) over the seeds with A its average JCT, ± half its 95 % paired "
+            "bootstrap interval (it knows the length distribution of the generator's jobs, "
+            "not their lengths; run on generated workloads only; '-': not run). "
+            if informed
+            else ""
+        )
+        + (
+            f"Verdict '{room.NO_ROOM}': mean room below {room.NO_ROOM_BELOW:.0%}; such "
+            "scenarios are left out of the mean above. A run that leaves jobs unfinished is "
+            "never best."
+        ),
     ]
     if report["skipped"]:
         lines += ["", "Policies that did not run:", ""]
@@ -126,6 +151,15 @@ def table(report: dict[str, Any], with_command: bool = True) -> str:
     if with_command:
         lines += ["", f"Written by {_command(report)}."]
     return "\n".join(lines) + "\n"
+
+
+def _closed(f: dict[str, Any] | None) -> str:
+    """A fraction of the room closed with its interval; '-' where not run, 'no room'."""
+    if f is None:
+        return "-"
+    if f["verdict"] != room.ROOM:
+        return f["verdict"]
+    return pct_ci(f["fraction"], f["fraction_ci"])
 
 
 def page(report: dict[str, Any]) -> str:
@@ -163,6 +197,9 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         alone = {p: k for p, k in room.REFERENCE.items() if k == "deployable" or p == c}
         for row, own in zip(table, room.room_table(jcts, alone), strict=True):
             row[f"room_{c}_alone"], row[f"room_{c}_alone_ci"] = own["room"], own["room_ci"]
+    for row in table:
+        own = jcts.get(row["scenario"], {})
+        row["informed"] = {p: room.fraction_closed(own[p], row) for p in INFORMED if p in own}
     mean, n = room.mean_room(table)
     texts = sorted({tables.seed_ranges(v) for v in report["seeds"].values()})
     return {
@@ -237,6 +274,10 @@ def main(argv: list[str] | None = None) -> None:
                          f"only, to keep the run within its CPU budget.")  # fmt: skip
     started = time.perf_counter()
     _, rows = room.run_room(scenarios, seeds, args.workers, args.traces_dir)
+    generated = [sc for sc in scenarios if not is_trace(sc)]
+    if generated:
+        _, more = room.run_room(generated, seeds, args.workers, args.traces_dir, INFORMED)
+        rows += more
     wall = time.perf_counter() - started
     keep = ("scenario", "policy", "seed", "status", "reason", "avg_jct_s", "jobs_unfinished",
             "wall_s", "cpu_s")  # fmt: skip
