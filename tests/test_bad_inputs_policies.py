@@ -189,7 +189,7 @@ RANGES: dict[str, dict[str, list[tuple[str, str]]]] = {
         "thresholds": [
             (
                 "nosuch",
-                "thresholds must be one of online, fixed, scaled, quantiles or a list of "
+                "thresholds must be one of history, online, fixed, scaled, quantiles or a list of "
                 "GPU-second values, got 'nosuch'",
             ),
             ("[5, 1]", "thresholds must be positive and increasing"),

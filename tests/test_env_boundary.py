@@ -46,9 +46,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "agents" / "checkpoints"
 SCEN = "dally-poisson-2rack"
 SMALL = {"workload": {"num_jobs": 60}}
-# batch arrivals under Tiresias (it preempts, so preempted jobs are offered again having run):
+# batch arrivals under Tiresias with the authors' fixed limits from the start (three queues:
+# it preempts before the first job finishes, so preempted jobs are offered again having run):
 # many offers before the first finish, and many of jobs that have run
-BATCH = {"scenario": "dally-batch-2rack", "scenario_overrides": SMALL, "base_policy": "tiresias"}
+BATCH = {
+    "scenario": "dally-batch-2rack",
+    "scenario_overrides": SMALL,
+    "base_policy": "tiresias",
+    "base_params": {"thresholds": "online", "num_queues": 3, "promote_wait": "last"},
+}
 LEAK = r"DLCluster/\S+ observes ground truth a real scheduler does not have"
 PROGRESS, REMAINING = OBS_INDEX["job.progress"], OBS_INDEX["job.remaining_work"]
 

@@ -1,22 +1,33 @@
-"""Gandiva: time-slicing by suspend-resume in 60 s quanta, oversubscription of GPU sets by jobs
-of the same size, introspective unpacking on observed progress, and ``gandiva-placement`` (the
-placement-and-migration behaviour alone). Hand-computed traces on small clusters."""
+"""Gandiva: time-slicing by suspend-resume in 60 s quanta at the paper's measured switch cost,
+oversubscription of GPU sets by jobs of the same size, introspective unpacking on observed
+progress, and ``gandiva-placement`` (the placement-and-migration behaviour alone).
+Hand-computed traces on small clusters."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from conftest import run_engine, small_scenario, starts
 
-from dlcluster_gym import load_scenario, simulate
-from dlcluster_gym.errors import ConfigError
+from dlcluster_gym import (
+    BaseScheduler,
+    Migrate,
+    Preempt,
+    Start,
+    WakeUp,
+    load_scenario,
+    simulate,
+)
+from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.scheduler import make_policy
 from dlcluster_gym.workload.job import Job
 
-OVERHEADS = {"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0}  # a switch: 30 s
+OVERHEADS = {"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0}  # checkpoint+restore 30 s
 NO_OVERHEADS = {"checkpoint_s": 0.0, "restore_s": 0.0, "restart_s": 0.0}
 PLACEMENT_ONLY = {"max_share": 1, "unpack_slowdown": math.inf}
+FREE_SWITCH = {"suspend_resume_s": 0.0}  # rotations by hand without a switch cost
 
 
 def _trace(res) -> list[tuple[float, str, int, list[int] | None]]:
@@ -27,13 +38,13 @@ def _trace(res) -> list[tuple[float, str, int, list[int] | None]]:
     ]
 
 
-def _four_jobs_on_two_gpus(overheads: dict):
+def _four_jobs_on_two_gpus(overheads: dict, **params):
     """2 GPUs, four 1-GPU jobs at t=0 of 100, 170, 90 and 200 one-second iterations (one GPU:
     no communication, so an iteration takes its compute time, 1 s)."""
     sc = small_scenario(racks=1, machines=1, gpus=2, overheads=overheads)
     lengths = (100, 170, 90, 200)
     jobs = [Job(i, "resnet50", 1, n, 1.0, 0.0) for i, n in enumerate(lengths)]
-    return run_engine(sc, jobs, make_policy("gandiva"))[1]
+    return run_engine(sc, jobs, make_policy("gandiva", **params))[1]
 
 
 def test_round_robin_time_slicing_by_hand() -> None:
@@ -41,8 +52,9 @@ def test_round_robin_time_slicing_by_hand() -> None:
     per GPU). Every 60 s quantum boundary the running job whose quantum is over yields to the
     other one. At 160 s job 0 finishes (60 + 40 s) and job 2 resumes on GPU 0; at 180 s job 1
     (120 done) yields to job 3; at 190 s job 2 finishes (60 + 30 s), GPU 0 is free and job 1,
-    waiting its turn, takes it (50 s left: 240 s); job 3 runs alone from 180 s (140 s left)."""
-    res = _four_jobs_on_two_gpus(NO_OVERHEADS)
+    waiting its turn, takes it (50 s left: 240 s); job 3 runs alone from 180 s (140 s left).
+    Switches cost nothing here."""
+    res = _four_jobs_on_two_gpus(NO_OVERHEADS, **FREE_SWITCH)
     assert _trace(res) == [
         (0.0, "start", 0, [0]),
         (0.0, "start", 1, [1]),
@@ -70,15 +82,108 @@ def test_round_robin_time_slicing_by_hand() -> None:
     assert res.jobs["overhead_s"].tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
-def test_every_switch_pays_checkpoint_and_restore() -> None:
-    """The same jobs with checkpoint 10 s + restore 20 s: a suspended job resumes 30 s before
-    it progresses, and its quantum of progress (60 s) follows, so it yields at the first
-    boundary after: resumed at 120 s, jobs 0 and 1 progress from 150 s; job 0 finishes at
-    190 s (40 s left); job 2 resumes (progress from 220 s, 30 s left: 250 s); at 240 s job 1
-    (60 + 90 = 150 done) yields to job 3 (progress from 270 s, 140 s left: 410 s); at 250 s
-    job 1 takes the freed GPU 0 (progress from 280 s, 20 s left: 300 s). Five switches, each
-    30 s of overhead: job 1 pays twice."""
+def test_a_switch_costs_the_papers_suspend_resume_by_hand() -> None:
+    """The same jobs with checkpoint 10 s + restore 20 s and the default switch cost: a ResNet-50
+    job (image classification) resumed in place pays 0.1 s, within its 60 s slice. At 120 s
+    jobs 0 and 1 resume (progress from 120.1 s); job 0 (40 s left) finishes at 160.1 s and job
+    2 resumes in place (progress from 160.2 s, 30 s left: 190.2 s). At 180 s job 1 (119.9 s
+    done) yields to job 3 (progress from 180.1 s, 140 s left: 320.1 s). At 190.2 s job 1 takes
+    the freed GPU 0: not the GPU it left, so it pays checkpoint + restore, 30 s (progress from
+    220.2 s, 50.1 s left: 270.3 s)."""
     res = _four_jobs_on_two_gpus(OVERHEADS)
+    trace = _trace(res)
+    assert [(t, ev, j) for t, ev, j, _ in trace] == [
+        (0.0, "start", 0),
+        (0.0, "start", 1),
+        (60.0, "preempt", 0),
+        (60.0, "start", 2),
+        (60.0, "preempt", 1),
+        (60.0, "start", 3),
+        (120.0, "preempt", 2),
+        (120.0, "start", 0),
+        (120.0, "preempt", 3),
+        (120.0, "start", 1),
+        (160.1, "finish", 0),
+        (160.1, "start", 2),
+        (180.0, "preempt", 1),
+        (180.0, "start", 3),
+        (190.2, "finish", 2),
+        (190.2, "start", 1),
+        (270.3, "finish", 1),
+        (320.1, "finish", 3),
+    ]
+    assert trace[-3][3] == [0]  # job 1 resumes on GPU 0, it left GPU 1
+    assert res.jobs["finish_s"].tolist() == pytest.approx([160.1, 270.3, 190.2, 320.1])
+    assert res.jobs["overhead_s"].tolist() == pytest.approx([0.1, 30.1, 0.1, 0.1])
+    assert res.jobs["preemptions"].tolist() == [1, 2, 1, 1]
+    assert {e.get("resume_in_place_s") for e in res.events if e["event"] == "preempt"} == {0.1}
+
+
+def test_the_switch_cost_follows_the_model_family() -> None:
+    """One GPU: a ResNet-50 job (image classification: 0.1 s) and a BERT-large job (a
+    language model: 1 s) of 100 one-second iterations alternate. Job 0 resumes at 120 s
+    (progress from 120.1 s, 40 s left: 160.1 s); job 1 resumes then (progress from 161.1 s,
+    40 s left: 201.1 s). A number sets every job's cost: with 2 s, 162 s and 204 s."""
+    sc = small_scenario(racks=1, machines=1, gpus=1, overheads=OVERHEADS)
+    jobs = [Job(0, "resnet50", 1, 100, 1.0, 0.0), Job(1, "bert-large", 1, 100, 1.0, 0.0)]
+    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    assert res.jobs["finish_s"].tolist() == pytest.approx([160.1, 201.1])
+    assert res.jobs["overhead_s"].tolist() == pytest.approx([0.1, 1.0])
+    _, res = run_engine(sc, jobs, make_policy("gandiva", suspend_resume_s=2))
+    assert res.jobs["finish_s"].tolist() == pytest.approx([162.0, 204.0])
+    assert res.jobs["overhead_s"].tolist() == pytest.approx([2.0, 2.0])
+
+
+class _Scripted(BaseScheduler):
+    """Applies a fixed script of actions at given instants."""
+
+    name = "scripted"
+
+    def __init__(self, script: dict) -> None:
+        super().__init__()
+        self.script = dict(script)
+
+    def schedule(self, view):
+        return self.script.pop(round(view.now, 6), ())
+
+
+def test_a_suspend_in_place_is_cheap_only_on_the_same_gpus() -> None:
+    """The engine's side of Gandiva's switch (``Preempt.resume_in_place_s``), with checkpoint
+    10 s + restore 20 s. Jobs 0 and 1 (100 one-second iterations) run on GPUs 0 and 1 and are
+    suspended in place at 10 s with a 2 s resume. At 20 s job 0 resumes on GPU 0 (2 s: progress
+    from 22 s) and job 1 on GPU 2, not the GPU it left (30 s: progress from 50 s). At 40 s job
+    0 migrates to GPU 1 and pays checkpoint + restore (28 done, progress from 70 s: 142 s). At
+    60 s job 1 is preempted plainly and restarted on GPU 2 at once: checkpoint + restore again
+    (20 done, progress from 90 s: 170 s)."""
+    sc = small_scenario(racks=1, machines=1, gpus=3, overheads=OVERHEADS)
+    jobs = [Job(i, "resnet50", 1, 100, 1.0, 0.0) for i in range(2)]
+    script = {
+        0.0: [Start(0, (0,)), Start(1, (1,)), WakeUp(10.0)],
+        10.0: [Preempt(0, 2.0), Preempt(1, 2.0), WakeUp(20.0)],
+        20.0: [Start(0, (0,)), Start(1, (2,)), WakeUp(40.0)],
+        40.0: [Migrate(0, (1,)), WakeUp(60.0)],
+        60.0: [Preempt(1), Start(1, (2,))],
+    }
+    _, res = run_engine(sc, jobs, _Scripted(script))
+    assert res.jobs["finish_s"].tolist() == pytest.approx([142.0, 170.0])
+    assert res.jobs["overhead_s"].tolist() == pytest.approx([32.0, 60.0])
+    assert res.jobs["preemptions"].tolist() == [1, 2]
+    assert res.jobs["migrations"].tolist() == [1, 0]
+    for bad in (-1.0, math.nan, math.inf, "1"):
+        script = {0.0: [Start(0, (0,)), WakeUp(5.0)], 5.0: [Preempt(0, bad)]}
+        with pytest.raises(InvalidActionError, match="resume_in_place_s must be None or a finite"):
+            run_engine(sc, jobs[:1], _Scripted(script))
+
+
+def test_overheads_mode_pays_checkpoint_and_restore_per_switch() -> None:
+    """``suspend_resume_s="overheads"`` (every switch priced as a migration):
+    a suspended job resumes 30 s before it progresses, and its quantum of progress (60 s)
+    follows, so it yields at the first boundary after: resumed at 120 s, jobs 0 and 1 progress
+    from 150 s; job 0 finishes at 190 s (40 s left); job 2 resumes (progress from 220 s, 30 s
+    left: 250 s); at 240 s job 1 (60 + 90 = 150 done) yields to job 3 (progress from 270 s,
+    140 s left: 410 s); at 250 s job 1 takes the freed GPU 0 (progress from 280 s, 20 s left:
+    300 s). Five switches, each 30 s of overhead: job 1 pays twice."""
+    res = _four_jobs_on_two_gpus(OVERHEADS, suspend_resume_s="overheads")
     assert [(t, ev, j) for t, ev, j, _ in _trace(res)] == [
         (0.0, "start", 0),
         (0.0, "start", 1),
@@ -120,10 +225,11 @@ def test_a_job_alone_is_never_suspended() -> None:
 
 def test_a_newcomer_gets_its_turn_at_the_next_quantum_boundary() -> None:
     """Job 0 has run alone since 0 s; job 1 arrives at 100 s and shares its GPU. Job 0's
-    quantum ended at 60 s, so job 1 starts at the next boundary, 120 s, and they alternate."""
+    quantum ended at 60 s, so job 1 starts at the next boundary, 120 s, and they alternate
+    (switches cost nothing here)."""
     sc = small_scenario(racks=1, machines=1, gpus=1, overheads=NO_OVERHEADS)
     jobs = [Job(0, "resnet50", 1, 1000, 1.0, 0.0), Job(1, "resnet50", 1, 90, 1.0, 100.0)]
-    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **FREE_SWITCH))
     assert _trace(res)[:6] == [
         (0.0, "start", 0, [0]),
         (120.0, "preempt", 0, None),
@@ -143,10 +249,11 @@ def test_oversubscription_cap(max_share: int, finish: list[float], start_2: floa
     """One GPU, three jobs at 0 s (100, 100, 50 s). With two jobs per GPU set, job 2 waits in
     the queue: jobs 0 and 1 alternate, job 0 finishes at 160 s, job 2 joins job 1's set and
     gets the GPU when job 1 finishes (200 s). With three, the three alternate: job 2 runs from
-    120 s (done at 170 s), then job 0 (40 s left: 210 s), then job 1 (40 s left: 250 s)."""
+    120 s (done at 170 s), then job 0 (40 s left: 210 s), then job 1 (40 s left: 250 s).
+    Switches cost nothing here."""
     sc = small_scenario(racks=1, machines=1, gpus=1, overheads=NO_OVERHEADS)
     jobs = [Job(i, "resnet50", 1, n, 1.0, 0.0) for i, n in enumerate((100, 100, 50))]
-    _, res = run_engine(sc, jobs, make_policy("gandiva", max_share=max_share))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", max_share=max_share, **FREE_SWITCH))
     assert res.jobs["finish_s"].tolist() == finish
     assert starts(res)[2][0] == start_2
 
@@ -276,8 +383,12 @@ def test_gandiva_is_deterministic_and_time_slices() -> None:
     assert a.summary["preemptions"] > 0 and a.summary["jobs_completed"] == 60
     assert make_policy("gandiva").params == {
         "migration": True, "remaining": "history", "quantum_s": 60.0, "max_share": 2,
-        "unpack_slowdown": 1.2,
+        "unpack_slowdown": 1.2, "suspend_resume_s": "paper",
     }  # fmt: skip
+    # the paper's switch is cheaper than checkpoint + restore: same jobs, less time
+    old = simulate(sc, "gandiva", seed=2, policy_params={"suspend_resume_s": "overheads"})
+    assert old.summary["avg_jct_s"] > a.summary["avg_jct_s"]
+    assert old.summary["jobs_completed"] == 60
 
 
 @pytest.mark.parametrize(
@@ -288,8 +399,39 @@ def test_gandiva_is_deterministic_and_time_slices() -> None:
         ({"max_share": 0}, "max_share must be an integer >= 1, got 0"),
         ({"unpack_slowdown": 0.5}, "unpack_slowdown must be a number >= 1"),
         ({"unpack_slowdown": math.nan}, "unpack_slowdown must be a number >= 1"),
+        (
+            {"suspend_resume_s": "cheap"},
+            "'suspend_resume_s': Input should be a valid number, unable to parse string as a "
+            "number, or Input should be 'paper' or 'overheads' (got 'cheap')",
+        ),
+        ({"suspend_resume_s": -0.5}, "or a finite number of seconds >= 0, got -0.5"),
+        ({"suspend_resume_s": math.nan}, "or a finite number of seconds >= 0, got nan"),
+        ({"suspend_resume_s": math.inf}, "or a finite number of seconds >= 0, got inf"),
+        (
+            {"suspend_resume_s": 60},
+            "suspend_resume_s (60.0: up to 60 s per switch) must be shorter than quantum_s "
+            "(60.0 s), else a time slice holds no progress",
+        ),
+        (
+            {"quantum_s": 1.0},
+            "suspend_resume_s ('paper': up to 1 s per switch) must be shorter than quantum_s",
+        ),
     ],
 )
 def test_bad_parameters_are_clear_errors(params: dict, message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         make_policy("gandiva", **params)
+
+
+def test_the_class_checks_suspend_resume_itself() -> None:
+    """Built directly (no parameter declaration in between), the class names what it allows."""
+    from dlcluster_gym.baselines.gandiva import Gandiva
+
+    want = (
+        "suspend_resume_s must be 'paper' (the paper's measured suspend-resume per model "
+        "family), 'overheads' (the scenario's checkpoint + restore) or a finite number of "
+        "seconds >= 0, got 'cheap'"
+    )
+    with pytest.raises(ConfigError, match=re.escape(want)):
+        Gandiva(suspend_resume_s="cheap")  # type: ignore[arg-type]
+    assert Gandiva(suspend_resume_s=0).suspend_resume_s == 0.0

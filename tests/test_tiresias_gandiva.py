@@ -101,28 +101,35 @@ def test_tiresias_bad_parameters(kwargs, match):
 
 
 def test_tiresias_threshold_rules():
-    """Default "scaled": the simulator's 3250/7200 GPU-s times the workload's median ideal
-    service (GPUs x iterations x compute per iteration) over the 60-job trace's (243 GPU-s);
-    "quantiles": the i/K quantiles of that service; "fixed": the simulator's values."""
+    """Default "history" (K = 2): the simulator's first limit, 3250 GPU-s, times the finished
+    jobs' median ideal service (GPUs x iterations x compute per iteration) over the 60-job
+    trace's (243 GPU-s), K - 1 limits with more queues; "quantiles": the i/K quantiles of
+    that service; "fixed": the simulator's values."""
     sc = small_scenario(racks=1, machines=2, gpus=4)
     # Ideal service 100, 400, 900, 1600, 2500, 3600 GPU-seconds (median 1250).
     jobs = [Job(i, "resnet50", 1, 100.0 * (i + 1) ** 2, 1.0, 0.0) for i in range(6)]
     service = np.array([100.0 * (i + 1) ** 2 for i in range(6)])
     policy = make_policy("tiresias")
     run_engine(sc, jobs, policy)
+    assert policy.thresholds.tolist() == pytest.approx([3250 * 1250 / 243])
+    policy = make_policy("tiresias", num_queues=3)
+    run_engine(sc, jobs, policy)
     assert policy.thresholds.tolist() == pytest.approx([3250 * 1250 / 243, 7200 * 1250 / 243])
     policy = make_policy("tiresias", thresholds="quantiles")
+    run_engine(sc, jobs, policy)
+    assert policy.thresholds.tolist() == pytest.approx([np.median(service)])
+    policy = make_policy("tiresias", thresholds="quantiles", num_queues=3)
     run_engine(sc, jobs, policy)
     assert policy.thresholds.tolist() == pytest.approx(np.quantile(service, [1 / 3, 2 / 3]))
     policy = make_policy("tiresias", thresholds="quantiles", num_queues=4)
     run_engine(sc, jobs, policy)
     assert policy.thresholds.tolist() == pytest.approx(np.quantile(service, [0.25, 0.5, 0.75]))
-    policy = make_policy("tiresias", thresholds="fixed")
+    policy = make_policy("tiresias", thresholds="fixed", num_queues=3)
     run_engine(sc, jobs, policy)
     assert policy.thresholds.tolist() == [3250.0, 7200.0]
     # Identical jobs: the quantiles coincide and merge into one threshold (two queues).
     same = [Job(i, "resnet50", 2, 50, 1.0, 0.0) for i in range(4)]
-    policy = make_policy("tiresias", thresholds="quantiles")
+    policy = make_policy("tiresias", thresholds="quantiles", num_queues=3)
     run_engine(sc, same, policy)
     assert policy.thresholds.tolist() == [100.0]
 

@@ -18,9 +18,16 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class Preempt:
-    """Stop a running job, release its GPUs and put it back in the wait queue."""
+    """Stop a running job, release its GPUs and put it back in the wait queue.
+
+    By default the job pays the scenario's checkpoint + restore when it next starts. With
+    ``resume_in_place_s`` the job is suspended with its state kept beside its GPUs (a
+    suspend-resume such as Gandiva's time-slicing, OSDI'18 4.1): started again on exactly the
+    same GPUs, it pays ``resume_in_place_s`` seconds instead; started anywhere else, it pays
+    checkpoint + restore."""
 
     job: int
+    resume_in_place_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,9 @@ contention off none of this runs and the engine is unchanged.
 
 Overheads (scenario ``overheads``): a preempted job pays checkpoint + restore when it next
 starts, a migrated job pays checkpoint + restore on its new GPUs, a resized job pays a
-restart. During an overhead the job holds its GPUs but makes no progress.
+restart. A policy may suspend a job in place instead (``Preempt.resume_in_place_s``): started
+again on the same GPUs it pays that many seconds, anywhere else checkpoint + restore. During
+an overhead the job holds its GPUs but makes no progress.
 
 Parameter-server jobs on CPUs (Nearchus; ``Job.vcpu_budget`` set): only when the workload has
 some does the engine create a ``sim.psjobs.PSRuntime``, and it dispatches to it for those jobs
@@ -167,6 +169,7 @@ class Engine:
         self.resizes = np.zeros(n, dtype=np.int64)
         self.tiers_used = np.zeros(n, dtype=np.int8)  # bitmask over Tier values
         self.pending_overhead = np.zeros(n)  # charged at the next start (after preemption)
+        self._in_place: dict[int, np.ndarray] = {}  # suspended in place -> the GPUs it left
         self.time_shift = np.zeros(n)
         self.job_gpus: dict[int, np.ndarray] = {}
         self.alloc_n = np.zeros(n)  # GPUs held by each job (0 when not running)
@@ -801,7 +804,17 @@ class Engine:
                 self._start(a.job, gpus, a.time_shift_s)
             elif isinstance(a, Preempt):
                 self._check_job(a, a.job, RUNNING)
-                self._preempt(a.job)
+                cost = a.resume_in_place_s
+                if cost is not None and not (
+                    isinstance(cost, int | float | np.integer | np.floating)
+                    and not isinstance(cost, bool)
+                    and math.isfinite(cost)
+                    and cost >= 0
+                ):
+                    raise self._bad(
+                        a, f"resume_in_place_s must be None or a finite number >= 0, got {cost!r}"
+                    )
+                self._preempt(a.job, cost)
             elif isinstance(a, Migrate | Resize):
                 self._check_job(a, a.job, RUNNING)
                 gpus = self._check_gpus(a, a.job, a.gpus, own=a.job)
@@ -837,8 +850,15 @@ class Engine:
                     "StartPS, Reconfigure)",
                 )
 
-    def _mark_started(self, job: int) -> None:
-        """A waiting job becomes running now (after any pending overhead)."""
+    def _mark_started(self, job: int, gpus: np.ndarray | None = None) -> None:
+        """A waiting job becomes running now (after any pending overhead; a job suspended in
+        place pays checkpoint + restore instead unless ``gpus`` are the ones it left)."""
+        if self._in_place:
+            left = self._in_place.pop(job, None)
+            if left is not None and (
+                gpus is None or not np.array_equal(np.sort(left), np.sort(gpus))
+            ):
+                self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
         del self.waiting[job]
         self.running[job] = None
         self.status[job] = RUNNING
@@ -850,7 +870,7 @@ class Engine:
         self.pending_overhead[job] = 0.0
 
     def _start(self, job: int, gpus: np.ndarray, shift: float) -> None:
-        self._mark_started(job)
+        self._mark_started(job, gpus)
         self.time_shift[job] = shift
         tier = self._allocate(job, gpus)
         if self.links is None:
@@ -862,21 +882,30 @@ class Engine:
         if self.event_log is not None:
             self._log("start", job, gpus=gpus.tolist(), tier=tier.label)
 
-    def _preempt(self, job: int) -> None:
+    def _preempt(self, job: int, in_place_s: float | None = None) -> None:
         self._advance(job)
-        self._release(job)
+        gpus = self._release(job)
         del self.running[job]
         self.waiting[job] = None
         self.status[job] = WAITING
         self.version[job] += 1
         self.preemptions[job] += 1
         self.wait_since[job] = self.now
-        self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
+        if in_place_s is None:
+            self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
+            if self._in_place:
+                self._in_place.pop(job, None)
+        else:
+            self.pending_overhead[job] = float(in_place_s)
+            self._in_place[job] = gpus
         if self.links is not None:
             self._net_flush(self._net_leave(job))
         if self.ps is not None:
             self._share_ps_nics()
-        self._log("preempt", job)
+        if in_place_s is None:
+            self._log("preempt", job)
+        else:
+            self._log("preempt", job, resume_in_place_s=float(in_place_s))
 
     def _move(self, job: int, gpus: np.ndarray, resize: bool) -> None:
         self._advance(job)

@@ -222,7 +222,7 @@ DALLY_MECHANISMS = {
     "preemption=relocate, our variant)",
 }
 BASELINE_MECHANISMS = {
-    "tiresias": "`tiresias` (thresholds=online)",
+    "tiresias": "`tiresias` (two queues, thresholds=history)",
     "gandiva": "`gandiva-placement` (no time-slicing)",
     "dally-manual": "`dally-manual` (12 h / 24 h timers; requeue preemption)",
     "dally-manual-relocate": "`dally-manual` (12 h / 24 h timers; preemption=relocate)",
@@ -1210,7 +1210,7 @@ def write_report(
         "`Dally (relocate)` and `Dally-manual (relocate)` are our relocation variant "
         "(`preemption=relocate`: the suffering job is moved at once to its tightest tier). "
         "Every policy here is deployable (none reads a job's length or a future arrival): "
-        "Tiresias learns its queue thresholds from the finished jobs (`thresholds=online`), "
+        "Tiresias learns its queue threshold from the finished jobs (`thresholds=history`), "
         "and Dally's and Gandiva's move tests estimate a running job's remaining iterations "
         "from the finished jobs' lengths (`remaining=history`).",
         " Gandiva is `gandiva-placement`: the baseline as Dally 5.1.3 describes it "

@@ -1,10 +1,12 @@
 """Tiresias's queue-threshold rules side by side on the Dally presets.
 
-Rules (``baselines/tiresias.py``): ``online`` (default; the fixed values until the first job
-finishes, then scaled by the finished jobs' median GPU-service), ``fixed`` (the authors'
-simulator: 3,250 / 7,200 GPU-s), and the clairvoyant ``scaled`` and ``quantiles`` (statistics
-of every job of the run, future arrivals included). Prints and writes a markdown table of
-preemptions per job, makespan and average JCT, the mean over seeds.
+Rules (``baselines/tiresias.py``), each with the default two queues: ``history`` (default;
+one queue until the first job finishes, then the authors' limit scaled by the finished jobs'
+median GPU-service), ``online`` (the authors' limit until the first job finishes, then scaled
+the same way), ``fixed`` (the authors' simulator: 3,250 GPU-s), and the clairvoyant
+``scaled`` and ``quantiles`` (statistics of every job of the run, future arrivals included).
+Prints and writes a markdown table of preemptions per job, makespan and average JCT, the
+mean over seeds.
 
 Usage: python experiments/reproductions/tiresias_thresholds.py [--seeds 1 2] [--workers 2]
        [--out DIR]
@@ -23,7 +25,7 @@ from dlcluster_gym import simulate
 from dlcluster_gym.scheduler import policy_kind
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ("online", "fixed", "scaled", "quantiles")
+RULES = ("history", "online", "fixed", "scaled", "quantiles")
 SCENARIOS = ("dally-batch-4rack", "dally-poisson-4rack")
 
 
