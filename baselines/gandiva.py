@@ -107,7 +107,7 @@ from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.scheduler import BaseScheduler
-from dlcluster_gym.sim.actions import Action, Preempt, Start
+from dlcluster_gym.sim.actions import Action, Preempt, Start, same_gpus
 from dlcluster_gym.sim.offers import FIRST_FIT, WAIT, Offer, OfferGen, drive, make_offer
 from dlcluster_gym.sim.view import ClusterView, Plan
 
@@ -299,7 +299,7 @@ class Gandiva(GandivaPlacementOnly):
         job = s.ring[0]
         left = self._left.pop(job, None)
         switch = 0.0  # a first start, or a suspend-resume within the quantum
-        if left is not None and (left[1] is None or not _same_gpus(left[0], s.gpus)):
+        if left is not None and (left[1] is None or not same_gpus(left[0], s.gpus)):
             switch = self._switch_s
         self._turn_end[job] = now + switch + self.quantum_s
         self._tier[job] = s.tier
@@ -566,11 +566,6 @@ class Gandiva(GandivaPlacementOnly):
             if alone <= self._best_iter[job] and worth_moving(view, job, gpus, self.remaining):
                 plan.migrate(job, gpus)
                 self._moved(view, job, gpus)
-
-
-def _same_gpus(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` are the same GPUs (in any order)."""
-    return a.size == b.size and bool(np.array_equal(np.sort(a), np.sort(b)))
 
 
 def _check_suspend_resume(value: object) -> float:

@@ -112,10 +112,15 @@ def scaled_thresholds(service: np.ndarray, num_queues: int = DEFAULT_NUM_QUEUES)
     """The authors' limits (K - 1 of them) scaled by median(service) /
     REFERENCE_MEDIAN_GPU_S: the ``"scaled"`` rule, and ``"history"``/``"online"`` over the
     finished jobs. The limits as they are when ``service`` is empty."""
-    base = base_thresholds(num_queues)
     if service.size == 0:
-        return base
-    return base * float(np.median(service)) / REFERENCE_MEDIAN_GPU_S
+        return base_thresholds(num_queues)
+    return thresholds_for_median(float(np.median(service)), num_queues)
+
+
+def thresholds_for_median(median_gpu_s: float, num_queues: int = DEFAULT_NUM_QUEUES) -> np.ndarray:
+    """The authors' limits (K - 1 of them) scaled by ``median_gpu_s`` /
+    REFERENCE_MEDIAN_GPU_S."""
+    return base_thresholds(num_queues) * median_gpu_s / REFERENCE_MEDIAN_GPU_S
 
 
 def workload_thresholds(service: np.ndarray, num_queues: int) -> np.ndarray:
@@ -267,7 +272,7 @@ class Tiresias(BaseScheduler):
         self._finished_seen = view.history.count
         median = view.history.median_gpu_service_s()
         if median is not None:
-            self.thresholds = base_thresholds(self.num_queues) * median / REFERENCE_MEDIAN_GPU_S
+            self.thresholds = thresholds_for_median(median, self.num_queues)
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         return drive(self.offers(view), self.choose)

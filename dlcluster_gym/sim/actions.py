@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from dlcluster_gym.perf.ps import DTConfig
 
 
@@ -28,6 +30,12 @@ class Preempt:
 
     job: int
     resume_in_place_s: float | None = None
+
+
+def same_gpus(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same GPUs in any order: the test of a resume in place
+    (``Preempt.resume_in_place_s``)."""
+    return a.size == b.size and bool(np.array_equal(np.sort(a), np.sort(b)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,7 @@ from dlcluster_gym.sim.actions import (
     Start,
     StartPS,
     WakeUp,
+    same_gpus,
 )
 from dlcluster_gym.sim.boundary import check_workload, is_clairvoyant
 from dlcluster_gym.sim.estimators import History
@@ -855,9 +856,7 @@ class Engine:
         place pays checkpoint + restore instead unless ``gpus`` are the ones it left)."""
         if self._in_place:
             left = self._in_place.pop(job, None)
-            if left is not None and (
-                gpus is None or not np.array_equal(np.sort(left), np.sort(gpus))
-            ):
+            if left is not None and (gpus is None or not same_gpus(left, gpus)):
                 self.pending_overhead[job] = self.overheads.checkpoint_s + self.overheads.restore_s
         del self.waiting[job]
         self.running[job] = None
