@@ -67,13 +67,20 @@ def start_in_order(
 ) -> Sequence[Action]:
     """Start ``waiting`` jobs in increasing ``key`` (ties: the longest waiting, then job id),
     each only on its most consolidated possible tier (``tiers[demand]``), best-fit; a job
-    whose tier is not free now waits while later ones backfill."""
+    whose tier is not free now waits while later ones backfill.
+
+    A demand whose placement is not found is not searched again in the same call: the plan
+    only loses free GPUs, so it stays without one (same decisions, far fewer searches when
+    many jobs wait)."""
     since = np.asarray(view.wait_since)[waiting]
     plan = view.plan()
+    failed: set[int] = set()
     for k in np.lexsort((waiting, since, key)).tolist():
         job, n = int(waiting[k]), int(demand[k])
-        if n <= plan.num_free:
+        if n <= plan.num_free and n not in failed:
             gpus = plan.find(n, max_tier=tiers[n])
-            if gpus is not None:
+            if gpus is None:
+                failed.add(n)
+            else:
                 plan.start(job, gpus)
     return plan.actions

@@ -185,6 +185,42 @@ def test_cassini_fast_paths_match_direct_form_on_crius(policy, jobs):
 
 
 @needs_traces
+@pytest.mark.parametrize(
+    ("policy", "params"),
+    [
+        ("themis", {}),
+        ("themis", {"lengths": "history"}),
+        pytest.param("cassini", {}, marks=pytest.mark.slow),
+    ],
+)
+def test_renewals_while_jobs_wait_that_cannot_bid_match_waking_up_for_each(
+    policy, params, monkeypatch
+):
+    """Jobs wait, but none has a winnable bid on the GPUs that one-rack lease ends release:
+    those auctions are renewals only, decided without the arbiter and replayed at the next
+    call instead of woken up for (``Themis._defer_waiting``); the same per-job results and
+    the same renewals at the same instants as waking up for every lease end."""
+    from dlcluster_gym.baselines.themis import Themis
+
+    calls: list[int] = []
+    orig = Themis._defer_waiting
+
+    def counted(self, *args):
+        calls.append(1)
+        return orig(self, *args)
+
+    monkeypatch.setattr(Themis, "_defer_waiting", counted)
+    fast, pf = _run_with_policy("itp-cluster04", policy, True, 400, **params)
+    assert len(calls) > 100  # the path is taken
+    slow, ps = _run_with_policy("itp-cluster04", policy, False, 400, **params)
+    _assert_same(fast, slow)
+    tf, ts = getattr(pf, "base", pf), getattr(ps, "base", ps)
+    assert tf.renewals == ts.renewals > 0
+    assert tf.auction_times == ts.auction_times
+    assert fast.summary["sim_events"] < slow.summary["sim_events"]
+
+
+@needs_traces
 @pytest.mark.extended  # CI runs it after the default run (docs/testing.md)
 def test_themis_auction_of_fitting_bidders_matches_full_auction():
     """The auction that ranks only the bidders whose demand fits the free GPUs (and stops
