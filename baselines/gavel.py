@@ -72,6 +72,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linprog
 
 from dlcluster_gym.errors import ConfigError
@@ -92,26 +93,62 @@ _TIE = 1e-7  # relative slack on the fairness level kept by the total-throughput
 _RHO_TOL = 1e-4  # relative tolerance of the bisection on finish-time fairness
 
 
-def _base(thr: np.ndarray, demand: np.ndarray, caps: np.ndarray, extra: int = 0):
+Triplets = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows, columns, values; row-major
+
+
+def _job_rows(
+    vals: np.ndarray, n: int, row0: int, keep: np.ndarray | None = None, last: float = 0.0
+) -> Triplets:
+    """One constraint row per job (the jobs ``keep`` flags, default all), numbered from
+    ``row0``, over ``n`` variables, ``X`` flattened job-major first: row j holds ``vals[j]``
+    over X[j, :], then ``last`` in the last variable when it is not 0."""
+    J, K = vals.shape
+    js = np.arange(J) if keep is None else np.flatnonzero(keep)
+    cols = js[:, None] * K + np.arange(K)
+    v = vals[js].astype(np.float64)
+    if last:
+        cols = np.column_stack((cols, np.full(js.size, n - 1)))
+        v = np.column_stack((v, np.full(js.size, float(last))))
+    r = np.repeat(row0 + np.arange(js.size), cols.shape[1])
+    return r, cols.reshape(-1), v.reshape(-1)
+
+
+def _matrix(parts: Sequence[Triplets], rows: int, n: int) -> sparse.csr_array:
+    """The CSR matrix of ``parts`` (row-major triplets, in row order) without its zeros:
+    the same entries, in the same order, as the conversion of the dense matrix."""
+    r = np.concatenate([p[0] for p in parts])
+    c = np.concatenate([p[1] for p in parts])
+    v = np.concatenate([p[2] for p in parts])
+    nz = v != 0
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r[nz], minlength=rows), out=indptr[1:])
+    return sparse.csr_array((v[nz], c[nz], indptr), shape=(rows, n))
+
+
+def _base(
+    thr: np.ndarray, demand: np.ndarray, caps: np.ndarray, extra: int = 0
+) -> tuple[list[Triplets], np.ndarray, np.ndarray]:
     """Gavel's base constraints over ``X`` (flattened job-major) and ``extra`` trailing
     variables: ``sum_k X[j, k] <= 1``, ``sum_j N_j X[j, k] <= caps[k]``, ``0 <= X <= 1``
-    where ``T > 0`` (else 0)."""
+    where ``T > 0`` (else 0). Sparse (one row per job and one per type): the rows' triplets,
+    ``b`` and the bounds; ``_matrix`` builds the matrix once the LP's own rows are added."""
     J, K = thr.shape
     n = J * K + extra
-    rows_job = np.zeros((J, n))
-    for j in range(J):
-        rows_job[j, j * K : (j + 1) * K] = 1.0
-    rows_type = np.zeros((K, n))
-    for k in range(K):
-        rows_type[k, k : J * K : K] = demand
-    a = np.vstack((rows_job, rows_type))
+    d = np.asarray(demand, dtype=np.float64)
+    type_rows = (
+        np.repeat(J + np.arange(K), J),
+        (np.arange(J)[None, :] * K + np.arange(K)[:, None]).reshape(-1),
+        np.tile(d, K),
+    )
+    parts = [_job_rows(np.ones((J, K)), n, 0), type_rows]
     b = np.concatenate((np.ones(J), caps.astype(np.float64)))
-    ub = np.where(thr.reshape(-1) > 0, 1.0, 0.0)
-    bounds = [(0.0, float(u)) for u in ub] + [(None, None)] * extra
-    return a, b, bounds
+    bounds = np.zeros((n, 2))
+    bounds[: J * K, 1] = np.where(thr.reshape(-1) > 0, 1.0, 0.0)
+    bounds[J * K :] = (-np.inf, np.inf)
+    return parts, b, bounds
 
 
-def _solve(c: np.ndarray, a: np.ndarray, b: np.ndarray, bounds: list) -> np.ndarray:
+def _solve(c: np.ndarray, a: sparse.csr_array, b: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     res = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs")
     if res.status != 0:  # pragma: no cover - every LP here is feasible (X = 0 and its levels)
         raise RuntimeError(f"gavel LP failed: {res.message}")
@@ -133,8 +170,8 @@ def max_sum_throughput(thr: np.ndarray, demand: np.ndarray, caps: np.ndarray) ->
             x[j, 0] = min(1.0, left / float(demand[j]))
             left -= x[j, 0] * float(demand[j])
         return x
-    a, b, bounds = _base(thr, demand, caps)
-    x = _solve(-thr.reshape(-1), a, b, bounds)
+    parts, b, bounds = _base(thr, demand, caps)
+    x = _solve(-thr.reshape(-1), _matrix(parts, b.size, J * K), b, bounds)
     return np.clip(x.reshape(J, K), 0.0, 1.0)
 
 
@@ -145,13 +182,11 @@ def _with_floor(
     ``coef[j] . X[j] >= floor[j]`` for every job (the fairness level reached, kept while the
     rest of the cluster is filled)."""
     J, K = thr.shape
-    a, b, bounds = _base(thr, demand, caps)
-    rows = np.zeros((J, J * K))
-    for j in range(J):
-        rows[j, j * K : (j + 1) * K] = -coef[j]
+    parts, b, bounds = _base(thr, demand, caps)
     keep = floor > 0
-    a = np.vstack((a, rows[keep]))
+    parts.append(_job_rows(-coef, J * K, b.size, keep))
     b = np.concatenate((b, -floor[keep]))
+    a = _matrix(parts, b.size, J * K)
     x = _solve(-(thr * demand[:, None]).reshape(-1), a, b, bounds)
     return np.clip(x.reshape(J, K), 0.0, 1.0)
 
@@ -199,13 +234,10 @@ def max_min_fairness(thr: np.ndarray, demand: np.ndarray, caps: np.ndarray) -> n
         x = np.zeros((J, 1))
         x[runnable, 0] = fill_one_type(demand[runnable], np.zeros(int(runnable.sum())), caps[0])
         return x
-    a, b, bounds = _base(thr, demand, caps, extra=1)
-    rows = np.zeros((J, J * K + 1))
-    for j in range(J):
-        rows[j, j * K : (j + 1) * K] = -coef[j]
-    rows[:, -1] = 1.0  # t - coef . X <= 0
-    a = np.vstack((a, rows[runnable]))
+    parts, b, bounds = _base(thr, demand, caps, extra=1)
+    parts.append(_job_rows(-coef, J * K + 1, b.size, runnable, last=1.0))  # t - coef . X <= 0
     b = np.concatenate((b, np.zeros(int(runnable.sum()))))
+    a = _matrix(parts, b.size, J * K + 1)
     c = np.zeros(J * K + 1)
     c[-1] = -1.0
     level = float(_solve(c, a, b, bounds)[-1])
@@ -271,14 +303,13 @@ def finish_time_fairness(
         if K == 1:  # closed form: time fractions want / T, GPUs sum N_j x_j
             x = np.where(live, want / np.where(best > 0, best, 1.0), 0.0)
             return bool(x.max() <= 1.0 + 1e-12 and demand @ x <= caps[0] * (1 + 1e-12))
-        a, b, bounds = _base(thr_abs, demand, caps)
-        rows = np.zeros((J, J * K))
-        for j in range(J):
-            rows[j, j * K : (j + 1) * K] = -thr_abs[j]
+        parts, b, bounds = _base(thr_abs, demand, caps)
+        parts.append(_job_rows(-thr_abs, J * K, b.size, live))
+        b = np.concatenate((b, -want[live]))
         res = linprog(
             np.zeros(J * K),
-            A_ub=np.vstack((a, rows[live])),
-            b_ub=np.concatenate((b, -want[live])),
+            A_ub=_matrix(parts, b.size, J * K),
+            b_ub=b,
             bounds=bounds,
             method="highs",
         )
@@ -321,6 +352,10 @@ class Gavel(BaseScheduler):
 
     name = "gavel"
     objective = "max-sum-throughput"
+    # The allocation is a function of the active jobs alone (their profiled throughputs and
+    # demands, fixed at arrival, and the GPUs per type): a round with the same active jobs as
+    # the last one reuses its LP solution (the same X; the solver is deterministic).
+    allocation_by_jobs = True
 
     def __init__(self, *, round_s: float | None = None, heterogeneity: str = "aware") -> None:
         if round_s is not None and not (
@@ -357,6 +392,8 @@ class Gavel(BaseScheduler):
         self._scenario_rounds = self.round_s is None and scenario_round is not None
         self._period = float(scenario_round) if self._scenario_rounds else self.round_s or ROUND_S
         self._round_at = -1.0  # the instant of the last round (one round per instant)
+        self._last_active = b""  # the active jobs of the last allocation, and its X
+        self._last_x = np.zeros((0, K))
 
     def _profile(self, view: ClusterView, j: int) -> np.ndarray:
         """Iterations per second of job ``j`` on each GPU type (0: it cannot run there)."""
@@ -404,6 +441,17 @@ class Gavel(BaseScheduler):
         norm = thr / np.where(best > 0, best, 1.0)[:, None]
         return max_sum_throughput(norm, self.demand[active], self.caps)
 
+    def _allocation_of(self, view: ClusterView, active: np.ndarray) -> np.ndarray:
+        """``allocation``, reused from the last round when its active jobs were the same and
+        the allocation depends on them alone (``allocation_by_jobs``)."""
+        if not self.allocation_by_jobs:
+            return self.allocation(view, active)
+        key = active.tobytes()
+        if key != self._last_active:
+            self._last_x = self.allocation(view, active)
+            self._last_active = key
+        return self._last_x
+
     def schedule(self, view: ClusterView) -> Sequence[Action]:
         self._sync(view)
         period = self._period
@@ -434,7 +482,7 @@ class Gavel(BaseScheduler):
         active = np.asarray(sorted({*running, *view.iter_waiting()}), dtype=np.int64)
         if active.size == 0:
             return []
-        x = self.allocation(view, active)
+        x = self._allocation_of(view, active)
         age = np.array([max(view.now - view.jobs[j].arrival_s, 1.0) for j in active.tolist()])
         share = self.time_on[active] / age[:, None]
         prio = np.where(x > 1e-9, x / np.maximum(share, 1e-3), -1.0)
@@ -479,6 +527,7 @@ class GavelFTF(Gavel):
 
     name = "gavel-ftf"
     objective = "finish-time-fairness"
+    allocation_by_jobs = False  # finish-time fairness moves with time and attained service
 
     def __init__(
         self, *, round_s: float | None = None, lengths: str = "known", heterogeneity: str = "aware"

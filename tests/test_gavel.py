@@ -93,13 +93,13 @@ def test_ftf_equals_the_water_filling_on_one_type_whatever_the_lengths():
 def test_max_sum_throughput_on_one_type_is_the_lp_optimum():
     # 5 GPUs, demands 1, 4, 2, 2 (throughput 1 each): 1, 2, 2 fit (3 jobs), the 4-GPU job
     # gets nothing; the closed form reaches the LP's optimum value
-    from dlcluster_gym.baselines.gavel import _base, _solve
+    from dlcluster_gym.baselines.gavel import _base, _matrix, _solve
 
     thr, d, caps = np.ones((4, 1)), np.array([1, 4, 2, 2]), np.array([5])
     x = max_sum_throughput(thr, d, caps)
     np.testing.assert_allclose(x[:, 0], [1.0, 0.0, 1.0, 1.0])
-    a, b, bounds = _base(thr, d, caps)
-    lp = _solve(-thr.reshape(-1), a, b, bounds)  # HiGHS on the same problem
+    parts, b, bounds = _base(thr, d, caps)
+    lp = _solve(-thr.reshape(-1), _matrix(parts, b.size, 4), b, bounds)  # HiGHS, same LP
     assert x.sum() == pytest.approx(lp.sum())
 
 
