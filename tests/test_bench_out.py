@@ -54,3 +54,22 @@ def test_every_page_the_performance_docs_include_exists():
     assert len(pages) >= 6
     for page in pages:
         assert (ROOT / page).is_file(), f"docs/performance.md includes {page}: not written yet"
+
+
+def test_the_sweep_target_column_says_by_how_much_a_policy_misses():
+    spec = importlib.util.spec_from_file_location(
+        "bench_engine", ROOT / "experiments" / "benchmarks" / "bench_engine.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.path.insert(0, str(spec.origin and Path(spec.origin).parent))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.pop(0)
+    assert mod.sweep_target(10.0, 1.0) == "yes"  # 10x fcfs, 10 s
+    assert mod.sweep_target(18.0, 1.0) == "no: 1.2x the 15x-fcfs budget"
+    assert mod.sweep_target(45.0, 4.0) == "no: 1.5x the 30 s"
+    assert mod.sweep_target(60.0, 2.0) == "no: 2.0x the 15x-fcfs budget, 2.0x the 30 s"
+    row = mod._sweep_row({"cell": "s:p", "timeout_s": 200.0}, 2.0)
+    assert row.endswith("| no: 6.7x+ the 15x-fcfs budget, 6.7x+ the 30 s |")
