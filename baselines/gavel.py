@@ -296,6 +296,8 @@ def finish_time_fairness(
         out[live] = remaining[live] / slack[live]
         return None if np.any(out > best * (1 + 1e-12)) else out
 
+    base_parts, base_b, bounds = _base(thr_abs, demand, caps)  # the same at every step
+
     def feasible(r: float) -> bool:
         want = need(r)
         if want is None:
@@ -303,9 +305,8 @@ def finish_time_fairness(
         if K == 1:  # closed form: time fractions want / T, GPUs sum N_j x_j
             x = np.where(live, want / np.where(best > 0, best, 1.0), 0.0)
             return bool(x.max() <= 1.0 + 1e-12 and demand @ x <= caps[0] * (1 + 1e-12))
-        parts, b, bounds = _base(thr_abs, demand, caps)
-        parts.append(_job_rows(-thr_abs, J * K, b.size, live))
-        b = np.concatenate((b, -want[live]))
+        parts = [*base_parts, _job_rows(-thr_abs, J * K, base_b.size, live)]
+        b = np.concatenate((base_b, -want[live]))
         res = linprog(
             np.zeros(J * K),
             A_ub=_matrix(parts, b.size, J * K),

@@ -596,21 +596,19 @@ class Themis(BaseScheduler):
         # shortcuts for lease ends with nobody waiting (renewals only) do not hold.
         short = self.tuned and bool((self._count[running] < self._demand[running]).any())
         fast_renew = fast and not short
-        if fast_renew and expired.size and not waiting.size and self._all_one_rack(view, expired):
-            self._renew_all(expired, now)
-            return self._defer(running)  # nobody waits (``waiting`` is not cut down here)
-        if (
-            fast_renew
-            and expired.size
-            and self._all_one_rack(view, expired)
-            and self._no_waiting_bid(view, waiting, view.num_free + self._held(expired), now)
-        ):
-            # Jobs wait, but none has a bid that can win on the free and released GPUs: the
-            # expired one-rack jobs are the only bidders and each renews on its own GPUs,
-            # as with nobody waiting; the policy wakes up at the next lease end.
-            self._renew_all(expired, now)
-            floor = self._bid_floor(view, waiting, now + self.lease_s)
-            return self._defer_waiting(running, floor - view.num_free)
+        if fast_renew and expired.size and self._all_one_rack(view, expired):
+            if not waiting.size:
+                self._renew_all(expired, now)
+                return self._defer(running)  # nobody waits (``waiting`` is not cut down here)
+            # Jobs wait, but when none has a bid that can win on the free and released GPUs,
+            # the expired one-rack jobs are the only bidders and each renews on its own GPUs,
+            # as with nobody waiting.
+            offer = view.num_free + int(self._held(expired).sum())
+            if offer < int(self._demand[waiting].min()):
+                floor = self._bid_floor(view, waiting, now + self.lease_s)
+                if offer < floor:
+                    self._renew_all(expired, now)
+                    return self._defer_waiting(running, floor - view.num_free)
         plan = view.plan()
         won = False
         if waiting.size or expired.size:
@@ -1075,20 +1073,9 @@ class Themis(BaseScheduler):
             kept.add(job)
         self._start(plan, job, gpus, now, lease_s=lease_s)
 
-    def _held(self, jobs: np.ndarray) -> int:
-        """GPUs the running ``jobs`` hold."""
-        if self.tuned:
-            return int(self._count[jobs].sum())
-        return int(self._demand[jobs].sum())
-
-    def _no_waiting_bid(
-        self, view: ClusterView, waiting: np.ndarray, offer: int, now: float
-    ) -> bool:
-        """Whether none of the ``waiting`` jobs (non-empty) has a winnable bid with ``offer``
-        GPUs on offer (``_bid_floor``; a demand that fits answers at once)."""
-        if offer >= int(self._demand[waiting].min()):
-            return False
-        return offer < self._bid_floor(view, waiting, now)
+    def _held(self, jobs: np.ndarray) -> np.ndarray:
+        """GPUs each of the running ``jobs`` holds."""
+        return self._count[jobs] if self.tuned else self._demand[jobs]
 
     def _bid_floor(self, view: ClusterView, waiting: np.ndarray, until: float) -> float:
         """The fewest GPUs on offer (free plus released) with which some of the ``waiting``
@@ -1126,7 +1113,6 @@ class Themis(BaseScheduler):
         g = np.exp2(np.ceil(np.log2(np.maximum(need, 1.0))))
         g[(until - self._arrival[jobs]) + work * d > 1e11] = 1.0
         return min(floor, int(g[g < d].min())) if (g < d).any() else floor
-        return floor
 
     @staticmethod
     def _all_one_rack(view: ClusterView, jobs: np.ndarray) -> bool:
@@ -1202,7 +1188,7 @@ class Themis(BaseScheduler):
         se = ends[order]
         cap = float(se[0]) + self.lease_s
         starts = np.flatnonzero(np.concatenate(([True], np.diff(se) > EPS)))
-        held = (self._count if self.tuned else self._demand)[after][order]
+        held = self._held(after)[order]
         released = np.add.reduceat(held, starts)
         cross = np.add.reduceat(self._cross[after][order].astype(np.int64), starts)
         hit = np.flatnonzero((cross > 0) | (released >= need))

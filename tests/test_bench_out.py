@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import experiment_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,16 +59,7 @@ def test_every_page_the_performance_docs_include_exists():
 
 
 def test_the_sweep_target_column_says_by_how_much_a_policy_misses():
-    spec = importlib.util.spec_from_file_location(
-        "bench_engine", ROOT / "experiments" / "benchmarks" / "bench_engine.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    sys.path.insert(0, str(spec.origin and Path(spec.origin).parent))
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.pop(0)
+    mod = experiment_script("bench_engine")
     assert mod.sweep_target(10.0, 1.0) == "yes"  # 10x fcfs, 10 s
     assert mod.sweep_target(18.0, 1.0) == "no: 1.2x the 15x-fcfs budget"
     assert mod.sweep_target(45.0, 4.0) == "no: 1.5x the 30 s"

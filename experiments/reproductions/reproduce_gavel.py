@@ -15,8 +15,8 @@ Writes, under --out (default experiments/results/gavel/):
   jct_vs_rate.png  windowed average JCT against the input job rate (Gavel Figs. 8-9's axes)
   report.md        the tables per trace and the claims table (`claims.py` beside it)
 
-Usage: python experiments/reproductions/reproduce_gavel.py [--traces single multiple] [--seeds 1 2]
-           [--rates R ...] [--workers 2]            (about 40 minutes on 2 cores)
+Usage: python experiments/reproductions/reproduce_gavel.py [--traces single multiple]
+           [--seeds S ...] [--rates R ...] [--workers 2]   (about 40 minutes on 2 cores)
        python experiments/reproductions/reproduce_gavel.py --report-only   (report.md from runs.csv)
 """
 
@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from claims import (  # a neighbour script
+    MIN_SEEDS,
     Claim,
     about,
     claims_section,
@@ -74,7 +75,7 @@ POLICIES = tuple(p for pair in PAIRS.items() for p in pair)
 # Gavel's Figures 8 and 9 are max-min fairness; finish-time fairness (its Figure 10) is
 # optional here: its bisection over LPs at every round makes a run several minutes long.
 DEFAULT_POLICIES = ("gavel-las", "gavel-las-agnostic")
-SEEDS = tuple(range(1, 21))  # 20 seeds: the claims rule's minimum for "reproduced"
+SEEDS = tuple(range(1, MIN_SEEDS + 1))  # the claims rule's minimum for "reproduced"
 JOBS = 1000
 WINDOW = (200, 800)  # job ids measured: after the cluster fills, before arrivals stop
 OUT = Path(__file__).resolve().parents[1] / "results" / "gavel"
