@@ -27,6 +27,8 @@ CHECKED = (
     "test_traffic_kernel.py",
     "test_links_kernel.py",
     "test_layout_kernel.py",
+    "test_keyed_kernel.py",
+    "test_scheduler_obs_cache.py",
     "test_phase_pool.py",
     "test_contention_signature.py",
     "test_properties.py",

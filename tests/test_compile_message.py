@@ -1,4 +1,4 @@
-"""The first compilation of the link-sharing kernels in a process says so, once
+"""The first compilation of the compiled kernels in a process says so, once
 (perf.kernel_cache.CompileNotice), and a second process loads them from numba's cache."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from dlcluster_gym.perf import kernel_cache
 
 ROOT = Path(__file__).resolve().parents[1]
-MESSAGE = "compiling the link-sharing kernels"
+MESSAGE = "compiling the simulator's kernels"
 
 
 def _event(module: str, cache_path: str = "/cache/here") -> SimpleNamespace:

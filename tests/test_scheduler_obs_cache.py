@@ -1,7 +1,9 @@
-"""Scheduler observations are unchanged by the observer's cache of history estimates: the
-observations, masks and rewards of seeded masked-random episodes hash the same with the
-cache on and off, in Scheduler-v4 (per-job actions, preemption) and in a slot-action
-version with history features."""
+"""Scheduler observations are unchanged by the observer's shortcuts: its cache of history
+estimates, its reuse of slot rows within a decision instant, and the compiled keyed estimates
+(``perf.estimate_kernel``). The observations, masks and rewards of seeded masked-random
+episodes hash the same with each shortcut on and off, in Scheduler-v4 (per-job actions,
+preemption), in a slot-action version with history features and preemption, and in one that
+requeues preempted jobs at the same instant."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.envs.queue_obs import QueueObserver
+from dlcluster_gym.sim import estimators
 
 CASES = [
     ("DLCluster/Scheduler-v4", {"scenario": "dally-groups-4rack-load12"}),
@@ -20,7 +23,21 @@ CASES = [
         "DLCluster/Scheduler-v2",
         {"scenario": "dally-groups-4rack-load12", "history_features": True, "preemption": True},
     ),
+    (
+        "DLCluster/Scheduler-v2",
+        {
+            "scenario": "dally-groups-4rack-load12",
+            "history_features": True,
+            "preemption": True,
+            "requeue": True,
+        },
+    ),
 ]
+SWITCHES = {
+    "history-cache": (QueueObserver, "cache_history"),
+    "row-cache": (QueueObserver, "cache_rows"),
+    "compiled-estimates": (estimators, "use_kernel"),
+}
 
 
 def _digest(env_id: str, kwargs: dict, steps: int) -> tuple[str, int, int]:
@@ -50,14 +67,16 @@ def _digest(env_id: str, kwargs: dict, steps: int) -> tuple[str, int, int]:
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=["v4", "v2-history"])
-def test_history_cache_keeps_observations_identical(
-    env_id: str, kwargs: dict, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("switch", list(SWITCHES))
+@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=["v4", "v2-history", "v2-requeue"])
+def test_observer_shortcuts_keep_observations_identical(
+    env_id: str, kwargs: dict, switch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cached, n, finished = _digest(env_id, kwargs, 1500)
+    fast, n, finished = _digest(env_id, kwargs, 1500)
     assert n == 1500
     assert finished > 20  # the history changed many times during the episodes
-    monkeypatch.setattr(QueueObserver, "cache_history", False)
-    uncached, m, _ = _digest(env_id, kwargs, 1500)
+    owner, name = SWITCHES[switch]
+    monkeypatch.setattr(owner, name, False)
+    slow, m, _ = _digest(env_id, kwargs, 1500)
     assert m == n
-    assert cached == uncached
+    assert fast == slow

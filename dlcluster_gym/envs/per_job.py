@@ -125,10 +125,12 @@ class PerJob:
         if env.preemption and running.size and (~ok).any() and self.offered_r < PREEMPT_OFFERS:
             blocked = waiting[~ok]
             need = int(demand[blocked].min()) - nf  # GPUs the smallest blocked job lacks
-            cands = running[demand[running] >= need]
-            cands = cands[self._under_cap(cands)]
+            sel = demand[running] >= need
+            big = np.flatnonzero(sel)
+            sel[big[~self._under_cap(running[big])]] = False
+            cands = running[sel]
             if cands.size:
-                rest = running[~np.isin(running, cands)]
+                rest = running[~sel]
                 first = env._running_priority(cands) if cands.size > 1 else cands
                 others = env._running_priority(rest) if rest.size > 1 else rest
                 run = np.concatenate((first[:1], first[1:], others))[: env.R]

@@ -11,6 +11,7 @@ time held) is known, as a real scheduler would see it. ``known_durations=True`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature, done_share
 from dlcluster_gym.envs.placement import network_sensitivity
+from dlcluster_gym.perf import estimate_kernel
+from dlcluster_gym.sim import estimators
 from dlcluster_gym.sim.estimators import KEY_LEVELS, KEY_WINDOW, keyed_length, keyed_remaining_work
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
 from dlcluster_gym.sim.view import ClusterView, Plan
@@ -120,6 +123,9 @@ class QueueObserver:
     cache_history = True
     """Reuse a job's history estimates until a job finishes or its work done changes (off:
     recompute them at every step; the observations are the same, tested)."""
+    cache_rows = True
+    """Reuse a job's slot row between the steps of one decision instant (off: recompute the
+    rows at every step; the observations are the same, tested)."""
 
     def __init__(
         self,
@@ -185,6 +191,34 @@ class QueueObserver:
         self._h_count = np.full(len(jobs), -1, dtype=np.int64)
         self._h_done = np.full(len(jobs), np.nan)
         self._h_att = np.full(len(jobs), np.nan)
+        # each job's waiting and running row as computed at the instant ``_at_*`` names:
+        # within one decision instant the engine's counters do not move, so a job's row
+        # (all but its candidate/move columns) is the same at every step of that instant
+        self.instant = 0
+        nh = NH if history_features else 0
+        self._w_rows = np.zeros((len(jobs), NW + nh), dtype=np.float32)
+        self._r_rows = np.zeros((len(jobs), NR + nh), dtype=np.float32)
+        self._w_at = np.full(len(jobs), -1, dtype=np.int64)
+        self._r_at = np.full(len(jobs), -1, dtype=np.int64)
+
+    def new_instant(self) -> None:
+        """A new decision instant: the engine's state may have moved (rows are recomputed)."""
+        self.instant += 1
+
+    def _rows(self, ids: np.ndarray, out: np.ndarray, table: np.ndarray, at: np.ndarray,
+              fill: Callable[[np.ndarray, np.ndarray], None]) -> None:  # fmt: skip
+        """``out[:] = `` the rows of ``ids``, filling (``fill(missing, rows)``) only those not
+        yet computed at this instant (``cache_rows``; else all of them)."""
+        if not self.cache_rows:
+            fill(ids, out)
+            return
+        miss = ids[at[ids] != self.instant]
+        if miss.size:
+            rows = np.zeros((miss.size, table.shape[1]), dtype=np.float32)
+            fill(miss, rows)
+            table[miss] = rows
+            at[miss] = self.instant
+        out[:] = table[ids]
 
     def history_block(self, ids: np.ndarray, out: np.ndarray, done: np.ndarray,
                       att: np.ndarray) -> None:  # fmt: skip
@@ -223,16 +257,24 @@ class QueueObserver:
         history did), the expected length and its key of those where the history changed."""
         h = self.view.history
         compute, g = self.compute[ids], self.demand[ids].astype(np.float64)
-        w = h.windows(ids)  # read once for both estimates
+        if estimators.use_kernel and estimate_kernel.history_rows is not None:
+            ring, keys = h.key_table(ids)
+            estimate_kernel.history_rows(ring, keys, ids, done * compute, g, att, new_history,
+                                         HOUR, _LOG_WORK, _LOG_T, len(KEY_LEVELS) + 1,
+                                         KEY_WINDOW, self._h_rows)  # fmt: skip
+            self._h_done[ids] = done
+            self._h_att[ids] = att
+            return
         rows = self._h_rows
-        rem, _ = keyed_remaining_work(h, ids, done * compute, windows=w)
+        rem, _ = keyed_remaining_work(h, ids, done * compute)
         known = ~np.isnan(rem)
         rows[ids, 0] = _logw(np.where(known, rem * g, att))
         rows[ids, 1] = known
         if new_history.any():
             fresh = ids[new_history]
-            length, count, level = keyed_length(h, fresh, windows=w[new_history])
-            rows[fresh, 2] = np.where(np.isnan(length), 0.0, _logt(np.nan_to_num(length)))
+            length, count, level = keyed_length(h, fresh)
+            none = np.isnan(length)
+            rows[fresh, 2] = np.where(none, 0.0, _logt(np.where(none, 0.0, length)))
             top = len(KEY_LEVELS) + 1
             rows[fresh, 3] = np.where(level < top, (top - level) / top, 0.0)
             rows[fresh, 4] = count / KEY_WINDOW
@@ -256,8 +298,19 @@ class QueueObserver:
         k = ids.size
         if k == 0:
             return
+        if requeued is None:
+            self._rows(ids, out[:k], self._w_rows, self._w_at,
+                       lambda i, rows: self._waiting_rows(i, rows, now, None))  # fmt: skip
+        else:  # requeued rows are brought up to now: not this instant's cached rows
+            self._waiting_rows(ids, out[:k], now, requeued)
+        c0 = _W[f"cand_{ACTION_NAMES[1]}"]
+        out[:k, c0 : c0 + NUM_CANDIDATES] = cand
+
+    def _waiting_rows(self, ids: np.ndarray, rows: np.ndarray, now: float,
+                      requeued: np.ndarray | None) -> None:  # fmt: skip
+        """``waiting_block``'s rows of ``ids`` (zeroed ``rows``), candidate columns left 0."""
+        k = ids.size
         e = self.engine
-        rows = out[:k]
         rows[:, _W["valid"]] = 1.0
         rows[:, _W["demand"] : _W["sens_network"] + 1] = self.static_w[ids]
         since = e.wait_since[ids]
@@ -276,8 +329,6 @@ class QueueObserver:
         rows[:, _W["nw_sens"]] = nws
         rows[:, _W["preemptions"]] = np.minimum(e.preemptions[ids] / 10.0, 1.0)
         rows[:, _W["high_skew"]] = self.skew[ids]
-        c0 = _W[f"cand_{ACTION_NAMES[1]}"]
-        rows[:, c0 : c0 + NUM_CANDIDATES] = cand
         if self.iters is not None:
             left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
             rows[:, _W["remaining_work"]] = _logw(left * self.demand[ids])
@@ -291,8 +342,15 @@ class QueueObserver:
         k = ids.size
         if k == 0:
             return
+        self._rows(ids, out[:k], self._r_rows, self._r_at,
+                   lambda i, rows: self._running_rows(i, rows, now))  # fmt: skip
+        m0 = _R[f"move_{ACTION_NAMES[1]}"]
+        out[:k, m0 : m0 + NUM_CANDIDATES] = move
+
+    def _running_rows(self, ids: np.ndarray, rows: np.ndarray, now: float) -> None:
+        """``running_block``'s rows of ``ids`` (zeroed ``rows``), move columns left 0."""
+        k = ids.size
         e = self.engine
-        rows = out[:k]
         rows[:, _R["valid"]] = 1.0
         rows[:, _R["demand"]] = self.f_demand[ids]
         tier = self.tier[ids]
@@ -309,8 +367,6 @@ class QueueObserver:
         nws[ran] = np.minimum(done[ran] * self.compute[ids[ran]] / run[ran], 1.0)
         rows[:, _R["nw_sens"]] = nws
         rows[:, _R["preemptions"]] = np.minimum(e.preemptions[ids] / 10.0, 1.0)
-        m0 = _R[f"move_{ACTION_NAMES[1]}"]
-        rows[:, m0 : m0 + NUM_CANDIDATES] = move
         if self.iters is not None:
             left = np.maximum(self.iters[ids] - done, 0.0) * self.compute[ids]
             rows[:, _R["remaining_work"]] = _logw(left * self.demand[ids])

@@ -422,7 +422,6 @@ class SchedulerEnv(ClusterEnv):
         self._mask = np.zeros(self.num_actions, dtype=bool)
         self._pj: PerJob | None = None
         self._no_decision = False
-        self._rkey: tuple[int, bytes] | None = None  # running slots the buffer holds
 
     @property
     def clairvoyant(self) -> bool:
@@ -464,7 +463,6 @@ class SchedulerEnv(ClusterEnv):
 
     def _first_instant(self, view: ClusterView) -> None:
         self.instant_index = -1
-        self._rkey = None
         self._touched: set[int] = set()
         self._requeued: list[int] = []  # preempted at this instant, not started again
         self._tmask = np.zeros(len(view.jobs), dtype=bool)  # jobs touched at this instant
@@ -492,6 +490,7 @@ class SchedulerEnv(ClusterEnv):
     def _decide(self, view: ClusterView) -> Generator[Any, int, Any]:
         self._plan: Plan = view.plan()
         self.instant_index += 1
+        self.obs_state.new_instant()
         if self._touched:
             self._tmask[list(self._touched)] = False
         self._touched = set()
@@ -872,7 +871,6 @@ class SchedulerEnv(ClusterEnv):
     # ------------------------------------------------------------------ observation
     def _observe(self) -> Any:
         if self._at is None:
-            self._rkey = None
             self._wbuf[:] = 0.0
             self._rbuf[:] = 0.0
             self._gbuf[:] = 0.0
@@ -881,10 +879,7 @@ class SchedulerEnv(ClusterEnv):
             now = self.engine.now
             o.waiting_block(self._slots_w, self._cand, self._wbuf, now,
                             self._requeued_mask(self._slots_w))  # fmt: skip
-            key = (self.instant_index, self._slots_r.tobytes())
-            if self.preemption or key != self._rkey:  # else: the same rows as the last step
-                o.running_block(self._slots_r, self._move, self._rbuf, now)
-                self._rkey = key
+            o.running_block(self._slots_r, self._move, self._rbuf, now)
             n_run = len(self.engine.running) + self._n_started
             o.global_block(self._gbuf, self._plan, self._slots_w, self._hidden, n_run, now,
                            self._decisions)  # fmt: skip

@@ -13,8 +13,9 @@ anything is loaded from them, and numba compiles afresh and writes them again.
 :func:`ensure_fresh` does this once per process and cache folder. The kernel modules compile
 through :func:`compiled`, which calls it before any compiled function runs.
 
-Compiling takes about 30 s (the first link-sharing run on a machine, or after the kernels'
-sources change), so the first compilation of one of these kernels in a process logs one line
+Compiling takes about 30 s for the link-sharing kernels (the first link-sharing run on a
+machine, or after the kernels' sources change) and about 2 s for the keyed estimates of the
+Scheduler env's history features (``estimate_kernel``), so the first compilation of one of these kernels in a process logs one line
 (logger ``dlcluster_gym.perf.kernel_cache``, level WARNING, so it shows on stderr without any
 logging set up) that says so and where the result is cached. A numba listener on its
 ``numba:compile`` event sees only real compilations, never loads from the cache. Silence it
@@ -38,7 +39,9 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
 
 HAVE_NUMBA = njit is not None
 
-KERNELS = ("layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel")
+KERNELS = (
+    "estimate_kernel", "layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel"
+)
 """The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
 cache (any of them may inline another's functions)."""
 MARKER = "dlcluster_kernels.sha256"
@@ -111,8 +114,8 @@ def _cache_dir(dispatcher: Any) -> Path:
 def compile_message(cache_dir: Path) -> str:
     """The line logged when a process first compiles one of the kernels."""
     return (
-        f"dlcluster-gym: compiling the link-sharing kernels (first run only, about {COMPILE_S} s;"
-        f" cached afterwards in {cache_dir})"
+        f"dlcluster-gym: compiling the simulator's kernels (first run only, up to about "
+        f"{COMPILE_S} s; cached afterwards in {cache_dir})"
     )
 
 

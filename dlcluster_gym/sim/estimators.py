@@ -36,6 +36,7 @@ import bisect
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf import estimate_kernel
 from dlcluster_gym.sim.state import EngineState
 
 METHODS: tuple[str, ...] = ("attained", "history", "model-history", "keyed")
@@ -127,6 +128,14 @@ class History:
             rows = self._job_rows[jobs]
         return rows
 
+    def key_table(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the key windows' ring: one row of ``KEY_WINDOW`` lengths per key, NaN where
+        empty; ``jobs``'s rows in it per level, -1 where a job has no such key), brought up
+        to date."""
+        self._sync()
+        rows = self.key_rows(np.asarray(jobs, dtype=np.int64))  # may grow the ring: first
+        return self._ring, rows
+
     def windows(self, jobs: np.ndarray) -> np.ndarray:
         """(len(jobs), len(KEY_LEVELS) + 1, KEY_WINDOW): the latest finished lengths (ideal
         compute seconds; NaN where fewer, and for a level the job has no key at) of each job's
@@ -192,29 +201,46 @@ def _keyed_mean(w: np.ndarray, take: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return mean, n, np.where(found, level, len(KEY_LEVELS) + 1)
 
 
-def keyed_length(
-    history: History, jobs: np.ndarray, windows: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def keyed_length(history: History, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(expected length in ideal compute seconds, finished jobs behind it, key level) of each
     of ``jobs`` at submission: the mean of the latest finished lengths of its most specific
     key (``KEY_LEVELS``) that has any, else of the latest finished jobs (level
-    ``len(KEY_LEVELS)``); NaN, 0 and level ``len(KEY_LEVELS) + 1`` before any job finished.
-    ``windows``: ``history.windows(jobs)`` when the caller has it already."""
-    w = history.windows(jobs) if windows is None else windows
-    return _keyed_mean(w, ~np.isnan(w))
+    ``len(KEY_LEVELS)``); NaN, 0 and level ``len(KEY_LEVELS) + 1`` before any job finished."""
+    return _keyed(history, jobs, None)
 
 
 def keyed_remaining_work(
-    history: History, jobs: np.ndarray, work: np.ndarray, windows: np.ndarray | None = None
+    history: History, jobs: np.ndarray, work: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(E[L - work | L > work] over the latest finished lengths L of each job's most specific
     key holding one longer than its ``work`` done (ideal compute seconds), the level used),
-    per job; NaN and level ``len(KEY_LEVELS) + 1`` where no finished job is longer.
-    ``windows`` as in :func:`keyed_length`."""
+    per job; NaN and level ``len(KEY_LEVELS) + 1`` where no finished job is longer."""
     work = np.asarray(work, dtype=np.float64)
-    w = history.windows(jobs) if windows is None else windows
-    mean, _, level = _keyed_mean(w, w > work[:, None, None])  # NaN compares False
+    mean, _, level = _keyed(history, jobs, work)
     return mean - work, level
+
+
+use_kernel = True
+"""Compute the keyed means with ``perf.estimate_kernel`` where numba is present (off: the
+numpy form; the results are the same bits, tested)."""
+
+
+def _keyed(
+    history: History, jobs: np.ndarray, work: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_keyed_mean`` of ``jobs``'s windows over the lengths longer than ``work`` (per job),
+    or over every finished length (``work`` None)."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    if not (use_kernel and estimate_kernel.keyed is not None):
+        w = history.windows(jobs)
+        return _keyed_mean(w, ~np.isnan(w) if work is None else w > work[:, None, None])
+    ring, rows = history.key_table(jobs)
+    m = jobs.size
+    mean, count, level = np.empty(m), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    by_work = work is not None
+    estimate_kernel.keyed(ring, rows, work if by_work else np.zeros(m), by_work, mean, count,
+                          level)  # fmt: skip
+    return mean, count, level  # no level: rows.shape[1] == len(KEY_LEVELS) + 1
 
 
 def remaining_iterations(
