@@ -66,3 +66,32 @@ def test_the_sweep_target_column_says_by_how_much_a_policy_misses():
     assert mod.sweep_target(60.0, 2.0) == "no: 2.0x the 15x-fcfs budget, 2.0x the 30 s"
     row = mod._sweep_row({"cell": "s:p", "timeout_s": 200.0}, 2.0)
     assert row.endswith("| no: 6.7x+ the 15x-fcfs budget, 6.7x+ the 30 s |")
+
+
+def test_the_env_benchmark_says_by_how_much_an_env_misses_its_target():
+    mod = experiment_script("bench_envs")
+    assert mod.target_line("Scheduler-v4", 5200.0, 5000.0) == (
+        "Scheduler-v4: 5,200 steps/CPU-s, target 5,000: met."
+    )
+    assert mod.target_line("Placement-v3", 2500.0, 10000.0) == (
+        "Placement-v3: 2,500 steps/CPU-s, target 10,000: missed by 7,500 (4.00x faster needed)."
+    )
+    assert set(mod.TARGETS) <= set(mod.DEFAULT_ROWS)  # the targets are rows the page runs
+
+
+def test_the_ppo_benchmark_judges_the_newest_scheduler_env_with_two_envs():
+    mod = experiment_script("bench_ppo")
+    from dlcluster_gym.envs import latest
+
+    newest = f"Scheduler-v{latest('Scheduler')}"
+    rows = [
+        {"env": newest, "n_envs": 2, "vec_env": "DummyVecEnv", "steps_per_s": 480.0},
+        {"env": newest, "n_envs": 2, "vec_env": "SubprocVecEnv", "steps_per_s": 400.0},
+        {"env": newest, "n_envs": 4, "vec_env": "DummyVecEnv", "steps_per_s": 900.0},
+        {"env": "Scheduler-v3", "n_envs": 2, "vec_env": "DummyVecEnv", "steps_per_s": 700.0},
+    ]
+    line = mod.target_line(rows)
+    assert f"{newest} with 2 envs: 480 steps/s (DummyVecEnv), target 600: missed by 120" in line
+    rows[0]["steps_per_s"] = 650.0
+    assert mod.target_line(rows).rstrip().endswith("target 600: met.")
+    assert mod.target_line(rows[3:]) == ""  # no row of the newest env with 2 envs

@@ -76,6 +76,8 @@ class PerJob:
         self.offered_r = 0
         self.preempted_at: dict[int, list[float]] = defaultdict(list)
         self.prefs = PREFERENCE[0]  # the focus job's candidate order (waiting phase)
+        self._run_key: tuple[int, int] = (-1, -1)  # (instant, running jobs) of ``_run``
+        self._run = np.zeros(0, dtype=np.int64)
 
     def new_instant(self) -> None:
         """Reset the per-instant counters (the env resets its touched set)."""
@@ -115,8 +117,7 @@ class PerJob:
             ordered = env._priority(waiting[ok])
             slots, hidden = ordered[: env.K], np.concatenate((waiting[~ok], ordered[env.K :]))
             cand = env._candidate_masks(demand[slots], nf)
-            run = env._running_priority(running)[: env.R] if running.size > 1 else running
-            self._set(WAITING, slots, hidden, cand, run)
+            self._set(WAITING, slots, hidden, cand, self._running_slots(running))
             self.prefs = PREFERENCE[int(env.obs_state.best[self.focus])]
             m[0] = not self._idle(e)
             m[1] = True
@@ -143,6 +144,17 @@ class PerJob:
                 return True
         self.phase, self.focus = 0, -1
         return False
+
+    def _running_slots(self, running: np.ndarray) -> np.ndarray:
+        """The running slots of the waiting phase: ``running`` in ``running_order``, the first
+        ``R``. Within an instant the running jobs only lose those offered for preemption, so
+        their count names the set: the order is reused while it is unchanged."""
+        env = self.env
+        key = (env.instant_index, running.size)
+        if self._run_key != key:
+            self._run_key = key
+            self._run = env._running_priority(running)[: env.R] if running.size > 1 else running
+        return self._run
 
     def _idle(self, e: Any) -> bool:
         """Whether deferring would leave the cluster idle: nothing running and nothing

@@ -403,7 +403,8 @@ class QueueObserver:
         out[n] = count_feature(hidden.size)
         if hidden.size:
             out[n + 1] = min(float(d[hidden].sum()) / ng, 1.0)
-            out[n + 2] = _logt(np.array([now - self.engine.wait_since[hidden].min()]))[0]
+            wait = float(now - self.engine.wait_since[hidden].min())
+            out[n + 2] = min(math.log1p(max(wait, 0.0) / HOUR) / _LOG_T, 1.0)  # _logt of one
         else:
             out[n + 1] = out[n + 2] = 0.0
         out[n + 3] = count_feature(decisions)

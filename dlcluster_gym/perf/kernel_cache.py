@@ -15,11 +15,12 @@ through :func:`compiled`, which calls it before any compiled function runs.
 
 Compiling takes about 30 s for the link-sharing kernels (the first link-sharing run on a
 machine, or after the kernels' sources change) and about 2 s for the keyed estimates of the
-Scheduler env's history features (``estimate_kernel``), so the first compilation of one of these kernels in a process logs one line
-(logger ``dlcluster_gym.perf.kernel_cache``, level WARNING, so it shows on stderr without any
-logging set up) that says so and where the result is cached. A numba listener on its
-``numba:compile`` event sees only real compilations, never loads from the cache. Silence it
-with ``logging.getLogger("dlcluster_gym.perf.kernel_cache").setLevel(logging.ERROR)``.
+Scheduler env's history features (``estimate_kernel``), so the first compilation of one of
+these kernels in a process logs one line (logger ``dlcluster_gym.perf.kernel_cache``, level
+WARNING, so it shows on stderr without any logging set up) that says so and where the result
+is cached. A numba listener on its ``numba:compile`` event sees only real compilations,
+never loads from the cache. Silence it with
+``logging.getLogger("dlcluster_gym.perf.kernel_cache").setLevel(logging.ERROR)``.
 """
 
 from __future__ import annotations
@@ -39,9 +40,7 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
 
 HAVE_NUMBA = njit is not None
 
-KERNELS = (
-    "estimate_kernel", "layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel"
-)
+KERNELS = ("estimate_kernel", "layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel")
 """The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
 cache (any of them may inline another's functions)."""
 MARKER = "dlcluster_kernels.sha256"

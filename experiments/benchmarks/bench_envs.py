@@ -4,12 +4,14 @@ Targets, masked random play on ``dally-poisson-2rack`` in steps per CPU second: 
 the newest Scheduler env and >= 10,000 for the newest Placement env (the first two rows).
 Each env runs at its newest version; a heuristic runs with the env arguments it declares
 (``env_kwargs``, e.g. Scheduler-v0's dally: preemption).
-Every row runs whole episodes (reset included) for ``--episodes`` seeds and reports steps
-per wall-clock second, steps per CPU second of this process (the single-core figure, robust
-to other load on the machine) and simulated jobs/s.
+Every row first runs ``--warmup`` untimed episodes (seed 0: numba's cached kernels load and
+the per-process caches of placement overheads fill, as they have early in a training run),
+then whole episodes (reset included) for seeds 1..``--episodes``, and reports steps per
+wall-clock second, steps per CPU second of this process (the single-core figure, robust to
+other load on the machine) and simulated jobs/s.
 
-Usage: python experiments/benchmarks/bench_envs.py [--episodes N] [--json] [--out FILE]
-       [--rows ENV[-vN]:SCENARIO:POLICY ...]   (ENV alone: its latest version)
+Usage: python experiments/benchmarks/bench_envs.py [--episodes N] [--warmup N] [--json]
+       [--out FILE] [--rows ENV[-vN]:SCENARIO:POLICY ...]   (ENV alone: its latest version)
 """
 
 from __future__ import annotations
@@ -42,14 +44,25 @@ DEFAULT_ROWS = (
 )
 
 
-def bench(row: str, episodes: int) -> dict:
-    """Episodes of ``ENV[-vN]:SCENARIO:POLICY`` (the latest version unless named)."""
+TARGETS = {
+    "Scheduler:dally-poisson-2rack:random": 5000.0,
+    "Placement:dally-poisson-2rack:random": 10000.0,
+}
+"""Steps per CPU second the newest Scheduler and Placement envs are to reach (masked random)."""
+
+
+def bench(row: str, episodes: int, warmup: int = 1) -> dict:
+    """Episodes of ``ENV[-vN]:SCENARIO:POLICY`` (the latest version unless named), after
+    ``warmup`` untimed ones."""
     env_name, scenario, policy = row.split(":")
     kind, _, version = env_name.partition("-v")
     target = ENV_POLICIES[kind][policy][0]
     kw = dict(getattr(_import(target), "env_kwargs", {}))
-    env = gym.make(f"DLCluster/{kind}-v{version or latest(kind)}", scenario=scenario, **kw)
+    env_id = f"{kind}-v{version or latest(kind)}"
+    env = gym.make(f"DLCluster/{env_id}", scenario=scenario, **kw)
     pol = make_env_policy(policy, env, **({"seed": 0} if policy == "random" else {}))
+    for _ in range(warmup):
+        rollout(env, pol, seed=0)
     steps = jobs = 0
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -61,6 +74,8 @@ def bench(row: str, episodes: int) -> dict:
     cpu = time.process_time() - c0
     return {
         "row": row,
+        "env": env_id,
+        "target": TARGETS.get(row),
         "episodes": episodes,
         "steps": steps,
         "wall_s": wall,
@@ -74,26 +89,41 @@ def bench(row: str, episodes: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed episodes first (seed 0)")
     ap.add_argument("--rows", nargs="*", default=list(DEFAULT_ROWS))
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--out", metavar="FILE", help="also write the table as a markdown page")
     args = ap.parse_args()
-    out = [bench(r, args.episodes) for r in args.rows]
+    out = [bench(r, args.episodes, args.warmup) for r in args.rows]
     if args.json:
         print(json.dumps(out, indent=2))
         return
     with markdown_copy(args.out, "Environment speed"):
         print(
-            f"# Whole episodes including resets ({args.episodes} per row), one core; steps/s "
-            "over wall time, steps/CPU-s over CPU time."
+            f"# Whole episodes including resets ({args.episodes} per row, after {args.warmup} "
+            "untimed), one core; steps/s over wall time, steps/CPU-s over CPU time."
         )
         print("| env : scenario : policy | steps | wall s | steps/s | steps/CPU-s | jobs/s |")
         print("|---|---:|---:|---:|---:|---:|")
         for r in out:
+            _, scenario, policy = r["row"].split(":")
             print(
-                f"| {r['row'].replace(':', ' : ')} | {r['steps']:,} | {r['wall_s']:.2f} | "
+                f"| {r['env']} : {scenario} : {policy} | {r['steps']:,} | {r['wall_s']:.2f} | "
                 f"{r['steps_per_s']:,.0f} | {r['steps_per_cpu_s']:,.0f} | {r['jobs_per_s']:,.0f} |"
             )
+        for r in out:
+            if r["target"]:
+                print(f"\n# {target_line(r['env'], r['steps_per_cpu_s'], r['target'])}")
+
+
+def target_line(env: str, got: float, target: float) -> str:
+    """Whether ``env`` reached ``target`` steps per CPU second, and by how much it missed."""
+    if got >= target:
+        return f"{env}: {got:,.0f} steps/CPU-s, target {target:,.0f}: met."
+    return (
+        f"{env}: {got:,.0f} steps/CPU-s, target {target:,.0f}: missed by "
+        f"{target - got:,.0f} ({target / got:.2f}x faster needed)."
+    )
 
 
 if __name__ == "__main__":
