@@ -1,9 +1,10 @@
 """Scheduler observations are unchanged by the observer's shortcuts: its cache of history
-estimates, its reuse of slot rows within a decision instant, and the compiled keyed estimates
-(``perf.estimate_kernel``). The observations, masks and rewards of seeded masked-random
-episodes hash the same with each shortcut on and off, in Scheduler-v4 (per-job actions,
-preemption), in a slot-action version with history features and preemption, and in one that
-requeues preempted jobs at the same instant."""
+estimates, its reuse of slot rows within a decision instant, the compiled keyed estimates
+(``perf.estimate_kernel``) and the compiled slot rows (``perf.slot_kernel``). The
+observations, masks and rewards of seeded masked-random episodes hash the same with each
+shortcut on and off, in Scheduler-v4 (per-job actions, preemption; with the oracle's known
+durations too), in a slot-action version with history features and preemption, and in one
+that requeues preempted jobs at the same instant."""
 
 from __future__ import annotations
 
@@ -32,11 +33,13 @@ CASES = [
             "requeue": True,
         },
     ),
+    ("DLCluster/Scheduler-v4", {"scenario": "dally-groups-4rack-load12", "known_durations": True}),
 ]
 SWITCHES = {
     "history-cache": (QueueObserver, "cache_history"),
     "row-cache": (QueueObserver, "cache_rows"),
     "compiled-estimates": (estimators, "use_kernel"),
+    "compiled-rows": (QueueObserver, "compiled_rows"),
 }
 
 
@@ -68,7 +71,9 @@ def _digest(env_id: str, kwargs: dict, steps: int) -> tuple[str, int, int]:
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("switch", list(SWITCHES))
-@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=["v4", "v2-history", "v2-requeue"])
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"), CASES, ids=["v4", "v2-history", "v2-requeue", "v4-known"]
+)
 def test_observer_shortcuts_keep_observations_identical(
     env_id: str, kwargs: dict, switch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

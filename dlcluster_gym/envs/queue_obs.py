@@ -19,7 +19,7 @@ from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Tier
 from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature, done_share
 from dlcluster_gym.envs.placement import network_sensitivity
-from dlcluster_gym.perf import estimate_kernel
+from dlcluster_gym.perf import estimate_kernel, slot_kernel
 from dlcluster_gym.sim import estimators
 from dlcluster_gym.sim.estimators import KEY_LEVELS, KEY_WINDOW, keyed_length, keyed_remaining_work
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_CANDIDATES
@@ -82,6 +82,15 @@ NW, NR, NG = len(WAITING_FEATURES), len(RUNNING_FEATURES), len(GLOBAL_FEATURES)
 NH = len(HISTORY_FEATURES)
 _W = {k: i for i, k in enumerate(WAITING_FEATURES)}
 _R = {k: i for i, k in enumerate(RUNNING_FEATURES)}
+_W_KERNEL_COLS = np.array([_W[k] for k in (
+    "valid", "demand", "starvation", "age", "attained", "nw_sens", "preemptions", "high_skew",
+    "remaining_work", "remaining_time",
+)], dtype=np.int64)  # fmt: skip
+_R_KERNEL_COLS = np.array([_R[k] for k in (
+    "valid", "demand", "tier_machine", "wider_than_best", "comm", "attained", "running_for",
+    "nw_sens", "preemptions", "remaining_work", "remaining_time",
+)], dtype=np.int64)  # fmt: skip
+"""The columns ``perf.slot_kernel``'s rows fill, in its order."""
 _LOG_T = math.log1p(168.0)
 _LOG_WORK = math.log1p(1e4)
 MACHINE_FEATURES: tuple[str, ...] = ("valid", "free", "gpus", "rack")
@@ -126,6 +135,9 @@ class QueueObserver:
     cache_rows = True
     """Reuse a job's slot row between the steps of one decision instant (off: recompute the
     rows at every step; the observations are the same, tested)."""
+    compiled_rows = True
+    """Compute the slot rows with ``perf.slot_kernel`` where numba is present (off: the numpy
+    form; the observations are the same, tested)."""
 
     def __init__(
         self,
@@ -195,6 +207,8 @@ class QueueObserver:
         # within one decision instant the engine's counters do not move, so a job's row
         # (all but its candidate/move columns) is the same at every step of that instant
         self.instant = 0
+        self._units = np.array([HOUR, _LOG_T, _LOG_WORK])
+        self._no_iters = np.zeros(0)
         nh = NH if history_features else 0
         self._w_rows = np.zeros((len(jobs), NW + nh), dtype=np.float32)
         self._r_rows = np.zeros((len(jobs), NR + nh), dtype=np.float32)
@@ -311,6 +325,16 @@ class QueueObserver:
         """``waiting_block``'s rows of ``ids`` (zeroed ``rows``), candidate columns left 0."""
         k = ids.size
         e = self.engine
+        if requeued is None and self.compiled_rows and slot_kernel.waiting_rows is not None:
+            slot_kernel.waiting_rows(
+                ids, e.wait_since, e.attained, e.done_iters, e.run_s, e.preemptions,
+                self.arrival, self.compute, self.static_w, self.skew,
+                self._no_iters if self.iters is None else self.iters, self.demand, float(now),
+                self._units, _W_KERNEL_COLS, rows,
+            )  # fmt: skip
+            if self.history_features:
+                self.history_block(ids, rows[:, NW:], e.done_iters[ids], e.attained[ids])
+            return
         rows[:, _W["valid"]] = 1.0
         rows[:, _W["demand"] : _W["sens_network"] + 1] = self.static_w[ids]
         since = e.wait_since[ids]
@@ -351,6 +375,17 @@ class QueueObserver:
         """``running_block``'s rows of ``ids`` (zeroed ``rows``), move columns left 0."""
         k = ids.size
         e = self.engine
+        if self.compiled_rows and slot_kernel.running_rows is not None:
+            done, run, att = self.view.live(ids)  # running jobs' counters, brought up to now
+            slot_kernel.running_rows(
+                ids, done, run, att, self.f_demand, self.tier, self.best, e.compute_per_iter,
+                e.comm_per_iter, e.last_start, e.preemptions, self.compute,
+                self._no_iters if self.iters is None else self.iters, self.demand, float(now),
+                self._units, _R_KERNEL_COLS, rows,
+            )  # fmt: skip
+            if self.history_features:
+                self.history_block(ids, rows[:, NR:], done, att)
+            return
         rows[:, _R["valid"]] = 1.0
         rows[:, _R["demand"]] = self.f_demand[ids]
         tier = self.tier[ids]

@@ -72,7 +72,7 @@ def _log_scale(x: float, unit: float, top: float) -> float:
     """``np.minimum(numerics.log1p(np.maximum(x, 0.0) / unit) / top, 1.0)`` of one value, with
     numpy's NaN and signed-zero rules (``math.log1p`` compiles to the C library's, as
     ``numerics.log1p`` calls)."""
-    v = x if (x >= 0.0 or x != x) else 0.0
+    v = x if (x > 0.0 or x != x) else 0.0  # np.maximum(-0.0, 0.0) is +0.0
     y = math.log1p(v / unit) / top
     return y if (y <= 1.0 or y != y) else 1.0
 

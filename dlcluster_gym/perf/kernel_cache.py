@@ -40,7 +40,10 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
 
 HAVE_NUMBA = njit is not None
 
-KERNELS = ("estimate_kernel", "layout_kernel", "links_kernel", "stretch_kernel", "traffic_kernel")
+KERNELS = (
+    "estimate_kernel", "layout_kernel", "links_kernel", "slot_kernel", "stretch_kernel",
+    "traffic_kernel",
+)  # fmt: skip
 """The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
 cache (any of them may inline another's functions)."""
 MARKER = "dlcluster_kernels.sha256"

@@ -11,7 +11,9 @@ Scheduler env and the Placement env on ``--scenario`` with their default kwargs,
 envs in one process (``DummyVecEnv``) and in worker processes (``SubprocVecEnv``).
 
 Torch threads: one (``agents.threads.use_one_thread``) unless ``--threads default``, which
-leaves torch at its default (one thread per core) to measure the difference. ``--profile``
+leaves torch at its default (one thread per core) to measure the difference; torch's
+distribution argument checks are off in both (``agents.threads.skip_distribution_checks``,
+as in every training entry point). ``--profile``
 writes a cProfile of each row to ``--out``/bench_ppo_<row>.prof and prints its top entries.
 
 Writes ``--out``/bench_ppo.json and ``bench_ppo.md`` (the table, the command, the date and the
@@ -84,8 +86,9 @@ def bench(
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from dlcluster_gym.agents.threads import use_one_thread
+    from dlcluster_gym.agents.threads import skip_distribution_checks, use_one_thread
 
+    skip_distribution_checks()  # as every training entry point (agents/threads.py)
     if threads == "one":
         use_one_thread()
     n_threads = torch.get_num_threads()
