@@ -14,12 +14,12 @@ anything is loaded from them, and numba compiles afresh and writes them again.
 through :func:`compiled`, which calls it before any compiled function runs.
 
 Compiling takes about 30 s for the link-sharing kernels (the first link-sharing run on a
-machine, or after the kernels' sources change) and about 2 s for the keyed estimates of the
-Scheduler env's history features (``estimate_kernel``), so the first compilation of one of
-these kernels in a process logs one line (logger ``dlcluster_gym.perf.kernel_cache``, level
-WARNING, so it shows on stderr without any logging set up) that says so and where the result
-is cached. A numba listener on its ``numba:compile`` event sees only real compilations,
-never loads from the cache. Silence it with
+machine, or after the kernels' sources change) and about 3 s for the Scheduler env's slot
+rows and keyed estimates (``slot_kernel``, ``estimate_kernel``), so the first compilation of
+one of these kernels in a process logs one line (logger ``dlcluster_gym.perf.kernel_cache``,
+level WARNING, so it shows on stderr without any logging set up) that says so and where the
+result is cached. A numba listener on its ``numba:compile`` event sees only real
+compilations, never loads from the cache. Silence it with
 ``logging.getLogger("dlcluster_gym.perf.kernel_cache").setLevel(logging.ERROR)``.
 """
 
