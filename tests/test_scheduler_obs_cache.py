@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
-from dlcluster_gym.envs.queue_obs import QueueObserver
+from dlcluster_gym.envs.queue_obs import RUNNING_FEATURES, WAITING_FEATURES, QueueObserver
 from dlcluster_gym.sim import estimators
 
 CASES = [
@@ -85,3 +85,11 @@ def test_observer_shortcuts_keep_observations_identical(
     slow, m, _ = _digest(env_id, kwargs, 1500)
     assert m == n
     assert fast == slow
+
+
+def test_the_compiled_rows_columns_follow_the_feature_lists() -> None:
+    """``perf.slot_kernel`` writes ``preemptions`` and ``remaining_time`` one column past
+    ``nw_sens`` and ``remaining_work``."""
+    for features in (WAITING_FEATURES, RUNNING_FEATURES):
+        assert features[features.index("nw_sens") + 1] == "preemptions"
+        assert features[features.index("remaining_work") + 1] == "remaining_time"

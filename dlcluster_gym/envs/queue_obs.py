@@ -90,7 +90,8 @@ _R_KERNEL_COLS = np.array([_R[k] for k in (
     "valid", "demand", "tier_machine", "wider_than_best", "comm", "attained", "running_for",
     "nw_sens", "preemptions", "remaining_work", "remaining_time",
 )], dtype=np.int64)  # fmt: skip
-"""The columns ``perf.slot_kernel``'s rows fill, in its order."""
+"""The columns ``perf.slot_kernel``'s rows fill, in its order (it writes ``preemptions`` and
+``remaining_time`` one past ``nw_sens`` and ``remaining_work``, as both row kinds have them)."""
 _LOG_T = math.log1p(168.0)
 _LOG_WORK = math.log1p(1e4)
 MACHINE_FEATURES: tuple[str, ...] = ("valid", "free", "gpus", "rack")

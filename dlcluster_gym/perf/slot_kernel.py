@@ -28,6 +28,33 @@ def _at_most_one(x: float) -> float:
     return x if (x <= 1.0 or x != x) else 1.0
 
 
+def _progress(
+    out: np.ndarray,
+    i: int,
+    j: int,
+    done: float,
+    run: float,
+    compute: np.ndarray,
+    preemptions: np.ndarray,
+    iters: np.ndarray,
+    demand: np.ndarray,
+    units: np.ndarray,
+    c_nw: int,
+    c_left: int,
+) -> None:
+    """Row ``i`` (job ``j``, ``done`` iterations and ``run`` seconds held as of now): the
+    ``nw_sens`` and ``preemptions`` columns (``c_nw`` and the next), and where ``iters``
+    (known durations) is not empty ``remaining_work`` and ``remaining_time`` (``c_left`` and
+    the next), as both row kinds have them."""
+    out[i, c_nw] = _at_most_one(done * compute[j] / run) if run > 0 else 1.0
+    out[i, c_nw + 1] = _at_most_one(preemptions[j] / 10.0)
+    if iters.size:
+        gap = iters[j] - done
+        left = (gap if (gap > 0.0 or gap != gap) else 0.0) * compute[j]
+        out[i, c_left] = estimate_kernel._log_scale(left * demand[j], units[0], units[2])
+        out[i, c_left + 1] = estimate_kernel._log_scale(left, units[0], units[1])
+
+
 def _waiting_rows(
     ids: np.ndarray,
     wait_since: np.ndarray,
@@ -62,16 +89,9 @@ def _waiting_rows(
         out[i, cols[2]] = log_scale(now - wait_since[j], hour, log_t)
         out[i, cols[3]] = log_scale(now - arrival[j], hour, log_t)
         out[i, cols[4]] = log_scale(attained[j], hour, log_w)
-        done = done_iters[j]
-        run = run_s[j]
-        out[i, cols[5]] = _at_most_one(done * compute[j] / run) if run > 0 else 1.0
-        out[i, cols[6]] = _at_most_one(preemptions[j] / 10.0)
         out[i, cols[7]] = skew[j]
-        if iters.size:
-            gap = iters[j] - done
-            left = (gap if (gap > 0.0 or gap != gap) else 0.0) * compute[j]
-            out[i, cols[8]] = log_scale(left * demand[j], hour, log_w)
-            out[i, cols[9]] = log_scale(left, hour, log_t)
+        _progress(out, i, j, done_iters[j], run_s[j], compute, preemptions, iters, demand,
+                  units, cols[5], cols[8])  # fmt: skip
 
 
 def _running_rows(
@@ -113,17 +133,13 @@ def _running_rows(
         out[i, cols[4]] = f / (1.0 + f)
         out[i, cols[5]] = log_scale(att[i], hour, log_w)
         out[i, cols[6]] = log_scale(now - last_start[j], hour, log_t)
-        out[i, cols[7]] = _at_most_one(done[i] * compute[j] / run[i]) if run[i] > 0 else 1.0
-        out[i, cols[8]] = _at_most_one(preemptions[j] / 10.0)
-        if iters.size:
-            gap = iters[j] - done[i]
-            left = (gap if (gap > 0.0 or gap != gap) else 0.0) * compute[j]
-            out[i, cols[9]] = log_scale(left * demand[j], hour, log_w)
-            out[i, cols[10]] = log_scale(left, hour, log_t)
+        _progress(out, i, j, done[i], run[i], compute, preemptions, iters, demand, units,
+                  cols[7], cols[9])  # fmt: skip
 
 
 if HAVE_NUMBA:
     _at_most_one = compiled(_at_most_one)
+    _progress = compiled(_progress)
     waiting_rows = compiled(_waiting_rows)
     running_rows = compiled(_running_rows)
 else:  # pragma: no cover
