@@ -243,15 +243,23 @@ class QueueObserver:
             return
         h = self.view.history
         count_now = h.count
-        if self.cache_history:
-            new_history = self._h_count[ids] != count_now
-            stale = new_history | (self._h_done[ids] != done) | (self._h_att[ids] != att)
+        if estimators.use_kernel and estimate_kernel.history_block is not None:
+            ring, keys = h.key_table(ids)
+            estimate_kernel.history_block(
+                ring, keys, ids, done, att, self.compute, self.demand, count_now,
+                self.cache_history, self._h_count, self._h_done, self._h_att, self._h_rows,
+                self._units, KEY_WINDOW, out,
+            )  # fmt: skip
         else:
-            new_history = stale = np.ones(ids.size, dtype=bool)
-        if stale.any():
-            self._history_rows(ids[stale], done[stale], att[stale], new_history[stale])
-            self._h_count[ids[stale]] = count_now
-        out[:, :5] = self._h_rows[ids]
+            if self.cache_history:
+                new_history = self._h_count[ids] != count_now
+                stale = new_history | (self._h_done[ids] != done) | (self._h_att[ids] != att)
+            else:
+                new_history = stale = np.ones(ids.size, dtype=bool)
+            if stale.any():
+                self._history_rows(ids[stale], done[stale], att[stale], new_history[stale])
+                self._h_count[ids[stale]] = count_now
+            out[:, :5] = self._h_rows[ids]
         vc = self.vc[ids]
         if self.num_vcs > 1:
             e = self.engine
@@ -267,19 +275,12 @@ class QueueObserver:
     def _history_rows(
         self, ids: np.ndarray, done: np.ndarray, att: np.ndarray, new_history: np.ndarray
     ) -> None:
-        """Compute the estimate columns of ``HISTORY_FEATURES`` of ``ids`` into the cache:
-        the remaining-work estimate of every one of them (its work done changed, or the
-        history did), the expected length and its key of those where the history changed."""
+        """Compute the estimate columns of ``HISTORY_FEATURES`` of ``ids`` into the cache
+        (the numpy form of ``perf.estimate_kernel.history_block``): the remaining-work
+        estimate of every one of them (its work done changed, or the history did), the
+        expected length and its key of those where the history changed."""
         h = self.view.history
         compute, g = self.compute[ids], self.demand[ids].astype(np.float64)
-        if estimators.use_kernel and estimate_kernel.history_rows is not None:
-            ring, keys = h.key_table(ids)
-            estimate_kernel.history_rows(ring, keys, ids, done * compute, g, att, new_history,
-                                         HOUR, _LOG_WORK, _LOG_T, len(KEY_LEVELS) + 1,
-                                         KEY_WINDOW, self._h_rows)  # fmt: skip
-            self._h_done[ids] = done
-            self._h_att[ids] = att
-            return
         rows = self._h_rows
         rem, _ = keyed_remaining_work(h, ids, done * compute)
         known = ~np.isnan(rem)

@@ -28,6 +28,31 @@ from dlcluster_gym.perf.kernel_cache import compiled
 HAVE_NUMBA = kernel_cache.HAVE_NUMBA
 
 
+def _keyed_one(
+    ring: np.ndarray, rows: np.ndarray, i: int, work: float, by_work: bool, buf: np.ndarray
+) -> tuple[float, int, int]:
+    """Job ``i`` of :func:`_keyed`: (mean, count, level); ``buf`` is scratch of the ring's
+    width."""
+    levels = rows.shape[1]
+    width = ring.shape[1]
+    for lv in range(levels):
+        r = rows[i, lv]
+        if r < 0:
+            continue
+        n = 0
+        for k in range(width):
+            v = ring[r, k]
+            take = v > work if by_work else v == v
+            if take:
+                buf[k] = v
+                n += 1
+            else:
+                buf[k] = 0.0
+        if n > 0:
+            return stretch_kernel._row_sum(buf, width) / n, n, lv
+    return np.nan, 0, levels
+
+
 def _keyed(
     ring: np.ndarray,
     rows: np.ndarray,
@@ -41,31 +66,9 @@ def _keyed(
     with a qualifying length (``by_work``: longer than ``work[i]``; else any, NaN never
     qualifies), the mean of those lengths (``mean``), how many (``count``) and ``l``
     (``level``); NaN, 0 and ``rows.shape[1]`` where no level has one."""
-    m, levels = rows.shape
-    width = ring.shape[1]
-    buf = np.empty(width)
-    for i in range(m):
-        mean[i] = np.nan
-        count[i] = 0
-        level[i] = levels
-        for lv in range(levels):
-            r = rows[i, lv]
-            if r < 0:
-                continue
-            n = 0
-            for k in range(width):
-                v = ring[r, k]
-                take = v > work[i] if by_work else v == v
-                if take:
-                    buf[k] = v
-                    n += 1
-                else:
-                    buf[k] = 0.0
-            if n > 0:
-                mean[i] = stretch_kernel._row_sum(buf, width) / n
-                count[i] = n
-                level[i] = lv
-                break
+    buf = np.empty(ring.shape[1])
+    for i in range(rows.shape[0]):
+        mean[i], count[i], level[i] = _keyed_one(ring, rows, i, work[i], by_work, buf)
 
 
 def _log_scale(x: float, unit: float, top: float) -> float:
@@ -77,55 +80,81 @@ def _log_scale(x: float, unit: float, top: float) -> float:
     return y if (y <= 1.0 or y != y) else 1.0
 
 
-def _history_rows(
+def _history_row(
     ring: np.ndarray,
     rows: np.ndarray,
-    ids: np.ndarray,
-    work: np.ndarray,
-    gpus: np.ndarray,
-    att: np.ndarray,
-    fresh: np.ndarray,
-    hour: float,
-    log_work: float,
-    log_t: float,
+    i: int,
+    j: int,
+    work: float,
+    gpus: float,
+    att: float,
+    fresh: bool,
+    units: np.ndarray,
     top: int,
     window: int,
     out: np.ndarray,
+    buf: np.ndarray,
 ) -> None:
-    """The estimate columns of ``envs.queue_obs.HISTORY_FEATURES`` of jobs ``ids`` into
-    ``out[ids]`` (``QueueObserver._history_rows``'s numpy form, value for value): the
-    remaining-work estimate of each (``work`` done, ``gpus``, ``att``ained GPU-seconds where
-    the estimate is unknown), the expected length, its key level and support of the
-    ``fresh`` ones."""
-    m = ids.size
-    mean, count, level = np.empty(m), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-    _keyed(ring, rows, work, True, mean, count, level)
-    for i in range(m):
-        rem = mean[i] - work[i]
-        known = rem == rem
+    """The estimate columns of ``envs.queue_obs.HISTORY_FEATURES`` of job ``j`` (its key rows
+    ``rows[i]``) into ``out[j]``, as ``QueueObserver._history_rows``'s numpy form computes
+    them: the remaining-work estimate (``work`` done, ``gpus``, ``att``ained GPU-seconds where
+    the estimate is unknown), and where ``fresh`` the expected length, its key level and
+    support. ``units``: (hour, log scale of time, of work)."""
+    mean, _, _ = _keyed_one(ring, rows, i, work, True, buf)
+    rem = mean - work
+    known = rem == rem
+    out[j, 0] = _log_scale(rem * gpus if known else att, units[0], units[2])
+    out[j, 1] = 1.0 if known else 0.0
+    if fresh:
+        length, count, level = _keyed_one(ring, rows, i, 0.0, False, buf)
+        out[j, 2] = 0.0 if length != length else _log_scale(length, units[0], units[1])
+        out[j, 3] = (top - level) / top if level < top else 0.0
+        out[j, 4] = count / window
+
+
+def _history_block(
+    ring: np.ndarray,
+    rows: np.ndarray,
+    ids: np.ndarray,
+    done: np.ndarray,
+    att: np.ndarray,
+    compute: np.ndarray,
+    demand: np.ndarray,
+    count_now: int,
+    cached: bool,
+    h_count: np.ndarray,
+    h_done: np.ndarray,
+    h_att: np.ndarray,
+    h_rows: np.ndarray,
+    units: np.ndarray,
+    window: int,
+    out: np.ndarray,
+) -> None:
+    """``QueueObserver.history_block``'s estimate columns of jobs ``ids`` (``done``
+    iterations and ``att``ained GPU-seconds as of now; key rows ``rows``) into ``out[:, :5]``,
+    recomputing (:func:`_history_row`) the cached row ``h_rows[j]`` of a job whose history
+    count, work done or service changed since (every job unless ``cached``)."""
+    buf = np.empty(ring.shape[1])
+    top = rows.shape[1]
+    for i in range(ids.size):
         j = ids[i]
-        out[j, 0] = _log_scale(rem * gpus[i] if known else att[i], hour, log_work)
-        out[j, 1] = 1.0 if known else 0.0
-    any_fresh = False
-    for i in range(m):
-        any_fresh = any_fresh or fresh[i]
-    if not any_fresh:
-        return
-    _keyed(ring, rows, work, False, mean, count, level)
-    for i in range(m):
-        if not fresh[i]:
-            continue
-        j = ids[i]
-        length = mean[i]
-        out[j, 2] = 0.0 if length != length else _log_scale(length, hour, log_t)
-        out[j, 3] = (top - level[i]) / top if level[i] < top else 0.0
-        out[j, 4] = count[i] / window
+        fresh = h_count[j] != count_now
+        if not cached or fresh or h_done[j] != done[i] or h_att[j] != att[i]:
+            _history_row(ring, rows, i, j, done[i] * compute[j], float(demand[j]), att[i],
+                         fresh or not cached, units, top, window, h_rows, buf)  # fmt: skip
+            h_done[j] = done[i]
+            h_att[j] = att[i]
+            h_count[j] = count_now
+        for c in range(5):
+            out[i, c] = h_rows[j, c]
 
 
 if HAVE_NUMBA:
+    _keyed_one = compiled(_keyed_one)
     _keyed = compiled(_keyed)
     _log_scale = compiled(_log_scale)
+    _history_row = compiled(_history_row)
     keyed = _keyed
-    history_rows = compiled(_history_rows)
+    history_block = compiled(_history_block)
 else:  # pragma: no cover
-    keyed = history_rows = None
+    keyed = history_block = None

@@ -7,7 +7,7 @@ same features **value for value**: each is the numpy form's float64 expression o
 (``np.maximum``/``np.minimum`` with numpy's NaN and signed-zero rules, ``math.log1p`` as
 ``numerics.log1p``), stored into the float32 row as numpy's assignment rounds it.
 ``tests/test_scheduler_obs_cache.py`` hashes episodes with these loops and with the numpy
-form. The history columns are not computed here (``estimate_kernel.history_rows``).
+form. The history columns are not computed here (``estimate_kernel.history_block``).
 
 Without numba (``HAVE_NUMBA`` false) ``waiting_rows`` and ``running_rows`` are None and the
 observer keeps its numpy form.
