@@ -1,7 +1,9 @@
 """The compiled keyed estimates (``perf.estimate_kernel``) give the numpy form's values bit for
 bit: ``keyed_length`` and ``keyed_remaining_work`` on random histories (keys at every level,
 jobs without some keys, windows wrapped, work below, between and beyond the finished
-lengths, the key ring grown by the asked jobs' new keys, no jobs at all)."""
+lengths, the key ring grown by the asked jobs' new keys, no jobs at all); and the Scheduler
+env's observation kernels (``perf.slot_kernel``, ``estimate_kernel.history_block``) take
+empty inputs."""
 
 from __future__ import annotations
 
@@ -73,3 +75,30 @@ def test_compiled_keyed_estimates_of_no_jobs() -> None:
     empty = np.array([], dtype=np.int64)
     assert keyed_length(h, empty)[0].size == 0
     assert keyed_remaining_work(h, empty, np.array([]))[0].size == 0
+
+
+def test_the_observation_kernels_take_empty_inputs() -> None:
+    """No jobs, no slots, no machines: nothing is read or written out of bounds (the
+    bounds-checked run repeats this file) and the defaults are numpy's."""
+    from dlcluster_gym.perf import slot_kernel
+
+    none_i, none_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+    units = np.array([3600.0, 1.0, 1.0])
+    out = np.full((0, 40), -1.0, dtype=np.float32)
+    slot_kernel.waiting_rows(none_i, none_f, none_f, none_f, none_f, none_i, none_f, none_f,
+                             np.zeros((0, 6), dtype=np.float32), np.zeros(0, dtype=np.float32),
+                             none_f, none_i, 0.0, units, np.arange(10), out)  # fmt: skip
+    slot_kernel.running_rows(none_i, none_f, none_f, none_f, np.zeros(0, dtype=np.float32),
+                             np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int8), none_f,
+                             none_f, none_f, none_i, none_f, none_f, none_i, 0.0, units,
+                             np.arange(11), out)  # fmt: skip
+    g = np.full(14, -1.0, dtype=np.float32)
+    slot_kernel.global_rows(none_i, none_i, none_i, none_i, np.array([1, 1, 1, 10]), none_i,
+                            none_i, none_i, none_f, np.array([0, 0]), 0.0, 0.0, units, 1.0,
+                            g)  # fmt: skip
+    assert g[:4].tolist() == [0.0, 0.0, 0.0, 0.0] and (g[10:] == 0.0).all()
+    h_rows = np.zeros((0, 5), dtype=np.float32)
+    estimate_kernel.history_block(np.full((1, KEY_WINDOW), np.nan), np.zeros((0, 4), np.int64),
+                                  none_i, none_f, none_f, none_f, none_i, 0, True, none_i,
+                                  none_f, none_f, h_rows, units, KEY_WINDOW,
+                                  np.zeros((0, 7), dtype=np.float32))  # fmt: skip

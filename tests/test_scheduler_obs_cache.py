@@ -1,6 +1,6 @@
 """Scheduler observations are unchanged by the observer's shortcuts: its cache of history
 estimates, its reuse of slot rows within a decision instant, the compiled keyed estimates
-(``perf.estimate_kernel``) and the compiled slot rows (``perf.slot_kernel``). The
+(``perf.estimate_kernel``) and the compiled slot rows and globals (``perf.slot_kernel``). The
 observations, masks and rewards of seeded masked-random episodes hash the same with each
 shortcut on and off, in Scheduler-v4 (per-job actions, preemption; with the oracle's known
 durations too), in a slot-action version with history features and preemption, and in one

@@ -17,7 +17,13 @@ import numpy as np
 
 from dlcluster_gym import numerics
 from dlcluster_gym.cluster.topology import Tier
-from dlcluster_gym.envs.features import CLUSTER_FEATURES, HOUR, count_feature, done_share
+from dlcluster_gym.envs.features import (
+    CLUSTER_FEATURES,
+    COUNT_REF,
+    HOUR,
+    count_feature,
+    done_share,
+)
 from dlcluster_gym.envs.placement import network_sensitivity
 from dlcluster_gym.perf import estimate_kernel, slot_kernel
 from dlcluster_gym.sim import estimators
@@ -209,6 +215,8 @@ class QueueObserver:
         # (all but its candidate/move columns) is the same at every step of that instant
         self.instant = 0
         self._units = np.array([HOUR, _LOG_T, _LOG_WORK])
+        self._sizes = np.array([c.num_gpus, c.max_gpus_per_machine, c.max_gpus_per_rack,
+                                len(CLUSTER_FEATURES)], dtype=np.int64)  # fmt: skip
         self._no_iters = np.zeros(0)
         nh = NH if history_features else 0
         self._w_rows = np.zeros((len(jobs), NW + nh), dtype=np.float32)
@@ -419,6 +427,16 @@ class QueueObserver:
         count as busy; waiting = the jobs still startable now), then what the slots leave
         out."""
         c = self.cluster
+        e = self.engine  # arrived jobs from the engine's state (this instant's plan moves none)
+        done = done_share(e.n_done, len(e.waiting), len(e.running), self.num_jobs, self.done_of)
+        if self.compiled_rows and slot_kernel.global_rows is not None:
+            slot_kernel.global_rows(
+                plan.free_per_machine, plan.free_per_rack, self.machine_gpus, self.rack_gpus,
+                self._sizes, self.demand, slots, hidden, e.wait_since,
+                np.array([n_running, decisions], dtype=np.int64), float(now), done,
+                self._units, math.log1p(COUNT_REF), out,
+            )  # fmt: skip
+            return
         fpm, fpr = plan.free_per_machine, plan.free_per_rack
         free = float(fpr.sum())
         empty_m = fpm == self.machine_gpus
@@ -434,8 +452,7 @@ class QueueObserver:
         d = self.demand
         out[7] = min(float(d[slots].sum() + d[hidden].sum()) / ng, 1.0) if n_wait else 0.0
         out[8] = count_feature(n_running)
-        e = self.engine  # arrived jobs from the engine's state (this instant's plan moves none)
-        out[9] = done_share(e.n_done, len(e.waiting), len(e.running), self.num_jobs, self.done_of)
+        out[9] = done
         n = len(CLUSTER_FEATURES)
         out[n] = count_feature(hidden.size)
         if hidden.size:

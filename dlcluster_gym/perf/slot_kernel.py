@@ -15,6 +15,8 @@ observer keeps its numpy form.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dlcluster_gym.perf import estimate_kernel, kernel_cache
@@ -137,10 +139,88 @@ def _running_rows(
                   cols[7], cols[9])  # fmt: skip
 
 
+def _count(n: float, log_n: float) -> float:
+    """``envs.features.count_feature``: ``min(log1p(max(n, 0)) / log_n, 1)``."""
+    return min(math.log1p(max(n, 0.0)) / log_n, 1.0)
+
+
+def _global_rows(
+    free_per_machine: np.ndarray,
+    free_per_rack: np.ndarray,
+    machine_gpus: np.ndarray,
+    rack_gpus: np.ndarray,
+    sizes: np.ndarray,
+    demand: np.ndarray,
+    slots: np.ndarray,
+    hidden: np.ndarray,
+    wait_since: np.ndarray,
+    counts: np.ndarray,
+    now: float,
+    done_share: float,
+    units: np.ndarray,
+    log_n: float,
+    out: np.ndarray,
+) -> None:
+    """``QueueObserver.global_block``: the cluster features of the plan's free GPUs, then the
+    waiting jobs the slots leave out (``hidden``). ``sizes``: (GPUs in the cluster, most
+    GPUs of a machine, of a rack, index of the first feature after the cluster ones);
+    ``counts``: (running jobs, decisions taken at this instant); ``done_share`` as
+    ``envs.features.done_share`` gives it. Integer sums are exact, so any order gives
+    numpy's value."""
+    ng = float(sizes[0])
+    free = 0
+    top_r = 0
+    full_r = 0
+    for r in range(free_per_rack.size):
+        f = free_per_rack[r]
+        free += f
+        top_r = max(top_r, f)
+        full_r += f == rack_gpus[r]
+    top_m = 0
+    empty = 0
+    empty_gpus = 0
+    for m in range(free_per_machine.size):
+        f = free_per_machine[m]
+        top_m = max(top_m, f)
+        if f == machine_gpus[m]:
+            empty += 1
+            empty_gpus += machine_gpus[m]
+    out[0] = free / ng
+    out[1] = top_m / sizes[1]
+    out[2] = top_r / sizes[2]
+    out[3] = empty / max(free_per_machine.size, 1)
+    out[4] = full_r / max(free_per_rack.size, 1)
+    out[5] = 1.0 - empty_gpus / float(free) if free > 0 else 0.0
+    n_wait = slots.size + hidden.size
+    out[6] = _count(n_wait, log_n)
+    wanted = 0
+    for k in range(slots.size):
+        wanted += demand[slots[k]]
+    hidden_gpus = 0
+    oldest = np.inf
+    for k in range(hidden.size):
+        hidden_gpus += demand[hidden[k]]
+        oldest = min(oldest, wait_since[hidden[k]])
+    out[7] = min((wanted + hidden_gpus) / ng, 1.0) if n_wait else 0.0
+    out[8] = _count(counts[0], log_n)
+    out[9] = done_share
+    n = sizes[3]
+    out[n] = _count(hidden.size, log_n)
+    if hidden.size:
+        out[n + 1] = min(hidden_gpus / ng, 1.0)
+        out[n + 2] = estimate_kernel._log_scale(now - oldest, units[0], units[1])
+    else:
+        out[n + 1] = 0.0
+        out[n + 2] = 0.0
+    out[n + 3] = _count(counts[1], log_n)
+
+
 if HAVE_NUMBA:
     _at_most_one = compiled(_at_most_one)
     _progress = compiled(_progress)
+    _count = compiled(_count)
     waiting_rows = compiled(_waiting_rows)
     running_rows = compiled(_running_rows)
+    global_rows = compiled(_global_rows)
 else:  # pragma: no cover
-    waiting_rows = running_rows = None
+    waiting_rows = running_rows = global_rows = None
