@@ -76,12 +76,26 @@ class PerJob:
         self.offered_r = 0
         self.preempted_at: dict[int, list[float]] = defaultdict(list)
         self.prefs = PREFERENCE[0]  # the focus job's candidate order (waiting phase)
+        self._jobs = None
         self._run_key: tuple[int, int] = (-1, -1)  # (instant, running jobs) of ``_run``
         self._run = np.zeros(0, dtype=np.int64)
 
     def new_instant(self) -> None:
         """Reset the per-instant counters (the env resets its touched set)."""
         self.phase, self.focus, self.deferred, self.offered_r = 0, -1, 0, 0
+        self._jobs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _instant_jobs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(waiting jobs in the engine's order, the same in slot order, running jobs) at this
+        instant: the engine's sets and the jobs' priority keys do not move until the instant's
+        decisions are applied, so they are read once; each pick drops the touched jobs."""
+        if self._jobs is None:
+            e, env = self.env.engine, self.env
+            waiting = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
+            ordered = env._priority(waiting) if waiting.size > 1 else waiting
+            running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            self._jobs = (waiting, ordered, running)
+        return self._jobs
 
     # ------------------------------------------------------------------ focus
     def refresh(self) -> bool:
@@ -102,10 +116,10 @@ class PerJob:
         nf = int(plan.num_free)
         demand = env.obs_state.demand
         tm = env._tmask
-        waiting = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
+        waiting, by_priority, running = self._instant_jobs()
         if waiting.size:
             waiting = waiting[~tm[waiting]]
-        running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            by_priority = by_priority[~tm[by_priority]]
         if running.size:
             running = running[~tm[running]]
         wd = demand[waiting]
@@ -114,7 +128,7 @@ class PerJob:
         m = env._mask
         m[:] = False
         if ok.any() and self.deferred < env.K:
-            ordered = env._priority(waiting[ok])
+            ordered = by_priority[demand[by_priority] <= nf]  # = env._priority(waiting[ok])
             slots, hidden = ordered[: env.K], np.concatenate((waiting[~ok], ordered[env.K :]))
             cand = env._candidate_masks(demand[slots], nf)
             self._set(WAITING, slots, hidden, cand, self._running_slots(running))
@@ -135,7 +149,7 @@ class PerJob:
                 first = env._running_priority(cands) if cands.size > 1 else cands
                 others = env._running_priority(rest) if rest.size > 1 else rest
                 run = np.concatenate((first[:1], first[1:], others))[: env.R]
-                ordered = env._priority(blocked) if blocked.size > 1 else blocked
+                ordered = by_priority[demand[by_priority] > nf]  # = env._priority(blocked)
                 slots, hidden = ordered[: env.K], ordered[env.K :]
                 self._set(PREEMPTING, slots, hidden, np.zeros((slots.size, NUM_CANDIDATES),
                                                               dtype=bool), run)  # fmt: skip
