@@ -77,24 +77,28 @@ class PerJob:
         self.preempted_at: dict[int, list[float]] = defaultdict(list)
         self.prefs = PREFERENCE[0]  # the focus job's candidate order (waiting phase)
         self._jobs = None
-        self._run_key: tuple[int, int] = (-1, -1)  # (instant, running jobs) of ``_run``
-        self._run = np.zeros(0, dtype=np.int64)
 
     def new_instant(self) -> None:
         """Reset the per-instant counters (the env resets its touched set)."""
         self.phase, self.focus, self.deferred, self.offered_r = 0, -1, 0, 0
-        self._jobs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._jobs: tuple[np.ndarray, ...] | None = None
 
-    def _instant_jobs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(waiting jobs in the engine's order, the same in slot order, running jobs) at this
-        instant: the engine's sets and the jobs' priority keys do not move until the instant's
-        decisions are applied, so they are read once; each pick drops the touched jobs."""
+    def _instant_jobs(self) -> tuple[np.ndarray, ...]:
+        """(waiting jobs in the engine's order, the same in slot order, running jobs in the
+        engine's order, the same in ``running_order``) at this instant: the engine's sets and
+        the jobs' priority keys do not move until the instant's decisions are applied, so
+        they are read and sorted once; each pick drops the touched jobs (both orders break
+        ties by job id, so the order of a subset is the subset of the order)."""
         if self._jobs is None:
             e, env = self.env.engine, self.env
             waiting = np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting))
-            ordered = env._priority(waiting) if waiting.size > 1 else waiting
             running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
-            self._jobs = (waiting, ordered, running)
+            self._jobs = (
+                waiting,
+                env._priority(waiting) if waiting.size > 1 else waiting,
+                running,
+                env._running_priority(running) if running.size > 1 else running,
+            )
         return self._jobs
 
     # ------------------------------------------------------------------ focus
@@ -116,12 +120,13 @@ class PerJob:
         nf = int(plan.num_free)
         demand = env.obs_state.demand
         tm = env._tmask
-        waiting, by_priority, running = self._instant_jobs()
+        waiting, by_priority, running, run_order = self._instant_jobs()
         if waiting.size:
             waiting = waiting[~tm[waiting]]
             by_priority = by_priority[~tm[by_priority]]
         if running.size:
             running = running[~tm[running]]
+            run_order = run_order[~tm[run_order]]
         wd = demand[waiting]
         ok = wd <= nf
         env._offers = {}
@@ -131,7 +136,7 @@ class PerJob:
             ordered = by_priority[demand[by_priority] <= nf]  # = env._priority(waiting[ok])
             slots, hidden = ordered[: env.K], np.concatenate((waiting[~ok], ordered[env.K :]))
             cand = env._candidate_masks(demand[slots], nf)
-            self._set(WAITING, slots, hidden, cand, self._running_slots(running))
+            self._set(WAITING, slots, hidden, cand, run_order[: env.R])
             self.prefs = PREFERENCE[int(env.obs_state.best[self.focus])]
             m[0] = not self._idle(e)
             m[1] = True
@@ -145,10 +150,11 @@ class PerJob:
             sel[big[~self._under_cap(running[big])]] = False
             cands = running[sel]
             if cands.size:
-                rest = running[~sel]
-                first = env._running_priority(cands) if cands.size > 1 else cands
-                others = env._running_priority(rest) if rest.size > 1 else rest
-                run = np.concatenate((first[:1], first[1:], others))[: env.R]
+                is_cand = np.zeros(tm.size, dtype=bool)
+                is_cand[cands] = True
+                first = run_order[is_cand[run_order]]  # = env._running_priority(cands)
+                others = run_order[~is_cand[run_order]]  # the rest, in the same order
+                run = np.concatenate((first, others))[: env.R]
                 ordered = by_priority[demand[by_priority] > nf]  # = env._priority(blocked)
                 slots, hidden = ordered[: env.K], ordered[env.K :]
                 self._set(PREEMPTING, slots, hidden, np.zeros((slots.size, NUM_CANDIDATES),
@@ -158,17 +164,6 @@ class PerJob:
                 return True
         self.phase, self.focus = 0, -1
         return False
-
-    def _running_slots(self, running: np.ndarray) -> np.ndarray:
-        """The running slots of the waiting phase: ``running`` in ``running_order``, the first
-        ``R``. Within an instant the running jobs only lose those offered for preemption, so
-        their count names the set: the order is reused while it is unchanged."""
-        env = self.env
-        key = (env.instant_index, running.size)
-        if self._run_key != key:
-            self._run_key = key
-            self._run = env._running_priority(running)[: env.R] if running.size > 1 else running
-        return self._run
 
     def _idle(self, e: Any) -> bool:
         """Whether deferring would leave the cluster idle: nothing running and nothing
