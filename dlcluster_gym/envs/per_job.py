@@ -76,12 +76,12 @@ class PerJob:
         self.offered_r = 0
         self.preempted_at: dict[int, list[float]] = defaultdict(list)
         self.prefs = PREFERENCE[0]  # the focus job's candidate order (waiting phase)
-        self._jobs = None
+        self._jobs: tuple[np.ndarray, ...] | None = None  # this instant's (``_instant_jobs``)
 
     def new_instant(self) -> None:
         """Reset the per-instant counters (the env resets its touched set)."""
         self.phase, self.focus, self.deferred, self.offered_r = 0, -1, 0, 0
-        self._jobs: tuple[np.ndarray, ...] | None = None
+        self._jobs = None
 
     def _instant_jobs(self) -> tuple[np.ndarray, ...]:
         """(waiting jobs in the engine's order, the same in slot order, running jobs in the
