@@ -2,8 +2,8 @@
 bit: ``keyed_length`` and ``keyed_remaining_work`` on random histories (keys at every level,
 jobs without some keys, windows wrapped, work below, between and beyond the finished
 lengths, the key ring grown by the asked jobs' new keys, no jobs at all); and the Scheduler
-env's observation kernels (``perf.slot_kernel``, ``estimate_kernel.history_block``) take
-empty inputs."""
+env's kernels (``perf.slot_kernel``, ``estimate_kernel.history_block``,
+``perf.potential_kernel``) take empty inputs."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_compiled_keyed_estimates_of_no_jobs() -> None:
 def test_the_observation_kernels_take_empty_inputs() -> None:
     """No jobs, no slots, no machines: nothing is read or written out of bounds (the
     bounds-checked run repeats this file) and the defaults are numpy's."""
-    from dlcluster_gym.perf import slot_kernel
+    from dlcluster_gym.perf import potential_kernel, slot_kernel
 
     none_i, none_f = np.zeros(0, dtype=np.int64), np.zeros(0)
     units = np.array([3600.0, 1.0, 1.0])
@@ -102,3 +102,8 @@ def test_the_observation_kernels_take_empty_inputs() -> None:
                                   none_i, none_f, none_f, none_f, none_i, 0, True, none_i,
                                   none_f, none_f, h_rows, units, KEY_WINDOW,
                                   np.zeros((0, 7), dtype=np.float32))  # fmt: skip
+    terms = np.zeros(0)
+    potential_kernel.remaining_terms(none_f, none_f, np.zeros(0, dtype=np.int8),
+                                     np.array([3, 4], dtype=np.int8), none_f, none_i, none_f,
+                                     terms)  # fmt: skip
+    assert terms.size == 0

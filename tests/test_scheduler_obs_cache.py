@@ -1,6 +1,7 @@
 """Scheduler observations are unchanged by the observer's shortcuts: its cache of history
 estimates, its reuse of slot rows within a decision instant, the compiled keyed estimates
-(``perf.estimate_kernel``) and the compiled slot rows and globals (``perf.slot_kernel``). The
+(``perf.estimate_kernel``), the compiled slot rows and globals (``perf.slot_kernel``) and the
+compiled terms of the shaping potential (``perf.potential_kernel``). The
 observations, masks and rewards of seeded masked-random episodes hash the same with each
 shortcut on and off, in Scheduler-v4 (per-job actions, preemption; with the oracle's known
 durations too), in a slot-action version with history features and preemption, and in one
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import dlcluster_gym  # noqa: F401  (registers the envs)
+from dlcluster_gym.envs.base import ClusterEnv
 from dlcluster_gym.envs.queue_obs import RUNNING_FEATURES, WAITING_FEATURES, QueueObserver
 from dlcluster_gym.sim import estimators
 
@@ -40,6 +42,7 @@ SWITCHES = {
     "row-cache": (QueueObserver, "cache_rows"),
     "compiled-estimates": (estimators, "use_kernel"),
     "compiled-rows": (QueueObserver, "compiled_rows"),
+    "compiled-potential": (ClusterEnv, "compiled_potential"),
 }
 
 

@@ -20,6 +20,7 @@ from dlcluster_gym.envs.features import DONE_OF
 from dlcluster_gym.envs.render import HUMAN_RENDERING, HumanWindow, render_ansi, render_rgb
 from dlcluster_gym.envs.sampling import ScenarioSampler, one_line_error
 from dlcluster_gym.errors import ConfigError
+from dlcluster_gym.perf import potential_kernel
 from dlcluster_gym.sim.actions import Start, WakeUp
 from dlcluster_gym.sim.bounds import isolated_run
 from dlcluster_gym.sim.engine import Engine
@@ -110,6 +111,10 @@ def stalled(engine: Engine) -> bool:
     nothing running, no arrival, finish or wake-up queued): the stall ending, as opposed to
     every job finishing or the ``max_sim_time_s`` horizon."""
     return bool(engine.waiting) and not engine.running and not engine._future_events()
+
+
+_FINISHED = np.array([DONE, DROPPED], dtype=np.int8)
+"""The statuses of jobs that are done with (``perf.potential_kernel``)."""
 
 
 def isolated_iter_s(engine: Engine) -> np.ndarray:
@@ -206,6 +211,10 @@ def _label(scenario: Any) -> str:
 
 class ClusterEnv(gym.Env):
     """Base class of the DLCluster environments (not registered itself)."""
+
+    compiled_potential = True
+    """Compute the ``shaping`` potential's terms with ``perf.potential_kernel`` where numba is
+    present (off: the numpy form; the rewards are the same, tested)."""
 
     # The class declares "human", so that gym.make hands that mode to the env instead of wrapping
     # rgb_array in gymnasium's pygame window, which would fail only at the first render: without
@@ -464,6 +473,14 @@ class ClusterEnv(gym.Env):
         assert e is not None
         if self._iter_s is None:
             self._iter_s = isolated_iter_s(e)
+        if self.compiled_potential and potential_kernel.remaining_terms is not None:
+            r = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            terms = np.empty(e.iterations.size)
+            potential_kernel.remaining_terms(
+                e.iterations, e.done_iters, e.status, _FINISHED, self._iter_s, r,
+                e.live(r)[0] if r.size else np.zeros(0), terms,
+            )  # fmt: skip
+            return -float(terms.sum() + e.pending_overhead.sum()) / self.reward_scale_s
         left = np.maximum(e.iterations - e.done_iters, 0.0)
         if e.running:
             r = np.fromiter(e.running, dtype=np.int64, count=len(e.running))

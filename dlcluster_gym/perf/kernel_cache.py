@@ -41,8 +41,8 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
 HAVE_NUMBA = njit is not None
 
 KERNELS = (
-    "estimate_kernel", "layout_kernel", "links_kernel", "slot_kernel", "stretch_kernel",
-    "traffic_kernel",
+    "estimate_kernel", "layout_kernel", "links_kernel", "potential_kernel", "slot_kernel",
+    "stretch_kernel", "traffic_kernel",
 )  # fmt: skip
 """The modules of ``dlcluster_gym.perf`` with compiled functions, and whose sources key the
 cache (any of them may inline another's functions)."""
