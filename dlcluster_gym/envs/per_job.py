@@ -77,11 +77,13 @@ class PerJob:
         self.preempted_at: dict[int, list[float]] = defaultdict(list)
         self.prefs = PREFERENCE[0]  # the focus job's candidate order (waiting phase)
         self._jobs: tuple[np.ndarray, ...] | None = None  # this instant's (``_instant_jobs``)
+        self._offers_at = -1
 
     def new_instant(self) -> None:
         """Reset the per-instant counters (the env resets its touched set)."""
         self.phase, self.focus, self.deferred, self.offered_r = 0, -1, 0, 0
         self._jobs = None
+        self._offers_at = -1  # the plan's action count when the env's offers were made
 
     def _instant_jobs(self) -> tuple[np.ndarray, ...]:
         """(waiting jobs in the engine's order, the same in slot order, running jobs in the
@@ -129,7 +131,9 @@ class PerJob:
             run_order = run_order[~tm[run_order]]
         wd = demand[waiting]
         ok = wd <= nf
-        env._offers = {}
+        if len(plan.actions) != self._offers_at:  # else deferred or kept: the same free GPUs
+            env._offers = {}
+            self._offers_at = len(plan.actions)
         m = env._mask
         m[:] = False
         if ok.any() and self.deferred < env.K:
