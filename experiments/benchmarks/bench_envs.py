@@ -10,14 +10,19 @@ then whole episodes (reset included) for seeds 1..``--episodes``, and reports st
 wall-clock second, steps per CPU second of this process (the single-core figure, robust to
 other load on the machine) and simulated jobs/s.
 
-Usage: python experiments/benchmarks/bench_envs.py [--episodes N] [--warmup N] [--json]
-       [--out FILE] [--rows ENV[-vN]:SCENARIO:POLICY ...]   (ENV alone: its latest version)
+``--repeat N`` times the same episodes N times (the policy seeded afresh each time) and
+reports the median: on a shared machine single timings vary by 10 %.
+
+Usage: python experiments/benchmarks/bench_envs.py [--episodes N] [--warmup N] [--repeat N]
+       [--json] [--out FILE] [--rows ENV[-vN]:SCENARIO:POLICY ...]   (ENV alone: its latest
+       version)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 import gymnasium as gym
@@ -51,27 +56,33 @@ TARGETS = {
 """Steps per CPU second the newest Scheduler and Placement envs are to reach (masked random)."""
 
 
-def bench(row: str, episodes: int, warmup: int = 1) -> dict:
+def bench(row: str, episodes: int, warmup: int = 1, repeat: int = 1) -> dict:
     """Episodes of ``ENV[-vN]:SCENARIO:POLICY`` (the latest version unless named), after
-    ``warmup`` untimed ones."""
+    ``warmup`` untimed ones; ``repeat`` times the same episodes (the policy seeded afresh
+    each time), the median time of them reported."""
     env_name, scenario, policy = row.split(":")
     kind, _, version = env_name.partition("-v")
     target = ENV_POLICIES[kind][policy][0]
     kw = dict(getattr(_import(target), "env_kwargs", {}))
     env_id = f"{kind}-v{version or latest(kind)}"
     env = gym.make(f"DLCluster/{env_id}", scenario=scenario, **kw)
-    pol = make_env_policy(policy, env, **({"seed": 0} if policy == "random" else {}))
+    seeded = {"seed": 0} if policy == "random" else {}
+    pol = make_env_policy(policy, env, **seeded)
     for _ in range(warmup):
         rollout(env, pol, seed=0)
-    steps = jobs = 0
-    t0 = time.perf_counter()
-    c0 = time.process_time()
-    for seed in range(1, episodes + 1):
-        info, _, n = rollout(env, pol, seed=seed)
-        steps += n
-        jobs += info["results"]["jobs_completed"]
-    wall = time.perf_counter() - t0
-    cpu = time.process_time() - c0
+    walls, cpus = [], []
+    for _ in range(repeat):
+        pol = make_env_policy(policy, env, **seeded)
+        steps = jobs = 0
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        for seed in range(1, episodes + 1):
+            info, _, n = rollout(env, pol, seed=seed)
+            steps += n
+            jobs += info["results"]["jobs_completed"]
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
     return {
         "row": row,
         "env": env_id,
@@ -90,18 +101,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1, help="untimed episodes first (seed 0)")
+    ap.add_argument("--repeat", type=int, default=1, help="time the episodes N times: median")
     ap.add_argument("--rows", nargs="*", default=list(DEFAULT_ROWS))
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--out", metavar="FILE", help="also write the table as a markdown page")
     args = ap.parse_args()
-    out = [bench(r, args.episodes, args.warmup) for r in args.rows]
+    out = [bench(r, args.episodes, args.warmup, args.repeat) for r in args.rows]
     if args.json:
         print(json.dumps(out, indent=2))
         return
     with markdown_copy(args.out, "Environment speed"):
         print(
             f"# Whole episodes including resets ({args.episodes} per row, after {args.warmup} "
-            "untimed), one core; steps/s over wall time, steps/CPU-s over CPU time."
+            f"untimed; the median of {args.repeat} timings of the same episodes), one core; "
+            "steps/s over wall time, steps/CPU-s over CPU time."
         )
         print("| env : scenario : policy | steps | wall s | steps/s | steps/CPU-s | jobs/s |")
         print("|---|---:|---:|---:|---:|---:|")
