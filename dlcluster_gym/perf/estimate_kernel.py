@@ -71,13 +71,21 @@ def _keyed(
         mean[i], count[i], level[i] = _keyed_one(ring, rows, i, work[i], by_work, buf)
 
 
+def at_least_zero(x: float) -> float:
+    """``np.maximum(x, 0.0)`` of one value: NaN stays NaN, and -0.0 gives +0.0 as numpy's."""
+    return x if (x > 0.0 or x != x) else 0.0
+
+
+def at_most_one(x: float) -> float:
+    """``np.minimum(x, 1.0)`` of one value (NaN stays NaN)."""
+    return x if (x <= 1.0 or x != x) else 1.0
+
+
 def _log_scale(x: float, unit: float, top: float) -> float:
     """``np.minimum(numerics.log1p(np.maximum(x, 0.0) / unit) / top, 1.0)`` of one value, with
     numpy's NaN and signed-zero rules (``math.log1p`` compiles to the C library's, as
     ``numerics.log1p`` calls)."""
-    v = x if (x > 0.0 or x != x) else 0.0  # np.maximum(-0.0, 0.0) is +0.0
-    y = math.log1p(v / unit) / top
-    return y if (y <= 1.0 or y != y) else 1.0
+    return at_most_one(math.log1p(at_least_zero(x) / unit) / top)
 
 
 def _history_row(
@@ -150,6 +158,8 @@ def _history_block(
 
 
 if HAVE_NUMBA:
+    at_least_zero = compiled(at_least_zero)
+    at_most_one = compiled(at_most_one)
     _keyed_one = compiled(_keyed_one)
     _keyed = compiled(_keyed)
     _log_scale = compiled(_log_scale)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlcluster_gym.perf import kernel_cache
+from dlcluster_gym.perf import estimate_kernel, kernel_cache
 from dlcluster_gym.perf.kernel_cache import compiled
 
 HAVE_NUMBA = kernel_cache.HAVE_NUMBA
@@ -36,11 +36,11 @@ def _remaining_terms(
     and ``0 * iter_s[j]`` for a job whose ``status`` is in ``finished``."""
     for j in range(iterations.size):
         gap = iterations[j] - done_iters[j]
-        out[j] = (gap if (gap > 0.0 or gap != gap) else 0.0) * iter_s[j]
+        out[j] = estimate_kernel.at_least_zero(gap) * iter_s[j]
     for k in range(running.size):
         j = running[k]
         gap = iterations[j] - running_done[k]
-        out[j] = (gap if (gap > 0.0 or gap != gap) else 0.0) * iter_s[j]
+        out[j] = estimate_kernel.at_least_zero(gap) * iter_s[j]
     for j in range(iterations.size):
         for f in range(finished.size):
             if status[j] == finished[f]:

@@ -25,11 +25,6 @@ from dlcluster_gym.perf.kernel_cache import compiled
 HAVE_NUMBA = kernel_cache.HAVE_NUMBA
 
 
-def _at_most_one(x: float) -> float:
-    """``np.minimum(x, 1.0)`` of one value (NaN stays NaN)."""
-    return x if (x <= 1.0 or x != x) else 1.0
-
-
 def _progress(
     out: np.ndarray,
     i: int,
@@ -48,11 +43,11 @@ def _progress(
     ``nw_sens`` and ``preemptions`` columns (``c_nw`` and the next), and where ``iters``
     (known durations) is not empty ``remaining_work`` and ``remaining_time`` (``c_left`` and
     the next), as both row kinds have them."""
-    out[i, c_nw] = _at_most_one(done * compute[j] / run) if run > 0 else 1.0
-    out[i, c_nw + 1] = _at_most_one(preemptions[j] / 10.0)
+    out[i, c_nw] = estimate_kernel.at_most_one(done * compute[j] / run) if run > 0 else 1.0
+    out[i, c_nw + 1] = estimate_kernel.at_most_one(preemptions[j] / 10.0)
     if iters.size:
         gap = iters[j] - done
-        left = (gap if (gap > 0.0 or gap != gap) else 0.0) * compute[j]
+        left = estimate_kernel.at_least_zero(gap) * compute[j]
         out[i, c_left] = estimate_kernel._log_scale(left * demand[j], units[0], units[2])
         out[i, c_left + 1] = estimate_kernel._log_scale(left, units[0], units[1])
 
@@ -216,7 +211,6 @@ def _global_rows(
 
 
 if HAVE_NUMBA:
-    _at_most_one = compiled(_at_most_one)
     _progress = compiled(_progress)
     _count = compiled(_count)
     waiting_rows = compiled(_waiting_rows)
