@@ -140,9 +140,8 @@ class History:
         """(len(jobs), len(KEY_LEVELS) + 1, KEY_WINDOW): the latest finished lengths (ideal
         compute seconds; NaN where fewer, and for a level the job has no key at) of each job's
         keys, most specific first, then of all finished jobs."""
-        self._sync()
-        rows = self.key_rows(np.asarray(jobs, dtype=np.int64))
-        out = self._ring[np.maximum(rows, 0)]
+        ring, rows = self.key_table(jobs)
+        out = ring[np.maximum(rows, 0)]
         out[rows < 0] = np.nan
         return out
 
