@@ -156,7 +156,7 @@ class NativeInScheduler(_EnvActing):
                 f"{where}: the job is in no slot of the env (max_waiting={env.K}, "
                 f"max_running={env.R}, preemption={env.preemption}); raise them"
             )
-        if not env.action_masks()[a]:
+        if not env.allowed(a):
             raise ConfigError(f"{where}: the env masks that action")
         return a
 
@@ -371,6 +371,12 @@ class IndexSlots(_EnvActing):
 
     env_kwargs: ClassVar[dict[str, Any]] = {
         "preemption": True, "order": "las", "running_order": "attained"}  # fmt: skip
+    stops_at_moves: ClassVar[bool] = True
+    """Where only STOP and moves are valid, no job waits, and ``act`` answers STOP at once (a
+    native run need not offer such a point: ``SchedulerEnv.policy_stops_at_moves``)."""
+    cache_index: ClassVar[bool] = True
+    """Compute the jobs' indexes once per decision instant (``_instant_index``; off: at every
+    step; the decisions are the same, tested)."""
     _tables: ClassVar[dict[str, tuple[np.ndarray, np.ndarray]]] = {}
 
     @staticmethod
@@ -450,6 +456,8 @@ class IndexSlots(_EnvActing):
         self._engine: Any = None
         self._att_base = np.zeros(0)
         self._run_base = np.zeros(0)
+        self._at: tuple[Any, int] = (None, -1)  # the (engine, instant) of ``_by_job``
+        self._by_job = np.zeros(0)
         if rule == "gittins" and "dally" not in self._tables:
             self._tables["dally"] = gittins_table()
 
@@ -486,6 +494,26 @@ class IndexSlots(_EnvActing):
         k = np.clip(np.searchsorted(t, run, side="right") - 1, 0, t.size - 1)
         return gi[k] / g
 
+    def _instant_index(self, jobs: np.ndarray) -> np.ndarray:
+        """``_index(jobs)``, computed once per decision instant for every job then waiting or
+        running: within an instant the engine does not move, so a job's index does not change
+        (the starvation guard promotes a job at most once per instant), and each job's index
+        depends on that job alone."""
+        env = self.env
+        e = env.engine
+        if not self.cache_index:
+            return self._index(jobs)
+        if self._at[0] is not e or self._at[1] != env.instant_index:
+            self._at = (e, env.instant_index)
+            every = np.concatenate((
+                np.fromiter(e.waiting, dtype=np.int64, count=len(e.waiting)),
+                np.fromiter(e.running, dtype=np.int64, count=len(e.running)),
+            ))  # fmt: skip
+            if self._by_job.size != e.attained.size:
+                self._by_job = np.zeros(e.attained.size)  # entries of other jobs go unread
+            self._by_job[every] = self._index(every)
+        return self._by_job[jobs]
+
     def _promote(self, jobs: np.ndarray, run: np.ndarray, att: np.ndarray) -> np.ndarray:
         """Apply the starvation guard to ``jobs``; their attained service at last promotion."""
         e = self.env.engine
@@ -521,7 +549,7 @@ class IndexSlots(_EnvActing):
         if waiting.size == 0:
             return 0
         jobs = np.concatenate((waiting, running))
-        idx = self._index(jobs)
+        idx = self._instant_index(jobs)
         order = np.lexsort((jobs, -idx))
         dem = o.demand[jobs[order]]
         cap, used = int(e.cluster.num_gpus), 0
@@ -545,7 +573,7 @@ class IndexSlots(_EnvActing):
             if cand:
                 i = min(cand, key=lambda j: (float(idx[nw + j]), int(running[j])))
                 a = env.encode("preempt", int(running[i]))
-                if a is not None and env.action_masks()[a]:
+                if a is not None and env.allowed(a):
                     return a
         slots = env._slots_w
         if slots.size == 0:

@@ -1,7 +1,8 @@
 """Scheduler observations are unchanged by the observer's shortcuts: its cache of history
 estimates, its reuse of slot rows within a decision instant, the compiled keyed estimates
 (``perf.estimate_kernel``), the compiled slot rows and globals (``perf.slot_kernel``) and the
-compiled terms of the shaping potential (``perf.potential_kernel``). The
+compiled terms of the shaping potential (``perf.potential_kernel``), and the slot-action env's
+running order kept for a decision instant (``SchedulerEnv.cache_running_order``). The
 observations, masks and rewards of seeded masked-random episodes hash the same with each
 shortcut on and off, in Scheduler-v4 (per-job actions, preemption; with the oracle's known
 durations too), in a slot-action version with history features and preemption, and in one
@@ -18,6 +19,7 @@ import pytest
 import dlcluster_gym  # noqa: F401  (registers the envs)
 from dlcluster_gym.envs.base import ClusterEnv
 from dlcluster_gym.envs.queue_obs import RUNNING_FEATURES, WAITING_FEATURES, QueueObserver
+from dlcluster_gym.envs.scheduler_env import SchedulerEnv
 from dlcluster_gym.sim import estimators
 
 CASES = [
@@ -43,6 +45,7 @@ SWITCHES = {
     "compiled-estimates": (estimators, "use_kernel"),
     "compiled-rows": (QueueObserver, "compiled_rows"),
     "compiled-potential": (ClusterEnv, "compiled_potential"),
+    "running-order": (SchedulerEnv, "cache_running_order"),
 }
 
 

@@ -259,6 +259,7 @@ class QueuePolicyScheduler(BaseScheduler):
         self.env = _quiet_env(SchedulerEnv, view.scenario, **self.env_kwargs)
         self.env.attach(view)
         self.policy = self.factory(self.env)
+        self.env.policy_stops_at_moves = bool(getattr(self.policy, "stops_at_moves", False))
         self._guard = StallGuard(self.env.wait_retry_s)
 
     def schedule(self, view: ClusterView) -> Sequence[Action]:
@@ -268,7 +269,8 @@ class QueuePolicyScheduler(BaseScheduler):
         try:
             next(gen)
             while True:
-                raw = _action(self.policy, env._observe() if observe else None, env._mask)
+                mask = env.action_masks() if getattr(self.policy, "uses_masks", False) else None
+                raw = _action(self.policy, env._observe() if observe else None, mask)
                 gen.send(env.valid_or_default(raw))  # a masked choice: stop, defer or keep
         except StopIteration as stop:
             actions = stop.value

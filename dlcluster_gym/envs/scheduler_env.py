@@ -246,6 +246,12 @@ class SchedulerEnv(ClusterEnv):
     """
 
     env_name = "Scheduler-v2"
+    lazy_moves = True
+    """Fill the move actions' part of the mask only when something reads it (the mask, the
+    observation, a move action; off: at every step; the decisions are the same, tested)."""
+    cache_running_order = True
+    """Order the running jobs once per decision instant and drop the decided ones from that
+    order at each step (off: order them at every step; the same order, tested)."""
 
     def __init__(
         self,
@@ -420,6 +426,11 @@ class SchedulerEnv(ClusterEnv):
         self._stalled = False  # the episode ended by a stall (set at its end)
         self.instant_index = -1  # engine instants seen this episode
         self._mask = np.zeros(self.num_actions, dtype=bool)
+        self._moves_due = False  # the move actions' part of the mask is still to be filled
+        self._running_order: np.ndarray | None = None
+        self.policy_stops_at_moves = False
+        """Set by a native run whose policy answers STOP, and changes nothing, wherever only
+        STOP and move actions are valid (``envs.native``): such a point is not offered."""
         self._pj: PerJob | None = None
         self._no_decision = False
 
@@ -497,10 +508,17 @@ class SchedulerEnv(ClusterEnv):
         self._requeued = []
         self._n_started = 0  # running-job count change at this instant
         self._decisions = 0
+        self._running_order: np.ndarray | None = None  # this instant's, made when first needed
         if self._pj is not None:
             return (yield from self._decide_per_job())
+        if self.policy_stops_at_moves and not self.engine.waiting:
+            return self._plan.actions  # no job waits: only STOP and moves could be valid
         while True:
-            if not self._refresh() and (self.skip_trivial or self._decisions):
+            if (
+                not self._refresh()
+                and (self.skip_trivial or self._decisions)
+                and (self.policy_stops_at_moves or not self._any_move())
+            ):
                 break
             a = yield self
             if a == STOP:
@@ -584,8 +602,8 @@ class SchedulerEnv(ClusterEnv):
         return ids[np.lexsort((ids, -recent, -tier, ~wide))]
 
     def _refresh(self) -> bool:
-        """Slots, candidate masks and the action mask for the current plan; False when only
-        STOP is valid."""
+        """Slots, candidate masks and the action mask for the current plan (the move actions'
+        part left to ``_fill_moves``); False when no start or preemption is valid."""
         e, plan = self.engine, self._plan
         assert e is not None
         nf = plan.num_free
@@ -609,18 +627,18 @@ class SchedulerEnv(ClusterEnv):
             slots = self._priority(fits) if fits.size > 1 else fits
         self._offers: dict[int, Offer] = {}
         cand = self._candidate_masks(demand[slots], nf)
-        running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
-        if touched and running.size:
+        running = self._running_order if self.cache_running_order else None
+        if running is None:  # the engine's running jobs and their keys hold for the instant
+            running = np.fromiter(e.running, dtype=np.int64, count=len(e.running))
+            if running.size > 1:
+                running = self._running_priority(running)
+            self._running_order = running
+        if touched and running.size:  # ids break ties: the order of a subset is a subset
             running = running[~tmask[running]]
-        if running.size > 1:
-            running = self._running_priority(running)[: self.R]
-        move = np.zeros((running.size, _C), dtype=bool)
-        if self.preemption and nf and running.size:
-            rd = demand[running]
-            for d in np.unique(rd).tolist():
-                move[rd == d] = self._offer(d).mask[1:]
+        running = running[: self.R]
         self._slots_w, self._slots_r, self._hidden = slots, running, hidden
-        self._cand, self._move = cand, move
+        self._cand = cand
+        self._move = np.zeros((running.size, _C), dtype=bool)
         m = self._mask
         m[:] = False
         m[STOP] = True
@@ -628,10 +646,40 @@ class SchedulerEnv(ClusterEnv):
         if self.preemption and running.size:
             b = 1 + self.n_start
             m[b : b + running.size] = bool(waiting.size) or (self.requeue and nf > 0)
-            b += self.R
-            m[b : b + running.size * _C] = move.reshape(-1)
         self._point = True
+        self._moves_due = bool(self.preemption and nf and running.size)
+        if not self.lazy_moves:
+            self._fill_moves()
         return bool(m[1:].any())
+
+    def _any_move(self) -> bool:
+        """Whether a move action is valid now."""
+        self._fill_moves()
+        return bool(self._mask[1 + self.n_start + self.n_preempt :].any())
+
+    def _fill_moves(self) -> None:
+        """The move actions' candidates (``_move``) and their part of the mask, left out by
+        ``_refresh`` until something reads them (one placement search per distinct demand of
+        the running slots, which policies that never move jobs do not need)."""
+        if not self._moves_due:
+            return
+        self._moves_due = False
+        running = self._slots_r
+        rd = self.obs_state.demand[running]
+        move = self._move
+        for d in np.unique(rd).tolist():
+            move[rd == d] = self._offer(d).mask[1:]
+        b = 1 + self.n_start + self.R
+        self._mask[b : b + running.size * _C] = move.reshape(-1)
+
+    def allowed(self, action: int) -> bool:
+        """Whether ``action`` (an index in the action space) is valid now: ``action_masks()
+        [action]`` without building the whole mask."""
+        if self._at is None or self._pj is not None:
+            return bool(self.action_masks()[action])
+        if action >= 1 + self.n_start + self.n_preempt:
+            self._fill_moves()
+        return bool(self._mask[action])
 
     def _candidate_masks(self, sd: np.ndarray, nf: int) -> np.ndarray:
         """``Offer(plan, demand).mask[1:]`` for every waiting slot's demand ``sd`` (all <=
@@ -749,6 +797,7 @@ class SchedulerEnv(ClusterEnv):
         if self._at is None:
             raise gym.error.ResetNeeded("the episode is over; call reset()")
         a = self._per_job_action(action) if self._pj is not None else self._check_action(action)
+        self._fill_moves()
         if self._pj is None and not self._mask[a]:
             if self.invalid_action == "raise":
                 kind, job, c = self.decode(a)
@@ -828,6 +877,7 @@ class SchedulerEnv(ClusterEnv):
             if self._pj is not None:
                 m[2] = True  # one valid value per head
             return m
+        self._fill_moves()
         return self._mask.copy()
 
     def valid_or_default(self, action: Any) -> Any:
@@ -840,7 +890,7 @@ class SchedulerEnv(ClusterEnv):
                 return a
             return self._pj.default()
         a = int(np.asarray(action))
-        return a if 0 <= a < self._mask.size and self._mask[a] else STOP
+        return a if 0 <= a < self._mask.size and self.allowed(a) else STOP
 
     def _restore(self, seed: int, actions: list[Any]) -> None:
         self._at = self._start(seed)
@@ -877,6 +927,7 @@ class SchedulerEnv(ClusterEnv):
         else:
             o = self.obs_state
             now = self.engine.now
+            self._fill_moves()
             o.waiting_block(self._slots_w, self._cand, self._wbuf, now,
                             self._requeued_mask(self._slots_w))  # fmt: skip
             o.running_block(self._slots_r, self._move, self._rbuf, now)
@@ -909,6 +960,7 @@ class SchedulerEnv(ClusterEnv):
         if self._at is not None:
             info["waiting_slots"] = self._slots_w.tolist()
             info["running_slots"] = self._slots_r.tolist()
+            self._fill_moves()
             info["action_mask"] = self._mask.copy()
             if self._pj is not None:
                 info["focus"] = self._pj.focus_info()

@@ -119,10 +119,8 @@ class Offer:
             on_machine = demand <= max(plan.free_per_machine.tolist())
             if demand <= c.max_gpus_per_machine:
                 fewest = on_machine
-            else:
-                g = _candidate(plan, demand, FEWEST_MACHINES)
-                self._gpus[FEWEST_MACHINES] = g
-                fewest = g is not None
+            else:  # its GPUs are chosen when asked for (``placement``)
+                fewest = placement.fewest_machines_exists(c, plan.free_per_machine, demand)
             on_rack = demand <= max(plan.free_per_rack.tolist())
             self.mask = np.array((True, on_machine, on_rack, True, fewest, True, True))
         else:

@@ -252,13 +252,29 @@ def fewest_machines(
         if gpus is not None or strict:
             return gpus
     order = np.argsort(-free_per_machine, kind="stable")
-    have = np.cumsum(free_per_machine[order])
-    k = int(np.searchsorted(have, n)) + 1
-    if k > order.size:
+    k = _machines_needed(cluster, free_per_machine[order], n, strict)
+    return None if k is None else _take_from_machines(cluster, free_mask, order[:k], n)
+
+
+def _machines_needed(cluster: Cluster, free_desc: np.ndarray, n: int, strict: bool) -> int | None:
+    """How many of the machines with the most free GPUs (``free_desc``: free GPUs per machine,
+    most first) hold ``n`` GPUs; None when all of them do not, or (``strict``) when that is
+    more machines than ``n`` GPUs could ever need."""
+    k = int(np.searchsorted(np.cumsum(free_desc), n)) + 1
+    if k > free_desc.size:
         return None
     if strict and k > int(np.searchsorted(cluster.machines_by_size_cumsum, n)) + 1:
         return None
-    return _take_from_machines(cluster, free_mask, order[:k], n)
+    return k
+
+
+def fewest_machines_exists(cluster: Cluster, free_per_machine: np.ndarray, n: int) -> bool:
+    """Whether ``fewest_machines(..., n, strict=True)`` finds a placement, from the free-GPU
+    counts alone (no GPUs are chosen): the same test, for jobs larger than a machine."""
+    if n <= cluster.max_gpus_per_machine:
+        return n <= int(free_per_machine.max(initial=0))
+    free_desc = np.sort(free_per_machine)[::-1]
+    return _machines_needed(cluster, free_desc, n, strict=True) is not None
 
 
 def packed_on(
