@@ -229,3 +229,46 @@ def test_las_slots_is_a_listed_deployable_policy_with_checked_parameters() -> No
     }
     assert "las-slots" in ev.HEURISTICS["scheduler"]
     assert "las-slots" in ev.default_baselines(["scheduler"])
+
+
+def test_rerun_replaces_only_the_named_columns_and_says_so(tmp_path: Path) -> None:
+    """``--rerun``: the named columns run again, every other run is kept from eval.json (a
+    doctored row stays as written, the rerun column's doctored row is replaced), the page
+    names the rerun, and a different command, a label not evaluated or no earlier run fail
+    clearly."""
+    tiny = _scenario_file(tmp_path, "tiny", {"num_jobs": 30})
+    out = tmp_path / "eval"
+    args = ["evaluate", "--agent", f"sched={_shipped('scheduler')}", "--scenario", str(tiny),
+            "--seeds", "1-2", "--baselines", "dally,fcfs", "--out", str(out),
+            "--quiet"]  # fmt: skip
+    res = CliRunner().invoke(main, [*args, "--rerun", "fcfs"])
+    assert res.exit_code != 0 and "does not exist; run the evaluation once" in res.output
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    first = json.loads((out / "eval.json").read_text())
+    doctored = json.loads(json.dumps(first))
+    for r in doctored["rows"]:
+        if r["policy"] in ("dally", "fcfs") and r["seed"] == 1:
+            r["avg_jct_s"] += 1000.0  # dally's stays: not rerun; fcfs's is replaced
+    (out / "eval.json").write_text(json.dumps(doctored))
+    res = CliRunner().invoke(main, [*args, "--rerun", "fcfs"])
+    assert res.exit_code == 0, res.output
+    again = json.loads((out / "eval.json").read_text())
+    (rerun,) = again["reruns"]
+    assert rerun["policies"] == ["fcfs"] and rerun["wall_s"] > 0
+    assert rerun["command"] == f"{first['command']} --rerun=fcfs"
+    assert again["wall_s"] == first["wall_s"] and again["command"] == first["command"]
+    by = {(r["policy"], r["seed"]): r["avg_jct_s"] for r in again["rows"]}
+    was = {(r["policy"], r["seed"]): r["avg_jct_s"] for r in first["rows"]}
+    assert by[("fcfs", 1)] == was[("fcfs", 1)]  # run again: the simulation's value
+    assert by[("dally", 1)] == was[("dally", 1)] + 1000.0  # kept as the file had it
+    assert [(r["policy"], r["seed"]) for r in again["rows"]] == list(was)
+    assert "- rerun: the `fcfs` runs, again on later code by `" in (out / "eval.md").read_text()
+    res = CliRunner().invoke(main, [*args, "--rerun", "tiresias"])
+    assert res.exit_code != 0 and "--rerun 'tiresias': not among the evaluated" in res.output
+    fewer = [a if a != "dally,fcfs" else "fcfs" for a in args]
+    res = CliRunner().invoke(main, [*fewer, "--rerun", "fcfs"])
+    assert res.exit_code != 0 and "has the columns sched, dally, fcfs" in res.output
+    other = [a if a != "1-2" else "1-3" for a in args]
+    res = CliRunner().invoke(main, [*other, "--rerun", "fcfs"])
+    assert res.exit_code != 0 and "the same scenarios and seeds must run" in res.output

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -493,6 +494,35 @@ def test_resume_reruns_cells_of_another_version_or_code(tmp_path, key, value, wh
     assert [r["id"] for r in seen] == ["tiny.fcfs.s1"] and rows[0]["avg_jct_s"] > 0
     (check,) = [c for c in lb.verify(out) if c.id == "tiny.fcfs.s1"]
     assert check.ok and check.note == ""
+
+
+def test_rerun_reruns_one_entrant_and_keeps_cells_of_other_code(tmp_path, one_code_hash):
+    """``rerun``: the named entrant's cells run again; another entrant's cell computed by
+    other code is kept as it was (its doctored value included), and the page counts the code
+    versions; unknown entrants and a run directory without cells are errors."""
+    suite = lb.load_suite(suite_file(tmp_path, seeds=[1], entrants=["fcfs", "dally"]))
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match="holds no finished cell of a run to update"):
+        lb.run_suite(suite, out, progress=False, rerun=["dally"])
+    lb.run_suite(suite, out, workers=1, progress=False)
+    for cell, jct in (("tiny.fcfs.s1", -1.0), ("tiny.dally.s1", -2.0)):
+        path = out / "cells" / f"{cell}.json"
+        row = json.loads(path.read_text())
+        row["code"], row["avg_jct_s"] = "0123456789abcdef", jct
+        path.write_text(json.dumps({k: v for k, v in row.items() if v is not None}))
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the requested rerun and the kept cell warn of nothing
+        rows = lb.run_suite(suite, out, workers=1, progress=False, on_cell=seen.append,
+                            rerun=["dally"])  # fmt: skip
+    assert [r["id"] for r in seen] == ["tiny.dally.s1"]
+    by = {r["id"]: r for r in rows}
+    assert by["tiny.fcfs.s1"]["avg_jct_s"] == -1.0  # kept, though other code computed it
+    assert by["tiny.dally.s1"]["avg_jct_s"] > 0 and by["tiny.dally.s1"]["code"] == one_code_hash
+    md = Path(lb.render_leaderboard(out)["md"]).read_text()
+    assert "computed by 2 versions of the code" in md and "`0123456789abcdef` 1 cells: fcfs" in md
+    with pytest.raises(ConfigError, match="rerun: nosuch not an entrant of suite"):
+        lb.run_suite(suite, out, progress=False, rerun=["nosuch"])
 
 
 def test_code_hash_follows_sources_and_presets_not_suites(tmp_path):

@@ -128,6 +128,15 @@ def _agent_labels(agents: list[tuple[str | None, Path, str]], metas: list[dict])
     "95% CIs); a path ending in .json writes that one JSON file only.",
 )
 @click.option(
+    "--rerun",
+    default=None,
+    metavar="POLICIES",
+    help="Comma-separated policy or agent labels: run only their columns again and keep every "
+    "other run of the evaluation already in --out (the same columns, scenarios and seeds); "
+    "the page says which columns were rerun, and how. For a policy whose code or defaults "
+    "changed.",
+)
+@click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 @traces_dir_option
@@ -142,6 +151,7 @@ def evaluate(
     reference: str | None,
     tie_rtol: float,
     out: Path | None,
+    rerun: str | None,
     fmt: str,
     traces_dir: Path | None,
     quiet: bool,
@@ -248,6 +258,8 @@ def evaluate(
             prepare_out_file(out, "--out")
         else:
             check_writable(out, "--out", directory=True)
+    command = _evaluate_command(click.get_current_context().params)
+    previous = None if rerun is None else _previous_evaluation(rerun, out, policies)
     kept, skipped = available(specs, traces_dir)
     for s in skipped:
         click.echo(f"note: skipped {s} (needs traces; trace root not found)", err=True)
@@ -259,7 +271,8 @@ def evaluate(
             "(e.g. --seeds 101-110)",
             err=True,
         )
-    total = ev.count_runs(len(policies), kept, DEFAULT_EVAL_SEEDS, traces_dir)
+    to_run = policies if previous is None else {k: policies[k] for k in previous["rerun"]}
+    total = ev.count_runs(len(to_run), kept, DEFAULT_EVAL_SEEDS, traces_dir)
     bar = None
     if quiet or fmt == "json":
         progress = None
@@ -278,16 +291,29 @@ def evaluate(
 
     started = time.perf_counter()
     try:
-        rows = ev.run_set(policies, kept, DEFAULT_EVAL_SEEDS, traces_dir, progress=progress)
+        rows = ev.run_set(to_run, kept, DEFAULT_EVAL_SEEDS, traces_dir, progress=progress)
     finally:
         if bar is not None:
             bar.close()
+    wall_s = time.perf_counter() - started
+    if previous is not None:
+        rows = _merge_rerun(previous, rows)
     report = ev.evaluation_report(rows, labels, ref, tie_rtol)
-    report["command"] = _evaluate_command(click.get_current_context().params)
+    report["command"] = command if previous is None else previous["command"]
     if split_part is not None:
         report["split"] = split_part
-    report["wall_s"] = time.perf_counter() - started
-    report["cores"] = os.cpu_count()
+    report["wall_s"] = wall_s if previous is None else previous["wall_s"]
+    report["cores"] = os.cpu_count() if previous is None else previous["cores"]
+    if previous is not None:
+        report["reruns"] = [
+            *previous["reruns"],
+            {
+                "policies": previous["rerun"],
+                "command": f"{command} --rerun={rerun}",
+                "wall_s": wall_s,
+                "cores": os.cpu_count(),
+            },
+        ]
     report["checkpoints"] = {
         label: str(path) for label, (_, path, _) in zip(labels, parsed, strict=True)
     }
@@ -331,6 +357,63 @@ def _entrant_option(value: str) -> tuple[str, Any]:
     except DLClusterError as err:
         _fail(f"--entrant {value!r}: {err}")
     return spec.label or spec.policy, functools.partial(make_policy, spec.policy, **spec.params)
+
+
+def _previous_evaluation(rerun: str, out: Path | None, policies: dict[str, Any]) -> dict[str, Any]:
+    """``--rerun``: the report in ``--out``, with the labels to rerun (``rerun``); a clear
+    error when there is none, its columns are not this command's, or a label is not
+    evaluated. Scenarios and seeds are checked when the runs are merged."""
+    names = list(dict.fromkeys(x.strip() for x in rerun.split(",") if x.strip()))
+    if not names:
+        _fail("--rerun: give the labels of the columns to run again, e.g. --rerun tiresias")
+    for name in names:
+        if name not in policies:
+            _fail(f"--rerun {name!r}: not among the evaluated policies ({', '.join(policies)})")
+    if out is None:
+        _fail("--rerun: give --out, the folder (or .json file) of the evaluation to update")
+    path = out if out.suffix == ".json" else out / "eval.json"
+    if not path.is_file():
+        _fail(f"--rerun: {path} does not exist; run the evaluation once without --rerun")
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        _fail(f"--rerun: {path} is not readable JSON ({err})")
+    lacks = [k for k in ("command", "rows", "wall_s", "cores") if k not in previous]
+    if not isinstance(previous, dict) or lacks:  # (a list holds no key either)
+        _fail(f"--rerun: {path} is not an evaluation written by dlcluster evaluate (no "
+              f"{', '.join(lacks) or 'mapping'})")  # fmt: skip
+    before, rows = previous["command"], previous["rows"]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        _fail(f"--rerun: {path}: 'rows' is not a list of runs")
+    had = list(dict.fromkeys(r.get("policy") for r in rows))
+    if set(had) != set(policies):
+        _fail(
+            f"--rerun: {path} has the columns {', '.join(map(str, had))}; this command "
+            f"evaluates {', '.join(policies)}. Give the agents and --baselines/--entrant of "
+            f"that evaluation ({before})"
+        )
+    previous["rerun"] = names
+    previous.setdefault("reruns", [])
+    return previous
+
+
+def _merge_rerun(previous: dict[str, Any], new_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The previous evaluation's rows with those of the rerun columns replaced by ``new_rows``
+    (the same scenarios and seeds, or a clear error: e.g. a trace root present for one run
+    and not the other)."""
+    names = set(previous["rerun"])
+
+    def key(r: dict[str, Any]) -> tuple:
+        return (r.get("scenario"), r.get("seed"), r.get("policy"))
+
+    old = [key(r) for r in previous["rows"] if r.get("policy") in names]
+    by_key = {key(r): r for r in new_rows}
+    if sorted(old, key=str) != sorted(by_key, key=str):
+        missing = sorted({(k[0], k[1]) for k in set(old) ^ set(by_key)}, key=str)
+        _fail("--rerun: the runs differ from the evaluation in --out (scenario, seed): "
+              f"{missing[:5]}{' ...' if len(missing) > 5 else ''}; the same scenarios and "
+              "seeds must run (is the trace root the same?)")  # fmt: skip
+    return [by_key[key(r)] if r.get("policy") in names else r for r in previous["rows"]]
 
 
 def _evaluate_command(params: dict[str, Any]) -> str:
@@ -410,6 +493,13 @@ def _write_evaluation(out: Path, report: dict, sections: list[tuple[str, str]], 
     if "command" in report:
         lines.append(f"- command: `{report['command']}` ({report['wall_s']:.0f} s wall on "
                      f"{report['cores']} cores)")  # fmt: skip
+    for rerun in report.get("reruns", []):
+        again = ", ".join(f"`{p}`" for p in rerun["policies"])
+        lines.append(
+            f"- rerun: the {again} runs, again on later code by `{rerun['command']}` "
+            f"({rerun['wall_s']:.0f} s wall on {rerun['cores']} cores); every other run is the "
+            "command's above"
+        )
     lines += [f"- reference: {report['reference']}; seeds per scenario: {seeds}",
               f"- no decision (relative tolerance {report['tie_rtol']:g}): "
               f"{', '.join(report['no_decision']) or 'none'}", ""]  # fmt: skip

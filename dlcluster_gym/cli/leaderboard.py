@@ -27,6 +27,14 @@ from dlcluster_gym.cli.common import _check_time_limit, _fail, check_writable, t
     help="Run directory (default: leaderboards/SUITE).",
 )
 @click.option("--resume", is_flag=True, help="Skip cells already finished in --out.")
+@click.option(
+    "--rerun",
+    default=None,
+    metavar="ENTRANTS",
+    help="Comma-separated entrants: run their cells in --out again and keep every other "
+    "finished cell, even one computed by other code (each row records its code; --verify "
+    "replays them). For an entrant whose code or defaults changed.",
+)
 @click.option("--ray-address", default=None, help="Ray cluster address (default: local Ray).")
 @click.option(
     "--ray-timeout", type=float, default=30.0, show_default=True, help="Seconds to connect."
@@ -56,6 +64,7 @@ def leaderboard(
     workers: int | None,
     out: Path | None,
     resume: bool,
+    rerun: str | None,
     ray_address: str | None,
     ray_timeout: float,
     time_limit_s: float | None,
@@ -123,6 +132,7 @@ def leaderboard(
         ray_timeout_s=ray_timeout,
         progress=not quiet,
         time_limit_s=time_limit_s,
+        rerun=None if rerun is None else [x.strip() for x in rerun.split(",") if x.strip()],
     )
     paths = lb.render_leaderboard(out)
     errors = [r for r in rows if r["status"] == "error"]

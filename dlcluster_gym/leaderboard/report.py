@@ -197,7 +197,8 @@ def build_leaderboard(out: str | Path, *, draw: bool = True) -> Document:
         f"{len(rows)} of {len(suite['cells'])} cells finished"
         + (f" ({missing} missing: rerun with --resume)" if missing else "")
         + "."
-        + _run_time(df),
+        + _run_time(df)
+        + _code_versions(df),
         f"Score: geometric mean over scenarios of each metric's ratio to `{reference}` "
         f"(mean over seeds), then geometric mean over the metrics ({', '.join(metrics)}); "
         "lower is better, the reference scores 1. Each ranking compares entrants scored on the "
@@ -378,6 +379,28 @@ def run_kind(res: Any) -> str:
     if res.is_bound:
         return "bound"
     return entrant_kind(res.policy, res.policy_params)
+
+
+def _code_versions(df: pd.DataFrame) -> str:
+    """Where the cells were computed by more than one version of the code (``--rerun`` kept
+    the others): how many cells each version computed, naming the entrants of the smaller
+    ones; "" when one version computed them all."""
+    if "code" not in df:
+        return ""
+    codes = df["code"].astype(str)
+    counts = codes.value_counts()
+    if len(counts) < 2:
+        return ""
+    parts = []
+    for code, n in counts.items():
+        names = list(dict.fromkeys(df.loc[codes == code, "entrant"].astype(str)))
+        who = f": {', '.join(names)}" if len(names) <= 5 else ""
+        parts.append(f"`{code}` {n:,} cells{who}")
+    return (
+        f" The cells were computed by {len(counts)} versions of the code (`code` in "
+        f"results.csv): {'; '.join(parts)}. `dlcluster leaderboard --verify` replays each cell "
+        "on the installed code."
+    )
 
 
 def _run_time(df: pd.DataFrame) -> str:

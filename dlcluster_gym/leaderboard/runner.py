@@ -28,7 +28,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict
 from multiprocessing import get_context
@@ -495,15 +495,25 @@ def fingerprint(cell: Cell, suite: str) -> dict[str, Any]:
     return row
 
 
-def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
+RERUN_WHY = "its entrant is rerun (--rerun)"
+
+
+def stale_cells(
+    out: Path, suite: Suite, done: set[str], rerun: Collection[str] | None = None
+) -> dict[str, str]:
     """Finished cells of ``suite`` under ``out`` to run again: those whose recorded inputs
     differ from what the suite would run now (scenario YAML edited, other parameters, another
     package version) and those that failed (status error: a missing trace root, say):
-    cell id -> why."""
+    cell id -> why. ``rerun`` (entrant names): those entrants' cells run again, and the
+    other cells are kept though other code computed them (their other inputs must match)."""
     stale: dict[str, str] = {}
     hashes: dict[tuple[str, int], Any] = {}
+    keys = FINGERPRINT_KEYS if rerun is None else tuple(k for k in FINGERPRINT_KEYS if k != "code")
     for cell in suite.cells():
         if cell.id not in done:
+            continue
+        if rerun is not None and cell.entrant in rerun:
+            stale[cell.id] = RERUN_WHY
             continue
         try:
             row = read_row(out / CELLS_DIR / f"{cell.id}.json")
@@ -522,7 +532,7 @@ def stale_cells(out: Path, suite: Suite, done: set[str]) -> dict[str, str]:
             hashes[key] = fingerprint(cell, suite.name)["scenario_hash"]
         want = {k: v for k, v in _base_row(cell, suite.name).items() if k in FINGERPRINT_KEYS}
         want["scenario_hash"] = hashes[key]
-        diffs = [_why(k, row.get(k), want[k]) for k in FINGERPRINT_KEYS if row.get(k) != want[k]]
+        diffs = [_why(k, row.get(k), want[k]) for k in keys if row.get(k) != want[k]]
         if row.get("status") == STATUS_ERROR:  # a failure is not a result: try again
             diffs.append("it failed: " + str(row.get("reason", "")).splitlines()[0][:80])
         if diffs:
@@ -583,6 +593,7 @@ def run_suite(
     progress: bool = True,
     on_cell: Callable[[dict[str, Any]], None] | None = None,
     time_limit_s: float | None = None,
+    rerun: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every cell not yet finished under ``out``; return all rows of the suite in order.
 
@@ -592,6 +603,9 @@ def run_suite(
     None there too: no limit); a cell past it is an ``error`` cell and the run goes on.
     ``workers``: processes on this machine (default: its cores; more than its cores is capped
     at them, with a warning), or on a remote Ray cluster (``ray_address``) not capped.
+    ``rerun`` (entrant names; implies ``resume``): run those entrants' cells again and keep
+    every other finished cell even where other code computed it (each row records its
+    ``code``; ``--verify`` replays them on the current code).
     """
     from dlcluster_gym.sim.limits import check_time_limit
 
@@ -601,21 +615,35 @@ def run_suite(
     out = Path(out)
     cells = suite.cells()
     done = finished_ids(out)
+    if rerun is not None:
+        if not rerun:
+            raise ConfigError("rerun: name the entrants whose cells to run again")
+        unknown = sorted(set(rerun) - {c.entrant for c in cells})
+        if unknown:
+            names = ", ".join(dict.fromkeys(c.entrant for c in cells))
+            raise ConfigError(f"rerun: {', '.join(unknown)} not an entrant of suite "
+                              f"{suite.name!r} ({names})")  # fmt: skip
+        if not done:
+            raise ConfigError(f"rerun: {out} holds no finished cell of a run to update; run "
+                              "the suite without --rerun first")  # fmt: skip
+        resume = True
     if done and not resume:
         raise ConfigError(
             f"{out} already holds {len(done)} finished cell(s); pass --resume to continue that "
             "run, or choose another --out"
         )
     check_owner(out, suite)
-    stale = stale_cells(out, suite, done)
-    if stale:
-        shown = "; ".join(f"{i} ({why})" for i, why in list(stale.items())[:5])
-        more = f"; and {len(stale) - 5} more" if len(stale) > 5 else ""
+    stale = stale_cells(out, suite, done, None if rerun is None else set(rerun))
+    unasked = {i: why for i, why in stale.items() if why != RERUN_WHY}
+    if unasked:
+        shown = "; ".join(f"{i} ({why})" for i, why in list(unasked.items())[:5])
+        more = f"; and {len(unasked) - 5} more" if len(unasked) > 5 else ""
         warnings.warn(
-            f"rerunning {len(stale)} cell(s) that failed or whose inputs changed since they ran: "
-            f"{shown}{more}",
+            f"rerunning {len(unasked)} cell(s) that failed or whose inputs changed since they "
+            f"ran: {shown}{more}",
             stacklevel=2,
         )
+    if stale:
         for cell_id in stale:
             for ext in (".json", ".npz"):
                 (out / CELLS_DIR / f"{cell_id}{ext}").unlink(missing_ok=True)

@@ -154,7 +154,13 @@ def readme_table() -> str:
         "of its 95 % confidence interval (seeds never used for training or selection; the "
         "8-rack clusters and ITP cluster01 never trained on). Written by "
         "`python experiments/agents/agent_goals.py` from "
-        f"`{held['command']}` ({held['wall_s']:,.0f} s wall on {held['cores']} cores). "
+        f"`{held['command']}` ({held['wall_s']:,.0f} s wall on {held['cores']} cores)"
+        + "".join(
+            f"; its {' and '.join(r['policies'])} runs again by `{r['command']}` "
+            f"({r['wall_s']:,.0f} s wall)"
+            for r in held.get("reruns", [])
+        )
+        + ". "
         f"The from-scratch recipe: {_aggregate(scratch, 'agent'):.3f}x Dally held out after "
         f"{scratch_run['steps']:,} steps ({scratch_run['train_wall_s']:,.0f} s of training; "
         "`python experiments/agents/learn_from_scratch.py`)."
