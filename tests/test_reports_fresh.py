@@ -122,10 +122,13 @@ def test_agent_goals_page_matches_the_evaluation_pages() -> None:
     """goals.md is what agent_goals.py computes from the evaluation JSON it links."""
     agent_goals = experiment_script("agent_goals")
     assert (agent_goals.RESULTS / "goals.md").read_text() == agent_goals.goals_table()
+    room = (agent_goals.RESULTS / "room_closed.md").read_text()
+    assert room == agent_goals.room_closed_table()
+    assert "| plain PPO on `Scheduler-v4`'s defaults" in room and "| delay-timer agent" in room
 
 
 def test_readme_heldout_table_matches_the_evaluation_pages() -> None:
-    """README.md's held-out table is what agent_goals.py writes from the evaluation JSON."""
+    """README.md's held-out and room tables are what agent_goals.py writes from the pages."""
     agent_goals = experiment_script("agent_goals")
     text = agent_goals.README.read_text()
     assert agent_goals.readme_with_table(text) == text

@@ -8,9 +8,14 @@ Reads the evaluation pages already written (nothing is simulated):
   the timers bind, seeds 101-110);
 - ``experiments/results/agents/scratch_eval.json`` (``learn_from_scratch.py``: the
   from-scratch recipe, seeds 201-210);
+- for the room each agent closes: ``groups_split_eval/eval.json`` (the scheduler agent on
+  the ``dally-groups`` split's test part), ``ppo_defaults_30min/ppo_defaults.json`` (plain
+  PPO for 30 minutes, ``ppo_defaults.py``) and ``experiments/results/room/timers.json`` (the
+  delay-timer room, ``timer_room.py``);
 
-and writes ``experiments/results/agents/goals.md``, which docs/agents.md includes, and the
-held-out table of README.md (between its ``agents-heldout`` markers).
+and writes ``experiments/results/agents/goals.md`` and ``room_closed.md``, which
+docs/agents.md includes, and the held-out table and the room table of README.md (between
+their markers).
 
     python experiments/agents/agent_goals.py
 """
@@ -18,13 +23,23 @@ held-out table of README.md (between its ``agents-heldout`` markers).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+import ppo_defaults  # neighbour scripts: the same computations as their pages
+import timer_room
+from room import pct_ci
+
+from dlcluster_gym.leaderboard import room, tables
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "agents"
 PAGES = {
     "heldout": RESULTS / "heldout" / "eval.json",
     "binding": RESULTS / "delay_timer_binding" / "eval.json",
     "scratch": RESULTS / "scratch_eval.json",
+    "groups": RESULTS / "groups_split_eval" / "eval.json",
+    "ppo30": RESULTS / "ppo_defaults_30min" / "ppo_defaults.json",
+    "timers": RESULTS.parent / "room" / "timers.json",
 }
 
 
@@ -112,9 +127,96 @@ def goals_table() -> str:
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
+def _wall(seconds: float) -> str:
+    return f"{seconds:,.0f} s wall"
+
+
+def room_closed_rows() -> list[tuple[str, str, str, str, str, str]]:
+    """(agent, where, room, fraction closed, target, command and wall time) per agent, from
+    the pages (nothing is simulated)."""
+    groups = _load("groups")
+    with_room = [r for r in groups["room"]["scenarios"] if r["verdict"] == room.ROOM]
+    rooms = "; ".join(
+        f"`{r['scenario']}` {pct_ci(r['room'], r['room_ci'])} ({r['verdict']})"
+        for r in groups["room"]["scenarios"]
+    )
+    closed = [c for c in groups["room"]["closed"] if c["verdict"] == room.ROOM]
+    fraction = (
+        "; ".join(f"`{c['scenario']}` {pct_ci(c['fraction'], c['fraction_ci'])}" for c in closed)
+        if closed else "none to close: no test scenario has room"
+    )  # fmt: skip
+    seeds = sorted({tables.seed_ranges(v) for v in groups["seeds"].values()})
+    rows = [(
+        "scheduler agent (shipped)",
+        f"`{groups.get('split', 'dally-groups')}`, seeds {', '.join(seeds)} (held out)",
+        rooms, fraction, ">= 50 % on average over scenarios with room: "
+        + (_mark(room.mean_fraction(closed)[0] >= 0.5) if with_room else "not measurable here"),
+        f"`{groups['command']}` ({_wall(groups['wall_s'])})",
+    )]  # fmt: skip
+    ppo = json.loads(PAGES["ppo30"].read_text())
+    for row in ppo["rows"]:
+        rm, fr = ppo_defaults.room_closed(row)
+        frac = pct_ci(fr["fraction"], fr["fraction_ci"]) if rm["verdict"] == room.ROOM else "-"
+        rows.append((
+            f"plain PPO on `{row['env'].split('/')[-1]}`'s defaults, "
+            f"{row['train_s'] / 60:.0f} min ({row['steps']:,} steps)",
+            f"`{row['scenario']}`, validation seeds {tables.seed_ranges(row['seeds'])}",
+            f"{pct_ci(rm['room'], rm['room_ci'])} ({rm['verdict']})", frac,
+            ">= 25 % in <= 30 minutes on 2 cores: "
+            + ("met" if rm["verdict"] == room.ROOM and fr["fraction"] >= 0.25 else "**not met**"),
+            f"`{ppo['command']}` ({_wall(ppo['wall_s'])})",
+        ))  # fmt: skip
+    timers = json.loads(PAGES["timers"].read_text())
+    ev = json.loads((RESULTS.parents[2] / timers["eval"]).read_text())
+    summary = timer_room.summarize(timers, ev.get("report", ev))
+    per = "; ".join(
+        f"`{r['scenario']}` {pct_ci(f['fraction'], f['fraction_ci'])}"
+        for r, f in zip(summary["table"], summary["fractions"], strict=True)
+        if r["verdict"] == room.ROOM
+    )
+    rows.append((
+        "delay-timer agent (shipped)",
+        f"the `dally-timers-*` presets, seeds {summary['seeds_text']} (its validation "
+        "scenarios, held-out seeds)",
+        f"{pct_ci(summary['mean_room'], math.nan)} on average over "
+        f"{summary['scenarios_with_room']} scenarios with room",
+        f"{pct_ci(summary['mean_fraction'], math.nan)} on average ({per})",
+        "report it (the best fixed timer per seed, chosen after the fact, is the ceiling)",
+        f"`{timers['command']}` ({_wall(timers['wall_s'])}; the agent's runs from its "
+        "evaluation page)",
+    ))  # fmt: skip
+    rows.append((
+        "placement agent (shipped)", "-",
+        "no clairvoyant reference: the best schedule is a search over every offer's answer, "
+        "and no timer rule is among its actions", "-",
+        "report its room, or say why no reference exists", "-",
+    ))  # fmt: skip
+    return rows
+
+
+def room_closed_table() -> str:
+    """Each agent's room and its fraction of it closed, for docs/agents.md and README.md."""
+    lines = [
+        "| agent | where | room | fraction of the room closed | target | command |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in room_closed_rows()]
+    note = (
+        "Room: 1 - best clairvoyant / best deployable average JCT per seed, mean ± the "
+        "half-width of its 95 % confidence interval; 'no room' below 5 %. Fraction closed: "
+        "sum(D - A) / sum(D - C) over the seeds (D, C the best deployable and clairvoyant "
+        "average JCT, A the agent's) ± half its 95 % paired bootstrap interval; 0 is level "
+        "with the best heuristic. Written by `python experiments/agents/agent_goals.py` "
+        "from the pages the commands wrote; it simulates nothing."
+    )
+    return "\n".join(lines) + "\n\n" + note + "\n"
+
+
 README = RESULTS.parents[2] / "README.md"
 BEGIN = "<!-- agents-heldout: written by python experiments/agents/agent_goals.py -->"
 END = "<!-- agents-heldout: end -->"
+ROOM_BEGIN = "<!-- agents-room: written by python experiments/agents/agent_goals.py -->"
+ROOM_END = "<!-- agents-room: end -->"
 # (column, policy in heldout/eval.json)
 README_COLUMNS = (
     ("scheduler agent", "scheduler"),
@@ -168,21 +270,29 @@ def readme_table() -> str:
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
+def _replace_block(text: str, begin: str, end: str, block: str) -> str:
+    if begin not in text or end not in text:
+        raise SystemExit(f"{README}: the markers {begin!r} and {end!r} are missing")
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    return f"{head}{begin}\n{block}{end}{tail}"
+
+
 def readme_with_table(text: str) -> str:
-    """``text`` (README.md) with the block between the markers replaced by ``readme_table``."""
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{README}: the markers {BEGIN!r} and {END!r} are missing")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    return f"{head}{BEGIN}\n{readme_table()}{END}{tail}"
+    """``text`` (README.md) with the blocks between the markers replaced by ``readme_table``
+    and ``room_closed_table``."""
+    text = _replace_block(text, BEGIN, END, readme_table())
+    return _replace_block(text, ROOM_BEGIN, ROOM_END, room_closed_table())
 
 
 def main() -> None:
     out = RESULTS / "goals.md"
     out.write_text(goals_table())
     print(out.read_text())
+    (RESULTS / "room_closed.md").write_text(room_closed_table())
+    print((RESULTS / "room_closed.md").read_text())
     README.write_text(readme_with_table(README.read_text()))
-    print(f"{README}: held-out table rewritten")
+    print(f"{README}: held-out and room tables rewritten")
 
 
 if __name__ == "__main__":
