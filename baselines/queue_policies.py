@@ -499,10 +499,10 @@ class IndexSlots(_EnvActing):
         running: within an instant the engine does not move, so a job's index does not change
         (the starvation guard promotes a job at most once per instant), and each job's index
         depends on that job alone."""
-        env = self.env
-        e = env.engine
         if not self.cache_index:
             return self._index(jobs)
+        env = self.env
+        e = env.engine
         if self._at[0] is not e or self._at[1] != env.instant_index:
             self._at = (e, env.instant_index)
             every = np.concatenate((

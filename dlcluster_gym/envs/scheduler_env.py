@@ -508,7 +508,7 @@ class SchedulerEnv(ClusterEnv):
         self._requeued = []
         self._n_started = 0  # running-job count change at this instant
         self._decisions = 0
-        self._running_order: np.ndarray | None = None  # this instant's, made when first needed
+        self._running_order = None  # this instant's, made when first needed
         if self._pj is not None:
             return (yield from self._decide_per_job())
         if self.policy_stops_at_moves and not self.engine.waiting:
@@ -652,10 +652,15 @@ class SchedulerEnv(ClusterEnv):
             self._fill_moves()
         return bool(m[1:].any())
 
+    @property
+    def _move_base(self) -> int:
+        """The index of the first move action."""
+        return 1 + self.n_start + self.n_preempt
+
     def _any_move(self) -> bool:
         """Whether a move action is valid now."""
         self._fill_moves()
-        return bool(self._mask[1 + self.n_start + self.n_preempt :].any())
+        return bool(self._mask[self._move_base :].any())
 
     def _fill_moves(self) -> None:
         """The move actions' candidates (``_move``) and their part of the mask, left out by
@@ -669,7 +674,7 @@ class SchedulerEnv(ClusterEnv):
         move = self._move
         for d in np.unique(rd).tolist():
             move[rd == d] = self._offer(d).mask[1:]
-        b = 1 + self.n_start + self.R
+        b = self._move_base
         self._mask[b : b + running.size * _C] = move.reshape(-1)
 
     def allowed(self, action: int) -> bool:
@@ -677,7 +682,7 @@ class SchedulerEnv(ClusterEnv):
         [action]`` without building the whole mask."""
         if self._at is None or self._pj is not None:
             return bool(self.action_masks()[action])
-        if action >= 1 + self.n_start + self.n_preempt:
+        if action >= self._move_base:
             self._fill_moves()
         return bool(self._mask[action])
 
@@ -797,14 +802,13 @@ class SchedulerEnv(ClusterEnv):
         if self._at is None:
             raise gym.error.ResetNeeded("the episode is over; call reset()")
         a = self._per_job_action(action) if self._pj is not None else self._check_action(action)
-        self._fill_moves()
-        if self._pj is None and not self._mask[a]:
+        if self._pj is None and not self.allowed(a):
             if self.invalid_action == "raise":
                 kind, job, c = self.decode(a)
                 raise InvalidActionError(
                     f"{self.env_name}: action {a} ({kind} job {job}"
                     f"{' on ' + CANDIDATE_NAMES[c - 1] if c else ''}) is masked; valid: "
-                    f"{np.flatnonzero(self._mask).tolist()}"
+                    f"{np.flatnonzero(self.action_masks()).tolist()}"
                 )
             self._pending["invalid"] -= self.invalid_penalty
             a = STOP
