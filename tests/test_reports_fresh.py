@@ -133,4 +133,4 @@ def test_readme_heldout_table_matches_the_evaluation_pages() -> None:
     text = agent_goals.README.read_text()
     assert agent_goals.readme_with_table(text) == text
     assert "| `batch-8rack` |" in text and "| geometric mean |" in text
-    assert "| `dally-batch-2rack` | 5 |" in text and "| scheduler agent (shipped) |" in text
+    assert "| scheduler agent (shipped) |" in text and "| placement agent (shipped) |" in text

@@ -40,7 +40,6 @@ PAGES = {
     "groups": RESULTS / "groups_split_eval" / "eval.json",
     "ppo30": RESULTS / "ppo_defaults_30min" / "ppo_defaults.json",
     "timers": RESULTS.parent / "room" / "timers.json",
-    "room": RESULTS.parent / "room" / "table.md",
 }
 
 
@@ -279,25 +278,11 @@ def _replace_block(text: str, begin: str, end: str, block: str) -> str:
     return f"{head}{begin}\n{block}{end}{tail}"
 
 
-def room_scenarios_table() -> str:
-    """The room per scenario (the table of ``room.py``'s page, without its notes), for
-    README.md."""
-    lines = PAGES["room"].read_text().splitlines()
-    rows = [line for line in lines if line.startswith("|")]
-    mean = next(line for line in lines if line.startswith("Mean room"))
-    return (
-        "\n".join(rows)
-        + f"\n\n{mean} Written by `python experiments/agents/room.py`; "
-        + ("how it is computed: docs/agents.md.\n")
-    )
-
-
 def readme_with_table(text: str) -> str:
     """``text`` (README.md) with the blocks between the markers replaced by ``readme_table``
-    and by ``room_scenarios_table`` and ``room_closed_table``."""
+    and ``room_closed_table``."""
     text = _replace_block(text, BEGIN, END, readme_table())
-    block = room_scenarios_table() + "\n" + room_closed_table()
-    return _replace_block(text, ROOM_BEGIN, ROOM_END, block)
+    return _replace_block(text, ROOM_BEGIN, ROOM_END, room_closed_table())
 
 
 def main() -> None:
