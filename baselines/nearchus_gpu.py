@@ -26,7 +26,9 @@ placement is a function of its per-rack, per-machine GPU counts alone
 (:func:`counts_determine_overhead`), the best efficiency any placement of ``k`` GPUs can have
 is a maximum over those count shapes, computed once per (model, k); if it is below
 ``e_thd_job`` for every size the search would try, the search fails whatever GPUs are free,
-and is not run.
+and is not run. Within a search, the count shape of the most consolidated placement of each
+size follows from the free counts alone (``sim.placement.ConsolidatedShapes``); a size whose
+shape misses ``e_thd_job`` is not searched (efficiencies are cached per count shape).
 """
 
 from __future__ import annotations
@@ -36,12 +38,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dlcluster_gym.cluster.topology import Cluster
+from dlcluster_gym.cluster.topology import Cluster, Shape
 from dlcluster_gym.errors import NotApplicableError
 from dlcluster_gym.perf.parallelism import is_adaptive_model
 from dlcluster_gym.scheduler import BaseScheduler
 from dlcluster_gym.sim.actions import Action, Resize
 from dlcluster_gym.sim.boundary import JobTable
+from dlcluster_gym.sim.placement import ConsolidatedShapes
 from dlcluster_gym.sim.view import ClusterView
 
 from .ps_common import check_positive, check_unit
@@ -167,6 +170,12 @@ class NearchusGPU(BaseScheduler):
         self._eff: dict[tuple[str, bytes], float] = {}
         # Best efficiency of any placement of k GPUs, per (model, k) (None: not bounded).
         self._best: dict[tuple[str, int], float | None] = {}
+        # Efficiency per (model, demand, count shape) (used when the counts determine it).
+        self._by_shape: dict[tuple[str, int, Shape], float] = {}
+        self._rack_machines = [
+            view.cluster.rack_machines(r).tolist() for r in range(view.cluster.num_racks)
+        ]
+        self.size_skips = 0  # growth sizes whose placement would not be efficient (no search)
         self._by_counts = counts_determine_overhead(view.cluster)
         self.bounded_skips = 0  # attempts skipped because no placement could be efficient
         self._stuck: set[int] = set()  # running jobs none of whose growth sizes can be efficient
@@ -185,7 +194,12 @@ class NearchusGPU(BaseScheduler):
         if e is None:
             if len(self._eff) > _EFF_CACHE_MAX:
                 self._eff.clear()
-            e = self._eff[key] = _efficiency(view.comm_overhead_for(job, gpus), gpus.size, demand)
+            if self._by_counts:  # the same on every placement of the same count shape
+                shape = view.cluster.placement_shape(gpus)
+                e = self._shape_efficiency(view, job, shape, gpus)
+            else:
+                e = _efficiency(view.comm_overhead_for(job, gpus), gpus.size, demand)
+            self._eff[key] = e
         return e
 
     def _best_efficiency(self, view: ClusterView, job: int, k: int) -> float | None:
@@ -207,16 +221,31 @@ class NearchusGPU(BaseScheduler):
                 int(cluster.rack_machines(0).size),
                 cluster.num_racks,
             )
-            best = 0.0
-            for shape in shapes:
-                gpus = [
-                    cluster.machine_gpus(m)[:c]
-                    for r, rack in enumerate(shape)
-                    for m, c in zip(cluster.rack_machines(r).tolist(), rack, strict=False)
-                ]  # rack r's first len(rack) machines (zip stops at the shorter)
-                best = max(best, self._efficiency(view, job, np.concatenate(gpus)))
+            best = max((self._shape_efficiency(view, job, sh) for sh in shapes), default=0.0)
         self._best[key] = best
         return best
+
+    def _shape_efficiency(
+        self, view: ClusterView, job: int, shape: Shape, gpus: np.ndarray | None = None
+    ) -> float:
+        """Efficiency of ``job`` on a placement of count shape ``shape`` (on ``gpus``, or
+        realized on the first racks, machines and GPUs: the same on any placement of that
+        shape when the counts determine the overhead)."""
+        key = (view.jobs[job].model, int(view.jobs[job].num_gpus), shape)
+        e = self._by_shape.get(key)
+        if e is None:
+            if gpus is None:
+                cluster = view.cluster
+                gpus = np.concatenate(
+                    [
+                        cluster.machine_gpus(m)[:c]
+                        for r, rack in enumerate(shape)
+                        for m, c in zip(cluster.rack_machines(r).tolist(), rack, strict=False)
+                    ]  # rack r's first len(rack) machines (zip stops at the shorter)
+                )
+            overhead = view.comm_overhead_for(job, gpus)
+            e = self._by_shape[key] = _efficiency(overhead, gpus.size, key[1])
+        return e
 
     def _cannot_grow(self, view: ClusterView, job: int, lo: int, hi: int) -> bool:
         """No placement of ``lo`` to ``hi`` GPUs anywhere reaches ``e_thd_job`` for ``job``, so
@@ -278,7 +307,23 @@ class NearchusGPU(BaseScheduler):
                 if n > held.size:
                     trial = plan.copy()
                     trial.preempt(job)
+                    by_shape = self.fast_paths and self._by_counts
+                    if by_shape:
+                        shapes = ConsolidatedShapes(
+                            trial.free_per_machine.tolist(),
+                            trial.free_per_rack.tolist(),
+                            self._rack_machines,
+                        )
                 while n > held.size:
+                    if by_shape:  # the search's shape from the free counts: skip a sure miss
+                        shape = shapes.shape(n)
+                        if (
+                            shape is None
+                            or self._shape_efficiency(view, job, shape) < self.e_thd_job
+                        ):
+                            self.size_skips += 1
+                            n -= 1
+                            continue
                     gpus = trial.find(n)
                     if gpus is not None:
                         e_new = self._efficiency(view, job, gpus)

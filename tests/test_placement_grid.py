@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlcluster_gym.cluster.topology import Cluster, Tier
-from dlcluster_gym.config import load_scenario
+from dlcluster_gym.config import load_cluster, load_scenario
 from dlcluster_gym.sim import placement as P
 
 
@@ -70,3 +70,31 @@ def test_placement_tier_small_and_large_paths() -> None:
             assert c.placement_tier(g) == want
     first_machine = c.machine_gpus(0)
     assert c.placement_tier(first_machine) == Tier.MACHINE
+
+
+@pytest.mark.parametrize("scenario", ["dally-poisson-4rack", "a100-4nic-tor3-poisson", "unequal"])
+def test_consolidated_shape_matches_the_search(scenario: str) -> None:
+    """``consolidated_shape`` gives the count shape of what ``consolidated`` returns (None
+    where it returns None) from the free counts alone, on grid and unequal clusters, empty
+    and full ones included."""
+    if scenario == "unequal":  # machines of 2, 4 and 16 GPUs
+        c = Cluster(load_cluster("crius-sim-1280gpu"))
+        assert c.gpu_grid is None
+    else:
+        c = Cluster(load_scenario(scenario).cluster)
+    racks = [c.rack_machines(r).tolist() for r in range(c.num_racks)]
+    rng = np.random.default_rng(11)
+    states = list(_states(c, rng, 400))
+    for full in (np.zeros(c.num_gpus, dtype=bool), np.ones(c.num_gpus, dtype=bool)):
+        fpm = np.bincount(c.gpu_machine, weights=full, minlength=c.num_machines).astype(np.int64)
+        fpr = np.bincount(c.machine_rack, weights=fpm, minlength=c.num_racks).astype(np.int64)
+        states += [(full, fpm, fpr, n) for n in (1, c.num_gpus, c.num_gpus + 1)]
+    kinds = set()
+    for fm, fpm, fpr, n in states:
+        gpus = P.consolidated(c, fm, fpm, fpr, n)
+        want = None if gpus is None else c.placement_shape(gpus)
+        shapes = P.ConsolidatedShapes(fpm.tolist(), fpr.tolist(), racks)
+        assert shapes.shape(n) == want, n
+        assert P.consolidated_shape(fpm.tolist(), fpr.tolist(), racks, n) == want
+        kinds.add("none" if want is None else min(len(want), 2) * 10 + min(len(want[0]), 2))
+    assert {"none", 11, 12, 22} <= kinds  # none, one machine, one rack, several racks

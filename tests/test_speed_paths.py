@@ -143,6 +143,7 @@ def test_nearchus_gpu_skipping_failed_growth_matches_retrying_it():
     assert fast.summary["resizes"] > 0  # jobs grew, so growth attempts were made
     assert pol.skipped_attempts > 0  # the failure memo was used
     assert pol.bounded_skips > 0  # and so was the bound (no efficient placement of any size)
+    assert pol.size_skips > 0  # and the search's shape from the free counts
 
 
 @needs_traces
@@ -154,6 +155,7 @@ def test_nearchus_gpu_fast_paths_match_general_loop_on_trace_prefix(scenario, jo
     fast, pol = _run_with_policy(scenario, "nearchus-gpu", True, jobs)
     _assert_same(fast, _run(scenario, "nearchus-gpu", False, jobs))
     assert fast.summary["resizes"] > 0 and pol.skipped_attempts > 0 and pol.bounded_skips > 0
+    assert pol.size_skips > 0
 
 
 @needs_traces

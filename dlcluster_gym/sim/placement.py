@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlcluster_gym.cluster.topology import Cluster, Tier
+from dlcluster_gym.cluster.topology import Cluster, Shape, Tier
 
 _NO_FIT = np.iinfo(np.int64).max  # stands in for free counts too small to hold a job
 _SMALL = 64  # up to this many machines or racks, best-fit scans run on Python lists
@@ -215,6 +215,83 @@ def consolidated(
     if gpus is not None or max_tier == Tier.RACK:
         return gpus
     return spread_packed(cluster, free_mask, free_per_machine, free_per_rack, n)
+
+
+def consolidated_shape(
+    free_per_machine: list[int],
+    free_per_rack: list[int],
+    rack_machines: list[list[int]],
+    n: int,
+) -> Shape | None:
+    """The canonical count shape (``Cluster.placement_shape``) of the placement that
+    ``consolidated`` (up to the network tier) would return for ``n`` GPUs, from the free
+    counts alone, without choosing GPUs; None where it returns None. ``rack_machines``: each
+    rack's machine ids in id order (``ConsolidatedShapes`` answers many sizes on the same
+    counts)."""
+    return ConsolidatedShapes(free_per_machine, free_per_rack, rack_machines).shape(n)
+
+
+class ConsolidatedShapes:
+    """``consolidated_shape`` for many sizes on the same free counts: the same choices as
+    ``consolidated``, the best-fit machine, else the best-fit rack packed onto its fullest
+    machines, else racks with the most free first, each packed onto its fullest machines."""
+
+    def __init__(
+        self, free_per_machine: list[int], free_per_rack: list[int], rack_machines: list[list[int]]
+    ) -> None:
+        self.fpm, self.fpr, self.rack_machines = free_per_machine, free_per_rack, rack_machines
+        self.most = max(free_per_machine) if free_per_machine else 0
+        self.total = sum(free_per_rack)
+        self._sorted: dict[int, list[int]] = {}  # rack -> its machines' free counts, most first
+        self._order: list[int] | None = None  # racks with free GPUs, most free first
+
+    def _counts(self, rack: int) -> list[int]:
+        got = self._sorted.get(rack)
+        if got is None:
+            fpm = self.fpm
+            got = self._sorted[rack] = sorted(
+                (fpm[m] for m in self.rack_machines[rack]), reverse=True
+            )
+        return got
+
+    def shape(self, n: int) -> Shape | None:
+        """The shape for ``n`` GPUs (None: fewer than ``n`` free)."""
+        if n <= self.most:
+            return ((n,),)
+        if n > self.total:
+            return None
+        best, fewest = -1, _NO_FIT  # best-fit rack, as ``best_fit`` (the lowest id on ties)
+        for r, f in enumerate(self.fpr):
+            if n <= f < fewest:
+                best, fewest = r, f
+        if best >= 0:
+            return (_take_counts(self._counts(best), n),)
+        if self._order is None:  # most free first, the lowest id on ties (a stable sort)
+            fpr = self.fpr
+            self._order = [r for r in sorted(range(len(fpr)), key=lambda r: -fpr[r]) if fpr[r]]
+        racks: list[tuple[int, ...]] = []
+        need = n
+        for r in self._order:
+            take = _take_counts(self._counts(r), need)
+            racks.append(take)
+            need -= sum(take)
+            if need == 0:
+                break
+        racks.sort(key=lambda t: (sum(t), t), reverse=True)
+        return tuple(racks)
+
+
+def _take_counts(free: list[int], n: int) -> tuple[int, ...]:
+    """GPUs taken per machine when up to ``n`` are packed onto machines with ``free`` GPUs
+    (most first; non-increasing; machines with nothing taken left out)."""
+    out: list[int] = []
+    for f in free:
+        if n <= 0 or f == 0:
+            break
+        k = f if f < n else n
+        out.append(k)
+        n -= k
+    return tuple(out)
 
 
 def at_tier(
