@@ -176,6 +176,8 @@ class NearchusGPU(BaseScheduler):
             view.cluster.rack_machines(r).tolist() for r in range(view.cluster.num_racks)
         ]
         self.size_skips = 0  # growth sizes whose placement would not be efficient (no search)
+        self._gpu_machine = view.cluster.gpu_machine
+        self._rack_of = view.cluster.machine_rack.tolist()
         self._by_counts = counts_determine_overhead(view.cluster)
         self.bounded_skips = 0  # attempts skipped because no placement could be efficient
         self._stuck: set[int] = set()  # running jobs none of whose growth sizes can be efficient
@@ -305,15 +307,15 @@ class NearchusGPU(BaseScheduler):
                         self.bounded_skips += 1
                         continue
                 if n > held.size:
-                    trial = plan.copy()
-                    trial.preempt(job)
+                    trial = None  # the plan with the job's GPUs freed, made when needed
                     by_shape = self.fast_paths and self._by_counts
-                    if by_shape:
-                        shapes = ConsolidatedShapes(
-                            trial.free_per_machine.tolist(),
-                            trial.free_per_rack.tolist(),
-                            self._rack_machines,
-                        )
+                    if by_shape:  # the free counts with the job's GPUs back
+                        fpm = plan.free_per_machine.tolist()
+                        fpr = plan.free_per_rack.tolist()
+                        for m in self._gpu_machine[held].tolist():
+                            fpm[m] += 1
+                            fpr[self._rack_of[m]] += 1
+                        shapes = ConsolidatedShapes(fpm, fpr, self._rack_machines)
                 while n > held.size:
                     if by_shape:  # the search's shape from the free counts: skip a sure miss
                         shape = shapes.shape(n)
@@ -324,6 +326,9 @@ class NearchusGPU(BaseScheduler):
                             self.size_skips += 1
                             n -= 1
                             continue
+                    if trial is None:
+                        trial = plan.copy()
+                        trial.preempt(job)
                     gpus = trial.find(n)
                     if gpus is not None:
                         e_new = self._efficiency(view, job, gpus)

@@ -15,6 +15,7 @@ from dlcluster_gym.sim.actions import (
     Resize,
     SetTimeShift,
     Start,
+    TimeShare,
     WakeUp,
 )
 from dlcluster_gym.sim.results import Results
@@ -49,6 +50,7 @@ __all__ = [
     "SetTimeShift",
     "Start",
     "Tier",
+    "TimeShare",
     "WakeUp",
     "__version__",
     "load_cluster",

@@ -133,7 +133,14 @@ RANGES: dict[str, dict[str, list[tuple[str, str]]]] = {
                 "remaining must be one of attained, history, model-history, keyed, known, "
                 "got 'known-ish'",
             )
-        ]
+        ],
+        "timeslice": [
+            (
+                "discrete",
+                "parameter 'timeslice': Input should be 'auto', 'rates' or 'quanta' (got "
+                "'discrete')",
+            )
+        ],
     },
     "fa-bf": {"node_vcpus": [("0", f"node_vcpus {GT0} 0.0")]},
     "las-slots": {

@@ -28,6 +28,7 @@ OVERHEADS = {"checkpoint_s": 10.0, "restore_s": 20.0, "restart_s": 30.0}  # chec
 NO_OVERHEADS = {"checkpoint_s": 0.0, "restore_s": 0.0, "restart_s": 0.0}
 PLACEMENT_ONLY = {"max_share": 1, "unpack_slowdown": math.inf}
 FREE_SWITCH = {"suspend_resume_s": 0.0}  # rotations by hand without a switch cost
+QUANTA = {"timeslice": "quanta"}  # the discrete form (tests/test_gandiva_rates.py: the rates)
 
 
 def _trace(res) -> list[tuple[float, str, int, list[int] | None]]:
@@ -44,7 +45,7 @@ def _four_jobs_on_two_gpus(overheads: dict, **params):
     sc = small_scenario(racks=1, machines=1, gpus=2, overheads=overheads)
     lengths = (100, 170, 90, 200)
     jobs = [Job(i, "resnet50", 1, n, 1.0, 0.0) for i, n in enumerate(lengths)]
-    return run_engine(sc, jobs, make_policy("gandiva", **params))[1]
+    return run_engine(sc, jobs, make_policy("gandiva", **QUANTA, **params))[1]
 
 
 def test_round_robin_time_slicing_by_hand() -> None:
@@ -126,10 +127,10 @@ def test_the_switch_cost_follows_the_model_family() -> None:
     40 s left: 201.1 s). A number sets every job's cost: with 2 s, 162 s and 204 s."""
     sc = small_scenario(racks=1, machines=1, gpus=1, overheads=OVERHEADS)
     jobs = [Job(0, "resnet50", 1, 100, 1.0, 0.0), Job(1, "bert-large", 1, 100, 1.0, 0.0)]
-    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **QUANTA))
     assert res.jobs["finish_s"].tolist() == pytest.approx([160.1, 201.1])
     assert res.jobs["overhead_s"].tolist() == pytest.approx([0.1, 1.0])
-    _, res = run_engine(sc, jobs, make_policy("gandiva", suspend_resume_s=2))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **QUANTA, suspend_resume_s=2))
     assert res.jobs["finish_s"].tolist() == pytest.approx([162.0, 204.0])
     assert res.jobs["overhead_s"].tolist() == pytest.approx([2.0, 2.0])
 
@@ -213,12 +214,14 @@ def test_overheads_mode_pays_checkpoint_and_restore_per_switch() -> None:
 
 def test_a_job_alone_is_never_suspended() -> None:
     sc = small_scenario(racks=1, machines=1, gpus=2, overheads=OVERHEADS)
-    _, res = run_engine(sc, [Job(0, "resnet50", 1, 10_000, 1.0, 0.0)], make_policy("gandiva"))
+    _, res = run_engine(
+        sc, [Job(0, "resnet50", 1, 10_000, 1.0, 0.0)], make_policy("gandiva", **QUANTA)
+    )
     assert res.summary["preemptions"] == 0
     assert res.jobs["finish_s"].tolist() == [10_000.0]
     # jobs that all fit never share either
     jobs = [Job(i, "resnet50", 1, 1000 * (i + 1), 1.0, 0.0) for i in range(2)]
-    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **QUANTA))
     assert res.summary["preemptions"] == 0
     assert res.jobs["finish_s"].tolist() == [1000.0, 2000.0]
 
@@ -229,7 +232,7 @@ def test_a_newcomer_gets_its_turn_at_the_next_quantum_boundary() -> None:
     (switches cost nothing here)."""
     sc = small_scenario(racks=1, machines=1, gpus=1, overheads=NO_OVERHEADS)
     jobs = [Job(0, "resnet50", 1, 1000, 1.0, 0.0), Job(1, "resnet50", 1, 90, 1.0, 100.0)]
-    _, res = run_engine(sc, jobs, make_policy("gandiva", **FREE_SWITCH))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **QUANTA, **FREE_SWITCH))
     assert _trace(res)[:6] == [
         (0.0, "start", 0, [0]),
         (120.0, "preempt", 0, None),
@@ -253,7 +256,9 @@ def test_oversubscription_cap(max_share: int, finish: list[float], start_2: floa
     Switches cost nothing here."""
     sc = small_scenario(racks=1, machines=1, gpus=1, overheads=NO_OVERHEADS)
     jobs = [Job(i, "resnet50", 1, n, 1.0, 0.0) for i, n in enumerate((100, 100, 50))]
-    _, res = run_engine(sc, jobs, make_policy("gandiva", max_share=max_share, **FREE_SWITCH))
+    _, res = run_engine(
+        sc, jobs, make_policy("gandiva", **QUANTA, max_share=max_share, **FREE_SWITCH)
+    )
     assert res.jobs["finish_s"].tolist() == finish
     assert starts(res)[2][0] == start_2
 
@@ -269,7 +274,7 @@ def test_only_jobs_of_the_same_size_share_and_a_set_rotates_as_a_gang() -> None:
         Job(2, "resnet50", 2, 300, 1.0, 0.0),
         Job(3, "resnet50", 1, 100, 1.0, 0.0),
     ]
-    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **QUANTA))
     trace = _trace(res)
     assert trace[:4] == [
         (0.0, "start", 0, [0, 1]),
@@ -312,7 +317,7 @@ def _contended_scenario():
 
 def test_introspective_unpacking_moves_a_job_whose_observed_progress_dropped() -> None:
     sc, jobs = _contended_scenario()
-    _, res = run_engine(sc, jobs, make_policy("gandiva"))
+    _, res = run_engine(sc, jobs, make_policy("gandiva", **QUANTA))
     moves = [(t, j, g) for t, ev, j, g in _trace(res) if ev == "migrate"]
     # job 1 moves to the two free machines at a round after job 4 slowed it (once the
     # saving over its estimated remaining work pays the move); it was at its tightest tier,
@@ -320,7 +325,7 @@ def test_introspective_unpacking_moves_a_job_whose_observed_progress_dropped() -
     t, job, gpus = moves[0]
     assert job == 1 and gpus == list(range(12, 20)) and 20.0 < t < 1000.0
     assert t % 25.0 == 0.0  # a round: no completion triggered it
-    _, off = run_engine(sc, jobs, make_policy("gandiva", unpack_slowdown=math.inf))
+    _, off = run_engine(sc, jobs, make_policy("gandiva", **QUANTA, unpack_slowdown=math.inf))
     assert all(j != 1 for _, ev, j, _ in _trace(off) if ev == "migrate")
     assert res.jobs["finish_s"][1] < off.jobs["finish_s"][1]
 
@@ -376,17 +381,17 @@ def test_gandiva_placement_runs_jobs_to_completion() -> None:
 def test_gandiva_is_deterministic_and_time_slices() -> None:
     sc = load_scenario("dally-batch-2rack").model_dump()
     sc["workload"]["num_jobs"] = 60
-    a = simulate(sc, "gandiva", seed=2, record_events=True)
-    b = simulate(sc, "gandiva", seed=2, record_events=True)
+    a = simulate(sc, "gandiva", seed=2, record_events=True, policy_params=QUANTA)
+    b = simulate(sc, "gandiva", seed=2, record_events=True, policy_params=QUANTA)
     assert _summary(a) == _summary(b)
     assert a.events == b.events
     assert a.summary["preemptions"] > 0 and a.summary["jobs_completed"] == 60
     assert make_policy("gandiva").params == {
         "migration": True, "remaining": "history", "quantum_s": 60.0, "max_share": 2,
-        "unpack_slowdown": 1.2, "suspend_resume_s": "paper",
+        "unpack_slowdown": 1.2, "suspend_resume_s": "paper", "timeslice": "auto",
     }  # fmt: skip
     # the paper's switch is cheaper than checkpoint + restore: same jobs, less time
-    old = simulate(sc, "gandiva", seed=2, policy_params={"suspend_resume_s": "overheads"})
+    old = simulate(sc, "gandiva", seed=2, policy_params={**QUANTA, "suspend_resume_s": "overheads"})
     assert old.summary["avg_jct_s"] > a.summary["avg_jct_s"]
     assert old.summary["jobs_completed"] == 60
 
@@ -420,7 +425,7 @@ def test_gandiva_is_deterministic_and_time_slices() -> None:
 )
 def test_bad_parameters_are_clear_errors(params: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        make_policy("gandiva", **params)
+        make_policy("gandiva", **QUANTA, **params)
 
 
 def test_the_class_checks_suspend_resume_itself() -> None:

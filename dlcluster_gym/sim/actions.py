@@ -89,4 +89,22 @@ class Reconfigure:
     config: DTConfig
 
 
-Action = Start | Preempt | Migrate | Resize | SetTimeShift | WakeUp | StartPS | Reconfigure
+@dataclass(frozen=True, slots=True)
+class TimeShare:
+    """Start a waiting job on the GPUs of running job ``host`` without taking them: the time
+    sharing of Gandiva (OSDI'18 4.1) as rates. The ``k`` jobs of one GPU set hold it 1 / ``k``
+    of the time each, and while ``k`` >= 2 each progresses at 1 / ``k`` x (1 - its switch
+    fraction): a round robin whose every turn loses that fraction to a suspend-resume. The
+    engine changes the rates only when the set of sharers changes (a job joins, finishes,
+    is preempted or moves away); a ``Migrate`` of the host moves every sharer with it.
+    ``switch_frac`` is ``job``'s fraction, ``host_switch_frac`` the host's (each in [0, 1))."""
+
+    job: int
+    host: int
+    switch_frac: float = 0.0
+    host_switch_frac: float = 0.0
+
+
+Action = (
+    Start | Preempt | Migrate | Resize | SetTimeShift | WakeUp | StartPS | Reconfigure | TimeShare
+)

@@ -77,6 +77,7 @@ from dlcluster_gym.sim.actions import (
     SetTimeShift,
     Start,
     StartPS,
+    TimeShare,
     WakeUp,
     same_gpus,
 )
@@ -87,6 +88,7 @@ from dlcluster_gym.sim.placement import add_free_counts, free_count
 from dlcluster_gym.sim.psjobs import PSRuntime
 from dlcluster_gym.sim.results import Results, build_results
 from dlcluster_gym.sim.state import DONE, DROPPED, PENDING, RUNNING, WAITING
+from dlcluster_gym.sim.timeshare import TimeShares, check_fraction
 from dlcluster_gym.sim.view import ClusterView, Trigger
 from dlcluster_gym.workload.job import Job
 from dlcluster_gym.workload.models import ModelProfile
@@ -176,6 +178,8 @@ class Engine:
         self.alloc_n = np.zeros(n)  # GPUs held by each job (0 when not running)
         self.waiting: dict[int, None] = {}
         self.running: dict[int, None] = {}
+        # Time-shared GPU sets (``TimeShare`` actions); None until the first one.
+        self.shares: TimeShares | None = None
         self._ideal = scenario.network == "ideal"
         # comm_fraction per (model, GPU ids): a pure function of the two, asked again and
         # again for the same placements (offers' candidates, the start that follows, the
@@ -362,6 +366,10 @@ class Engine:
         self.version[job] += 1
         start = max(self.now, self.resume_at[job])
         remaining = max(self.iterations[job] - self.done_iters[job], 0.0)
+        if self.shares is not None and self.shares.progress_rate[job] != 1.0:
+            t = start + remaining * self.iter_time[job] / self.shares.progress_rate[job]
+            self._push(t, FINISH, job, int(self.version[job]))
+            return
         self._push(start + remaining * self.iter_time[job], FINISH, job, int(self.version[job]))
 
     def _advance(self, job: int) -> None:
@@ -369,6 +377,9 @@ class Engine:
         t0 = self.last_update[job]
         dt = self.now - t0
         if dt <= 0:
+            return
+        if self.shares is not None and self.shares.time_share[job] != 1.0:
+            self._advance_shared(job, t0, dt)
             return
         self.run_s[job] += dt
         self.attained[job] += dt * self.job_gpus[job].size
@@ -386,6 +397,27 @@ class Engine:
             self.overhead_s[job] += dt
         self.last_update[job] = self.now
 
+    def _advance_shared(self, job: int, t0: float, dt: float) -> None:
+        """``_advance`` for a job of a time-shared GPU set: it holds the set ``time_share`` of
+        the time and progresses at ``progress_rate``; the difference is switch overhead."""
+        shares = self.shares
+        assert shares is not None
+        held, rate = float(shares.time_share[job]), float(shares.progress_rate[job])
+        self.run_s[job] += dt * held
+        self.attained[job] += dt * held * self.job_gpus[job].size
+        busy_from = max(t0, self.resume_at[job])
+        if self.now > busy_from:
+            busy = self.now - busy_from
+            left = self.iterations[job] - self.done_iters[job]
+            iters = min(busy * rate / self.iter_time[job], left)
+            self.done_iters[job] += iters
+            self.comm_s[job] += iters * self.comm_per_iter[job]
+            self.compute_s[job] += iters * self.compute_per_iter[job]
+            self.overhead_s[job] += (busy_from - t0) * held + busy * (held - rate)
+        else:
+            self.overhead_s[job] += dt * held
+        self.last_update[job] = self.now
+
     def done_iters_now(self, job: int) -> float:
         """Iterations done as of ``now`` (without mutating state): ``live`` for one job, on
         scalars (the same float operations)."""
@@ -393,6 +425,8 @@ class Engine:
         if self.status[job] != RUNNING:
             return done
         busy = max(self.now - max(float(self.last_update[job]), float(self.resume_at[job])), 0.0)
+        if self.shares is not None and self.shares.progress_rate[job] != 1.0:
+            busy *= float(self.shares.progress_rate[job])
         return min(done + busy / float(self.iter_time[job]), float(self.iterations[job]))
 
     def live(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -406,6 +440,9 @@ class Engine:
             r = jobs[on]
             dt = self.now - self.last_update[r]
             busy = np.maximum(self.now - np.maximum(self.last_update[r], self.resume_at[r]), 0.0)
+            if self.shares is not None:  # time-shared sets: their rates (1 for the others)
+                busy = busy * self.shares.progress_rate[r]
+                dt = dt * self.shares.time_share[r]
             done[on] = np.minimum(done[on] + busy / self.iter_time[r], self.iterations[r])
             run[on] += dt
             att[on] += dt * self.alloc_n[r]
@@ -818,6 +855,8 @@ class Engine:
                 self._preempt(a.job, cost)
             elif isinstance(a, Migrate | Resize):
                 self._check_job(a, a.job, RUNNING)
+                if isinstance(a, Resize) and self._shared(a.job):
+                    raise self._bad(a, f"job {a.job} shares its GPUs' time: it cannot be resized")
                 gpus = self._check_gpus(a, a.job, a.gpus, own=a.job)
                 if isinstance(a, Migrate) and gpus.size != self.job_gpus[a.job].size:
                     raise self._bad(
@@ -844,11 +883,13 @@ class Engine:
                     self._push(t, WAKEUP, -1)
             elif isinstance(a, StartPS | Reconfigure):
                 self._apply_ps(a)
+            elif isinstance(a, TimeShare):
+                self._time_share(a)
             else:
                 raise self._bad(
                     a,
                     "not an action (Start, Preempt, Migrate, Resize, SetTimeShift, WakeUp, "
-                    "StartPS, Reconfigure)",
+                    "StartPS, Reconfigure, TimeShare)",
                 )
 
     def _mark_started(self, job: int, gpus: np.ndarray | None = None) -> None:
@@ -883,7 +924,9 @@ class Engine:
 
     def _preempt(self, job: int, in_place_s: float | None = None) -> None:
         self._advance(job)
-        gpus = self._release(job)
+        gpus = self.job_gpus[job]
+        if not self._leave_shared(job):
+            self._release(job)
         del self.running[job]
         self.waiting[job] = None
         self.status[job] = WAITING
@@ -907,8 +950,12 @@ class Engine:
             self._log("preempt", job, resume_in_place_s=float(in_place_s))
 
     def _move(self, job: int, gpus: np.ndarray, resize: bool) -> None:
+        if self._shared(job) and job in self.shares.sets:  # type: ignore[union-attr]
+            self._move_shared_set(job, gpus)
+            return
         self._advance(job)
-        self._release(job)
+        if not self._leave_shared(job):  # a sharer leaves its set's GPUs to the others
+            self._release(job)
         tier = self._allocate(job, gpus)
         if resize:
             self.resizes[job] += 1
@@ -925,6 +972,105 @@ class Engine:
             self._net_flush(np.union1d(old, self._net_join(job, tier)), placed=job)
             self._respeed(job)
         self._log("resize" if resize else "migrate", job, gpus=gpus.tolist())
+
+    # ------------------------------------------------------------------ time-shared GPU sets
+    def _shared(self, job: int) -> bool:
+        """Whether ``job`` runs on a time-shared GPU set (``TimeShare``)."""
+        return self.shares is not None and self.shares.holder[job] >= 0
+
+    def _time_share(self, a: TimeShare) -> None:
+        """Start waiting job ``a.job`` on the GPUs of running job ``a.host``, sharing their
+        time (``actions.TimeShare``)."""
+        self._check_job(a, a.job, WAITING)
+        self._check_job(a, a.host, RUNNING)
+        if self.links is not None or self.ps is not None or self.par is not None:
+            raise self._bad(
+                a,
+                "time-sharing as rates needs a scenario whose jobs share no network links "
+                "(contention off, or links that cannot bind), with no parameter-server or "
+                "adaptive-parallelism jobs",
+            )
+        shares = self.shares
+        if shares is not None and shares.holder[a.host] not in (-1, a.host):
+            raise self._bad(
+                a, f"job {a.host} runs on GPUs held by job {int(shares.holder[a.host])}"
+            )
+        gpus = self.job_gpus[a.host]
+        if self.jobs[a.job].num_gpus != gpus.size:
+            raise self._bad(
+                a,
+                f"job {a.job} demands {self.jobs[a.job].num_gpus} GPUs, job {a.host} holds "
+                f"{gpus.size}",
+            )
+        try:
+            f_job = check_fraction("switch_frac", a.switch_frac)
+            f_host = check_fraction("host_switch_frac", a.host_switch_frac)
+        except ValueError as err:
+            raise self._bad(a, str(err)) from None
+        if shares is None:
+            shares = self.shares = TimeShares(len(self.jobs))
+        for m in shares.members(a.host):
+            self._advance(m)  # at the old rates, up to now
+        self._mark_started(a.job, gpus)
+        self.job_gpus[a.job] = gpus
+        self.alloc_n[a.job] = gpus.size
+        self.tiers_used[a.job] |= 1 << int(self.cluster.placement_tier(gpus))
+        shares.join(a.host, a.job, f_job, f_host)
+        self._overhead_in_turns(a.job)
+        for m in shares.members(a.host):
+            self._set_speed(m)  # new rates: new finish times
+        self._log("timeshare", a.job, host=a.host, gpus=gpus.tolist())
+
+    def _overhead_in_turns(self, job: int) -> None:
+        """A time-shared job pays an overhead pending from now in its own turns: it lasts
+        ``1 / time_share`` times as long (the time share at this moment)."""
+        shares = self.shares
+        assert shares is not None
+        pending = self.resume_at[job] - self.now
+        if pending > 0 and shares.time_share[job] != 1.0:
+            self.resume_at[job] = self.now + pending / shares.time_share[job]
+
+    def _leave_shared(self, job: int) -> bool:
+        """``job`` (its counters brought up to now) leaves its time-shared GPU set, if in
+        one. True when other jobs keep running on the GPUs (then they are not released and
+        ``job`` no longer holds them); the others run at their new rates from now."""
+        shares = self.shares
+        if shares is None or shares.holder[job] < 0:
+            return False
+        old = int(shares.holder[job])
+        for m in shares.members(job):
+            if m != job:
+                self._advance(m)
+        new = shares.leave(job)
+        gpus = self.job_gpus.pop(job)
+        self.alloc_n[job] = 0
+        if old == job:  # the next job in join order holds the GPUs
+            self.gpu_owner[gpus] = new
+        for m in shares.members(new):
+            self._set_speed(m)
+        return True
+
+    def _move_shared_set(self, holder: int, gpus: np.ndarray) -> None:
+        """``Migrate`` of a time-shared set's holder: every job of the set moves with it,
+        each paying checkpoint + restore."""
+        shares = self.shares
+        assert shares is not None
+        members = shares.members(holder)
+        for m in members:
+            self._advance(m)
+        self._release(holder)
+        tier = self._allocate(holder, gpus)
+        cost = self.overheads.checkpoint_s + self.overheads.restore_s
+        new = self.job_gpus[holder]
+        for m in members:
+            if m != holder:
+                self.job_gpus[m] = new
+                self.tiers_used[m] |= 1 << int(tier)
+            self.migrations[m] += 1
+            self.resume_at[m] = max(self.resume_at[m], self.now) + cost
+            self._overhead_in_turns(m)
+            self._set_speed(m)
+            self._log("migrate", m, gpus=new.tolist())
 
     # ------------------------------------------------------------------ parameter-server jobs
     def _apply_ps(self, a: StartPS | Reconfigure) -> None:
@@ -975,7 +1121,8 @@ class Engine:
     def _finish(self, job: int) -> None:
         self._advance(job)
         self.done_iters[job] = self.iterations[job]
-        self._release(job)
+        if not self._leave_shared(job):
+            self._release(job)
         del self.running[job]
         self.status[job] = DONE
         self.finish[job] = self.now

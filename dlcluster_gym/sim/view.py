@@ -13,7 +13,15 @@ from dlcluster_gym.errors import OracleError
 from dlcluster_gym.perf.contention import LinkPhases
 from dlcluster_gym.perf.parallelism_links import AdaptiveTraffic
 from dlcluster_gym.sim import placement
-from dlcluster_gym.sim.actions import Action, Migrate, Preempt, Resize, Start, WakeUp
+from dlcluster_gym.sim.actions import (
+    Action,
+    Migrate,
+    Preempt,
+    Resize,
+    Start,
+    TimeShare,
+    WakeUp,
+)
 from dlcluster_gym.sim.boundary import FIX, JobInfo, JobTable, Oracle, PerJob, is_clairvoyant
 from dlcluster_gym.sim.estimators import History
 from dlcluster_gym.sim.psjobs import PSView
@@ -153,6 +161,12 @@ class ClusterView:
         return self._e.n_done
 
     @property
+    def shares_links(self) -> bool:
+        """Whether the engine models jobs sharing network links (link contention on and able
+        to bind): a fact of the cluster and its configuration."""
+        return self._e.links is not None
+
+    @property
     def num_free(self) -> int:
         return placement.free_count(self._e.free_per_rack)
 
@@ -166,6 +180,14 @@ class ClusterView:
         question for policies that track allocations as (count, GPU type)."""
         g = self._e.job_gpus.get(job)
         return (int(g.size), int(g[0])) if g is not None and g.size else (0, -1)
+
+    def shared_set(self, job: int) -> tuple[int, ...]:
+        """The jobs that time-share ``job``'s GPU set (``actions.TimeShare``), the one holding
+        the GPUs first; () when its GPUs are not time-shared."""
+        shares = self._e.shares
+        if shares is None or shares.holder[job] < 0:
+            return ()
+        return tuple(shares.members(job))
 
     def is_running(self, job: int) -> bool:
         return job in self._e.running
@@ -307,14 +329,26 @@ class Plan:
         self.actions.append(Start(job, tuple(gpus.tolist()), time_shift_s))
 
     def preempt(self, job: int) -> None:
-        self._mark(self.view.gpus_of(job), True)
+        if not self.view.shared_set(job):  # time-shared GPUs stay with the other sharers
+            self._mark(self.view.gpus_of(job), True)
         self.actions.append(Preempt(job))
 
     def migrate(self, job: int, gpus: np.ndarray) -> None:
+        """Move ``job`` to ``gpus``; a time-shared set's holder takes the set's other jobs
+        with it, another job of the set leaves them its GPUs."""
         gpus = np.asarray(gpus, dtype=np.int64)
-        self._mark(self.view.gpus_of(job), True)
+        shared = self.view.shared_set(job)
+        if not shared or shared[0] == job:
+            self._mark(self.view.gpus_of(job), True)
         self._mark(gpus, False)
         self.actions.append(Migrate(job, tuple(gpus.tolist())))
+
+    def time_share(
+        self, job: int, host: int, switch_frac: float = 0.0, host_switch_frac: float = 0.0
+    ) -> None:
+        """Start waiting ``job`` on running ``host``'s GPUs, sharing their time
+        (``actions.TimeShare``); the free GPUs do not change."""
+        self.actions.append(TimeShare(job, host, switch_frac, host_switch_frac))
 
     def wake_up(self, at_s: float) -> None:
         self.actions.append(WakeUp(at_s))
