@@ -9,7 +9,9 @@ Reads the evaluation pages already written (nothing is simulated):
 - ``experiments/results/agents/scratch_eval.json`` (``learn_from_scratch.py``: the
   from-scratch recipe, seeds 201-210);
 - for the room each agent closes: ``groups_split_eval/eval.json`` (the scheduler agent on
-  the ``dally-groups`` split's test part), ``ppo_defaults_30min/ppo_defaults.json`` (plain
+  the ``dally-groups`` split's test part), ``groups_split_eval_history/eval.json`` (the
+  scheduler agent retrained with the history features, ``scheduler_groups.yaml``, on the
+  same; its ``train_summary.json`` beside it), ``ppo_defaults_30min/ppo_defaults.json`` (plain
   PPO for 30 minutes, ``ppo_defaults.py``) and ``experiments/results/room/timers.json`` (the
   delay-timer room, ``timer_room.py``);
 
@@ -38,6 +40,7 @@ PAGES = {
     "binding": RESULTS / "delay_timer_binding" / "eval.json",
     "scratch": RESULTS / "scratch_eval.json",
     "groups": RESULTS / "groups_split_eval" / "eval.json",
+    "history": RESULTS / "groups_split_eval_history" / "eval.json",
     "ppo30": RESULTS / "ppo_defaults_30min" / "ppo_defaults.json",
     "timers": RESULTS.parent / "room" / "timers.json",
 }
@@ -134,25 +137,12 @@ def _wall(seconds: float) -> str:
 def room_closed_rows() -> list[tuple[str, str, str, str, str, str]]:
     """(agent, where, room, fraction closed, target, command and wall time) per agent, from
     the pages (nothing is simulated)."""
-    groups = _load("groups")
-    with_room = [r for r in groups["room"]["scenarios"] if r["verdict"] == room.ROOM]
-    rooms = "; ".join(
-        f"`{r['scenario']}` {pct_ci(r['room'], r['room_ci'])} ({r['verdict']})"
-        for r in groups["room"]["scenarios"]
+    rows = [_split_row("groups", "scheduler agent (shipped)")]
+    history = _split_row(
+        "history", "scheduler agent retrained with the history features (not shipped)"
     )
-    closed = [c for c in groups["room"]["closed"] if c["verdict"] == room.ROOM]
-    fraction = (
-        "; ".join(f"`{c['scenario']}` {pct_ci(c['fraction'], c['fraction_ci'])}" for c in closed)
-        if closed else "none to close: no test scenario has room"
-    )  # fmt: skip
-    seeds = sorted({tables.seed_ranges(v) for v in groups["seeds"].values()})
-    rows = [(
-        "scheduler agent (shipped)",
-        f"`{groups.get('split', 'dally-groups')}`, seeds {', '.join(seeds)} (held out)",
-        rooms, fraction, ">= 50 % on average over scenarios with room: "
-        + (_mark(room.mean_fraction(closed)[0] >= 0.5) if with_room else "not measurable here"),
-        f"`{groups['command']}` ({_wall(groups['wall_s'])})",
-    )]  # fmt: skip
+    summary = json.loads((PAGES["history"].parent / "train_summary.json").read_text())
+    rows.append((*history[:5], f"`{HISTORY_TRAIN}` ({_wall(summary['wall_s'])}); {history[5]}"))
     ppo = json.loads(PAGES["ppo30"].read_text())
     for row in ppo["rows"]:
         rm, fr = ppo_defaults.room_closed(row)
@@ -192,6 +182,36 @@ def room_closed_rows() -> list[tuple[str, str, str, str, str, str]]:
         "report its room, or say why no reference exists", "-",
     ))  # fmt: skip
     return rows
+
+
+HISTORY_TRAIN = (
+    "dlcluster train --agent scheduler --config experiments/agents/scheduler_groups.yaml "
+    "--out runs/groups"
+)
+
+
+def _split_row(page: str, agent: str) -> tuple[str, str, str, str, str, str]:
+    """The room-closed row of an agent evaluated on a named split (``dlcluster evaluate
+    --split``): its room per test scenario and the fraction it closes."""
+    ev = _load(page)
+    with_room = [r for r in ev["room"]["scenarios"] if r["verdict"] == room.ROOM]
+    rooms = "; ".join(
+        f"`{r['scenario']}` {pct_ci(r['room'], r['room_ci'])} ({r['verdict']})"
+        for r in ev["room"]["scenarios"]
+    )
+    closed = [c for c in ev["room"]["closed"] if c["verdict"] == room.ROOM]
+    fraction = (
+        "; ".join(f"`{c['scenario']}` {pct_ci(c['fraction'], c['fraction_ci'])}" for c in closed)
+        if closed else "none to close: no test scenario has room"
+    )  # fmt: skip
+    seeds = sorted({tables.seed_ranges(v) for v in ev["seeds"].values()})
+    return (
+        agent,
+        f"`{ev.get('split', 'dally-groups')}`, seeds {', '.join(seeds)} (held out)",
+        rooms, fraction, ">= 50 % on average over scenarios with room: "
+        + (_mark(room.mean_fraction(closed)[0] >= 0.5) if with_room else "not measurable here"),
+        f"`{ev['command']}` ({_wall(ev['wall_s'])})",
+    )  # fmt: skip
 
 
 def room_closed_table() -> str:
