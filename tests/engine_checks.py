@@ -61,11 +61,19 @@ def check_state(engine: Engine, tr: Tracker) -> None:
     tr.now = e.now
     tr.instants += 1
     # GPUs: each running job's GPUs are its own, no GPU in two jobs, the free counts agree.
+    # The jobs of a time-shared GPU set (``TimeShare``) run on its holder's GPUs without
+    # owning them.
     owner = np.full(cl.num_gpus, -1, dtype=np.int64)
+    shares = e.shares
     for job in e.running:
         gpus = np.asarray(e.job_gpus.get(job, ()), dtype=np.int64)
-        assert (owner[gpus] == -1).all(), f"{at}: a GPU of job {job} is held twice"
-        owner[gpus] = job
+        holder = -1 if shares is None else int(shares.holder[job])
+        if holder >= 0 and holder != job:
+            assert e.status[holder] == RUNNING, f"{at}: job {job} shares a stopped job's GPUs"
+            assert sorted(gpus.tolist()) == sorted(e.job_gpus[holder].tolist()), at
+        else:
+            assert (owner[gpus] == -1).all(), f"{at}: a GPU of job {job} is held twice"
+            owner[gpus] = job
         assert e.alloc_n[job] == len(gpus), f"{at}: job {job} alloc_n {e.alloc_n[job]}"
         tr.max_alloc[job] = max(tr.max_alloc[job], len(gpus))
         if len(gpus):
@@ -77,6 +85,12 @@ def check_state(engine: Engine, tr: Tracker) -> None:
                 f"{at}: job {job} iterates in {e.iter_time[job]} s, its placement alone {alone} s"
             )
     assert (owner == e.gpu_owner).all(), f"{at}: gpu_owner disagrees with the jobs' GPUs"
+    if shares is not None:  # each shared set: two jobs or more, its time split among them
+        for holder, members in shares.sets.items():
+            assert len(members) >= 2 and members[0] == holder, f"{at}: shared set {members}"
+            share = shares.time_share[members]
+            assert abs(share.sum() - 1.0) < 1e-9, f"{at}: time shares {share}"
+            assert (shares.progress_rate[members] <= share).all(), f"{at}: rates above shares"
     assert (e.free_mask == (owner < 0)).all(), f"{at}: free_mask disagrees with gpu_owner"
     free = (owner < 0).astype(np.int64)
     per_machine = np.bincount(cl.gpu_machine, weights=free, minlength=cl.num_machines)
