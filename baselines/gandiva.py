@@ -490,12 +490,15 @@ class Gandiva(GandivaPlacementOnly):
         k = len(s.ring)
         if math.isnan(s.turns_from) or now < s.turns_from:
             return s.ring[1]
-        q = self.quantum_s
-        turn = q
-        if self.suspend_resume_s == "overheads":
-            turn = math.ceil((self._switch_s + q) / q - _EPS) * q
+        turn = self._overheads_turn() if self.suspend_resume_s == "overheads" else self.quantum_s
         running = (1 + math.floor((now - s.turns_from) / turn + _EPS)) % k
         return s.ring[(running + 1) % k]
+
+    def _overheads_turn(self) -> float:
+        """A turn with ``suspend_resume_s="overheads"``: checkpoint + restore, then a quantum,
+        to the next quantum boundary."""
+        q = self.quantum_s
+        return math.ceil((self._switch_s + q) / q - _EPS) * q
 
     def _switch_frac(self, view: ClusterView, job: int) -> float:
         """Rates form: the fraction of each of ``job``'s turns that its suspend-resume takes
@@ -503,10 +506,9 @@ class Gandiva(GandivaPlacementOnly):
         part of it; with ``"overheads"`` checkpoint + restore over the turn it starts (the
         overhead, then a quantum, to the next quantum boundary)."""
         cost = self._suspend_resume_of(view, job)
-        q = self.quantum_s
         if cost is None:
-            return self._switch_s / (math.ceil((self._switch_s + q) / q - _EPS) * q)
-        return cost / q
+            return self._switch_s / self._overheads_turn()
+        return cost / self.quantum_s
 
     def _unshare(self, view: ClusterView, plan: Plan) -> Generator[Offer, int, set[int]]:
         """Offer the free GPUs to the waiting members of shared sets, the most shared set
