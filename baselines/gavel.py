@@ -551,7 +551,7 @@ class GavelFTF(Gavel):
             # allocation lowers every rho: the finish-time-fair allocation is that share, the
             # max-min water-filling, whatever the remaining lengths.
             return GavelLAS.allocation(self, view, active)
-        done, _, _ = view.live(active)
+        done = view.iterations_done_of(active)
         if self.lengths == "known":
             remaining = np.maximum(self._iters[active] - done, 0.0)
         else:

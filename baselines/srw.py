@@ -46,7 +46,7 @@ class ShortestRemainingWork(BaseScheduler):
 
     def remaining(self, view: ClusterView, jobs: np.ndarray) -> np.ndarray:
         """True remaining GPU-seconds of ``jobs`` at their ideal speed."""
-        done, _, _ = view.live(jobs)
+        done = view.iterations_done_of(jobs)
         left = np.maximum(1.0 - done / self._iters[jobs], 0.0) * self._work[jobs]
         return left * self._demand[jobs]
 

@@ -149,7 +149,14 @@ one rack's GPU list, not every GPU's rack; the expired jobs and the next wake-up
 one gather of the running jobs' lease ends; deferred renewals that recur before the next call
 are replayed on a heap (one operation per renewal, not a pass over every running job per
 instant). The auction arbiter's knapsack enters, of the bidders that bid for one count, only
-the best ``free // count`` of each count (``arbitrate``). On ITP cluster08 (64 GPUs, offered
+the best ``free // count`` of each count (``arbitrate``). An auction is uncontested when the
+expired jobs hold their demands inside one rack, at most one waiting job can bid and every
+bidder's demand fits the GPUs on offer at once: each bidder then wins its demand (its largest
+improvement) and pays no partial allocation, so no job is ranked (``_uncontested``; on Philly
+most auctions are a finish or an arrival and one waiting job). The arbiter's rounds run
+compiled (``baselines/themis_kernel.py``: the bid tables, the knapsack and the partial
+allocation, the same floats and tie orders as ``bid_tables_scalar``, ``arbitrate`` and
+``partial_fractions``). On ITP cluster08 (64 GPUs, offered
 load 1.03) nearly every lease end is contested: with the greedy arbiter, 218,404 preemptions
 for 13,047 jobs are auction losses to waiting jobs of larger rho, not no-ops (none is
 restarted at the instant it was preempted; 1.4 % restart later on the same GPUs)."""
@@ -171,6 +178,7 @@ from dlcluster_gym.sim.estimators import remaining_iterations
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 from .consolidation import make_room
+from .themis_kernel import auction_round
 
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
@@ -730,6 +738,10 @@ class Themis(BaseScheduler):
         bidders, a leftover round for the others, and a last round for the winners still
         paying a partial allocation. Returns the expired jobs that won their own GPUs back
         (renewals)."""
+        if self.fast_paths and self.placement == "penalty":
+            kept = self._uncontested(view, plan, waiting, running[is_exp], own, now)
+            if kept is not None:
+                return kept
         ids = np.concatenate((running, waiting))
         n_run, n = running.size, ids.size
         dem = self._demand[ids]
@@ -780,6 +792,54 @@ class Themis(BaseScheduler):
             self._start(plan, job, gpus, now, cross, lease)
         return kept
 
+    def _uncontested(
+        self,
+        view: ClusterView,
+        plan: Plan,
+        waiting: np.ndarray,
+        expired: np.ndarray,
+        own: dict[int, np.ndarray],
+        now: float,
+    ) -> set[int] | None:
+        """``_arbitrate``'s answer, without ranking anyone, when the auction is uncontested:
+        the ``expired`` jobs each hold their demand inside one rack, at most one waiting job
+        can bid (its smallest count fits the ``plan``'s free GPUs), and the demands of all
+        the bidders fit the free GPUs at once; None otherwise.
+
+        Then every bidder wins its demand in whichever round it bids: a bid on the demand
+        has the bidder's largest improvement (``lease_s`` / T_ideal, the other counts less by
+        remaining x compute x (demand / k - 1) / T_ideal), and all of them fit. Nobody pays a
+        partial allocation (leaving one bidder out changes no other's bid). The expired jobs
+        renew on their own GPUs (free, one rack: ``_bid``), whatever their order, and the
+        waiting job is placed after them, as the general loop places winners."""
+        free = plan.num_free
+        job = need = 0
+        if waiting.size:
+            smallest = self._min_counts(view, waiting) if self.tuned else self._demand[waiting]
+            can = np.flatnonzero(smallest <= free)
+            if can.size > 1:
+                return None
+            if can.size:
+                job = int(waiting[can[0]])
+                need = int(self._demand[job])
+        if expired.size:
+            dem = self._demand[expired]
+            if need + int(dem.sum()) > free:
+                return None
+            if self.tuned and (self._count[expired] < dem).any():
+                return None  # a short job may grow
+            if not self._all_one_rack(view, expired):
+                return None  # its auction may move it
+        elif need > free:
+            return None
+        kept: set[int] = set()
+        for j in expired.tolist():
+            self._bid(plan, j, own, now, kept, self.lease_s, int(self._demand[j]))
+        if need:
+            gpus, cross = self._place_penalty(plan, need)
+            self._start(plan, job, gpus, now, cross, self.lease_s)
+        return kept
+
     def _round(
         self,
         group: list[int],
@@ -799,7 +859,36 @@ class Themis(BaseScheduler):
         demand (``rho_before = rho + lease_s / T_ideal``, ``rho_after = rho``), or with
         ``share`` (``workers="tuned"``) for each count of ``_bid_counts`` (``_count_bids``);
         ``arbitrate`` picks the winners and ``partial_fractions`` their leases; appends (job,
-        GPUs, lease) to ``wins`` and returns the GPUs won."""
+        GPUs, lease) to ``wins`` and returns the GPUs won. With ``fast_paths`` the round runs
+        compiled (``themis_kernel``: the same steps, the same floats)."""
+        if self.fast_paths and auction_round is not None:
+            pos = np.asarray(group, dtype=np.int64)
+            d = dem[pos].astype(np.int64)
+            jobs = ids[pos]
+            if share is None:  # bids on the demand only
+                held, tunable, prune = d, np.zeros(pos.size, dtype=bool), False
+                w = np.zeros(pos.size)
+            else:
+                assert view is not None
+                held = np.where(pos < n_run, self._count[jobs], d)
+                tunable = self._min_counts(view, jobs) == 1
+                w, prune = share[pos], True
+            won_a, frac_a = auction_round(
+                d, held, tunable, rho[pos], w, ideal[pos], free, self.lease_s, prune,
+                self.partial_allocation,
+            )  # fmt: skip
+            total = 0
+            for job, g, f in zip(jobs.tolist(), won_a.tolist(), frac_a.tolist(), strict=True):
+                if not g:
+                    continue
+                lease = self.lease_s
+                if f < 1.0:  # the hidden payment: the GPUs return to the auction early
+                    lease = f * self.lease_s
+                    self._paid_until[job] = now + self.lease_s
+                    self.partial_leases += 1
+                wins.append((job, g, lease))
+                total += g
+            return total
         if share is None:
             group = [k for k in group if dem[k] <= free]
             if not group:
@@ -869,10 +958,11 @@ class Themis(BaseScheduler):
         """(iterations done, remaining iterations) of ``ids`` (the first ``n_run`` running):
         the remaining ones known or estimated (``lengths``); computed once per auction. A
         running job's iterations done are ``iterations_done`` (the scalar form of
-        ``view.live``, the same operations) or ``view.live`` when they are many."""
+        ``view.live``, the same operations) or ``view.iterations_done_of`` (``live``'s first
+        column) when they are many."""
         done = view.done_iters[ids]
         if n_run > _SCALAR_MAX:
-            done[:n_run] = view.live(ids[:n_run])[0]
+            done[:n_run] = view.iterations_done_of(ids[:n_run])
         else:
             for k, j in enumerate(ids[:n_run].tolist()):
                 done[k] = view.iterations_done(j)
@@ -1208,27 +1298,35 @@ class Themis(BaseScheduler):
         first = float(ends.min())
         if first >= now:
             return  # no lease ended since the last call
-        cross = self._cross[jobs]
         if first + self.lease_s >= now:
             # No renewal ends before ``now``: each lease renews at most once, at the first
             # wake-up instant that covers it, so the instants are the sorted lease ends
             # grouped ``EPS`` apart (what the general replay below gives, in one pass).
-            order = np.argsort(ends, kind="stable")
-            se = ends[order]
-            out = se.copy()
-            i, due = 0, int(np.searchsorted(se, now, side="left"))
-            while i < due:
-                w = float(se[i])
-                j = int(np.searchsorted(se, w + EPS, side="right"))
-                out[i:j] = w + self.lease_s
+            # Only the ends up to now + EPS can be in a group that starts before ``now``: they
+            # are a prefix of the stable sort of every end, so sorting them alone gives the
+            # same groups (most calls find one or two among hundreds of running jobs).
+            pos = np.flatnonzero(ends <= now + EPS)
+            pos = pos[np.argsort(ends[pos], kind="stable")]
+            se = ends[pos].tolist()
+            out: list[float] = []
+            i, n = 0, len(se)
+            while i < n and se[i] < now:
+                w = se[i]
+                lim, new = w + EPS, w + self.lease_s
+                j = i + 1
+                while j < n and se[j] <= lim:
+                    j += 1
+                out += [new] * (j - i)
                 self.renewals += j - i
                 self.auction_times.append(w)
                 i = j
-            if i and cross[order[:i]].any():  # _defer wakes up before this can happen
-                raise RuntimeError("themis: deferred renewal of a cross-rack lease")
-            ends[order] = out
-            self._lease_end[jobs] = ends
+            if i:
+                renewed = jobs[pos[:i]]
+                if self._cross[renewed].any():  # _defer wakes up before this can happen
+                    raise RuntimeError("themis: deferred renewal of a cross-rack lease")
+                self._lease_end[renewed] = out
             return
+        cross = self._cross[jobs]
         # Leases renew more than once before ``now``: replay instant by instant on a heap of
         # (lease end, position), each instant the smallest end w, every end <= w + EPS
         # renewing to w + lease_s (one heap operation per renewal, not a pass over every

@@ -28,6 +28,7 @@ CHECKED = (
     "test_links_kernel.py",
     "test_layout_kernel.py",
     "test_keyed_kernel.py",
+    "test_themis_kernel.py",
     "test_scheduler_obs_cache.py",
     "test_phase_pool.py",
     "test_contention_signature.py",

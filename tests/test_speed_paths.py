@@ -352,3 +352,44 @@ def test_themis_deferred_renewal_replay_matches_a_pass_per_instant(seed):
         np.testing.assert_array_equal(pol._lease_end[jobs], want_ends)
         assert pol.auction_times == want_times
         assert pol.renewals == want_renewals > 0
+
+
+@pytest.mark.parametrize(
+    ("scenario", "jobs"),
+    [
+        ("cassini-testbed-poisson", None),
+        pytest.param("philly-1024gpu", 1500, marks=needs_traces),
+        pytest.param("itp-cluster04", 400, marks=needs_traces),
+    ],
+)
+def test_themis_uncontested_auctions_and_compiled_rounds_match_general_loop(
+    scenario, jobs, monkeypatch
+):
+    """An auction whose bidders all fit at once (``Themis._uncontested``: no ranking, every
+    bidder wins its demand) and the arbiter rounds run compiled (``themis_kernel``) give the
+    general loop's per-job results, renewals and auction instants."""
+    from dlcluster_gym.baselines import themis as themis_mod
+
+    taken = {"uncontested": 0, "compiled": 0}
+    unc, kernel = themis_mod.Themis._uncontested, themis_mod.auction_round
+
+    def counted_unc(self, *args):
+        out = unc(self, *args)
+        taken["uncontested"] += out is not None
+        return out
+
+    def counted_kernel(*args):
+        taken["compiled"] += 1
+        return kernel(*args)
+
+    monkeypatch.setattr(themis_mod.Themis, "_uncontested", counted_unc)
+    if kernel is not None:
+        monkeypatch.setattr(themis_mod, "auction_round", counted_kernel)
+    kw = {"jobs": jobs} if jobs else {}
+    fast, pf = _run_with_policy(scenario, "themis", True, **kw)
+    assert taken["uncontested"] > 20  # the paths are taken
+    assert taken["compiled"] > 20 or kernel is None
+    slow, ps = _run_with_policy(scenario, "themis", False, **kw)
+    _assert_same(fast, slow)
+    assert pf.renewals == ps.renewals
+    assert pf.auction_times == ps.auction_times

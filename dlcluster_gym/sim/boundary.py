@@ -209,7 +209,7 @@ class Oracle:
     def remaining_iterations(self, jobs: np.ndarray | list[int]) -> np.ndarray:
         """Iterations each of ``jobs`` has left as of now."""
         jobs = np.asarray(jobs, dtype=np.int64)
-        done, _, _ = self._e.live(jobs)
+        done = self._e.live_done(jobs)
         return self._e.iterations[jobs] - done
 
     def progress(self, job: int) -> float:

@@ -438,15 +438,29 @@ class Engine:
         on = self.status[jobs] == RUNNING
         if on.any():
             r = jobs[on]
+            self._done_now(done, on, r)
             dt = self.now - self.last_update[r]
-            busy = np.maximum(self.now - np.maximum(self.last_update[r], self.resume_at[r]), 0.0)
-            if self.shares is not None:  # time-shared sets: their rates (1 for the others)
-                busy = busy * self.shares.progress_rate[r]
+            if self.shares is not None:  # time-shared sets: their share of the time
                 dt = dt * self.shares.time_share[r]
-            done[on] = np.minimum(done[on] + busy / self.iter_time[r], self.iterations[r])
             run[on] += dt
             att[on] += dt * self.alloc_n[r]
         return done, run, att
+
+    def live_done(self, jobs: np.ndarray) -> np.ndarray:
+        """``live``'s iterations done alone (the same floats)."""
+        jobs = np.asarray(jobs, dtype=np.int64)
+        done = self.done_iters[jobs].copy()
+        on = self.status[jobs] == RUNNING
+        if on.any():
+            self._done_now(done, on, jobs[on])
+        return done
+
+    def _done_now(self, done: np.ndarray, on: np.ndarray, r: np.ndarray) -> None:
+        """Bring ``done[on]``, the iterations done of the running jobs ``r``, up to now."""
+        busy = np.maximum(self.now - np.maximum(self.last_update[r], self.resume_at[r]), 0.0)
+        if self.shares is not None:  # time-shared sets: their rates (1 for the others)
+            busy = busy * self.shares.progress_rate[r]
+        done[on] = np.minimum(done[on] + busy / self.iter_time[r], self.iterations[r])
 
     # ------------------------------------------------------------------ link contention
     def _init_contention(self, n: int) -> None:

@@ -210,6 +210,10 @@ class ClusterView:
         brought up to date at events); this computes the current values, vectorized."""
         return self._e.live(np.asarray(jobs, dtype=np.int64))
 
+    def iterations_done_of(self, jobs: np.ndarray | list[int]) -> np.ndarray:
+        """``live``'s first column alone: per job, iterations done as of now."""
+        return self._e.live_done(np.asarray(jobs, dtype=np.int64))
+
     def tier_of(self, job: int) -> Tier | None:
         """Consolidation tier of a running job's placement."""
         g = self._e.job_gpus.get(job)
