@@ -31,8 +31,6 @@ enter a key only when a job finishes, so no estimate reads a running or future j
 
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
@@ -61,7 +59,7 @@ class History:
 
     Lengths are in seconds of ideal compute (iterations x compute per iteration, no
     communication), GPU-service in GPU-seconds of ideal compute (x GPUs). The sorted arrays
-    are built once per newly finished job."""
+    are built when read, from the jobs finished since."""
 
     def __init__(self, engine: EngineState) -> None:
         self._e = engine
@@ -69,6 +67,7 @@ class History:
         self._work: list[float] = []
         self._service: list[float] = []
         self._by_model: dict[str, list[float]] = {}
+        self._pending: list[int] = []  # finished, not yet in the sorted lists
         self._arrays: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
         # keyed windows: one row per key (row 0: all finished jobs), the KEY_WINDOW latest
         # lengths in a ring (NaN: empty); each job's row per level (-1: no such key)
@@ -87,22 +86,46 @@ class History:
         return np.asarray(self._e.finished_order, dtype=np.int64)
 
     def _sync(self) -> None:
+        """Take in the jobs finished since the last call: their lengths into the key windows
+        (in finish order); the sorted lists follow when read (``_sorted``)."""
         order = self._e.finished_order
         if self._seen == len(order):
             return
         e = self._e
-        for j in order[self._seen :]:
+        new = order[self._seen :]
+        rows = self.key_rows(np.asarray(new, dtype=np.int64)).tolist()  # may grow the ring
+        ring, filled = self._ring, self._filled
+        for j, job_rows in zip(new, rows, strict=True):
             job = e.jobs[j]
             work = float(job.iterations * job.compute_s)
-            bisect.insort(self._work, work)
-            bisect.insort(self._service, float(job.num_gpus * job.iterations * job.compute_s))
-            bisect.insort(self._by_model.setdefault(job.model, []), work)
-            for row in self.key_rows(np.array([j]))[0].tolist():
+            for row in job_rows:
                 if row >= 0:
-                    self._ring[row, self._filled[row] % KEY_WINDOW] = work
-                    self._filled[row] += 1
+                    ring[row, filled[row] % KEY_WINDOW] = work
+                    filled[row] += 1
+        self._pending.extend(new)
         self._seen = len(order)
         self._arrays.clear()
+
+    def _sorted(self) -> None:
+        """``_sync``, then the pending jobs' lengths and GPU-service into the sorted lists
+        (appended, then sorted: the lists ``bisect.insort`` would build, in one pass)."""
+        self._sync()
+        if not self._pending:
+            return
+        e = self._e
+        models = set()
+        for j in self._pending:
+            job = e.jobs[j]
+            work = float(job.iterations * job.compute_s)
+            self._work.append(work)
+            self._service.append(float(job.num_gpus * job.iterations * job.compute_s))
+            self._by_model.setdefault(job.model, []).append(work)
+            models.add(job.model)
+        self._work.sort()
+        self._service.sort()
+        for m in models:
+            self._by_model[m].sort()
+        self._pending.clear()
 
     def _row(self, key: Key) -> int:
         row = self._kid.get(key)
@@ -148,7 +171,7 @@ class History:
     def work_s(self, model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(sorted lengths in ideal compute seconds, their suffix sums with a trailing 0) of
         the finished jobs (of ``model`` only, when given)."""
-        self._sync()
+        self._sorted()
         got = self._arrays.get(model)
         if got is None:
             lengths = np.array(self._work if model is None else self._by_model.get(model, []))
@@ -158,12 +181,12 @@ class History:
 
     def gpu_service_s(self) -> np.ndarray:
         """Sorted GPU-service (GPUs x iterations x compute per iteration) of finished jobs."""
-        self._sync()
+        self._sorted()
         return np.array(self._service)
 
     def median_gpu_service_s(self) -> float | None:
         """Median GPU-service of the finished jobs; None before the first finishes."""
-        self._sync()
+        self._sorted()
         s, n = self._service, len(self._service)
         if n == 0:
             return None
