@@ -64,10 +64,10 @@ class History:
     def __init__(self, engine: EngineState) -> None:
         self._e = engine
         self._seen = 0
-        self._work: list[float] = []
-        self._service: list[float] = []
-        self._by_model: dict[str, list[float]] = {}
-        self._pending: list[int] = []  # finished, not yet in the sorted lists
+        self._work = _EMPTY
+        self._service = _EMPTY
+        self._by_model: dict[str, np.ndarray] = {}
+        self._pending: list[int] = []  # finished, not yet in the sorted arrays
         self._arrays: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
         # keyed windows: one row per key (row 0: all finished jobs), the KEY_WINDOW latest
         # lengths in a ring (NaN: empty); each job's row per level (-1: no such key)
@@ -104,27 +104,29 @@ class History:
                     filled[row] += 1
         self._pending.extend(new)
         self._seen = len(order)
-        self._arrays.clear()
 
     def _sorted(self) -> None:
-        """``_sync``, then the pending jobs' lengths and GPU-service into the sorted lists
-        (appended, then sorted: the lists ``bisect.insort`` would build, in one pass)."""
+        """``_sync``, then the pending jobs' lengths and GPU-service merged into the sorted
+        arrays (new arrays: ones handed out before stay as they were)."""
         self._sync()
         if not self._pending:
             return
         e = self._e
-        models = set()
+        work: list[float] = []
+        service: list[float] = []
+        by_model: dict[str, list[float]] = {}
         for j in self._pending:
             job = e.jobs[j]
-            work = float(job.iterations * job.compute_s)
-            self._work.append(work)
-            self._service.append(float(job.num_gpus * job.iterations * job.compute_s))
-            self._by_model.setdefault(job.model, []).append(work)
-            models.add(job.model)
-        self._work.sort()
-        self._service.sort()
-        for m in models:
-            self._by_model[m].sort()
+            w = float(job.iterations * job.compute_s)
+            work.append(w)
+            service.append(float(job.num_gpus * job.iterations * job.compute_s))
+            by_model.setdefault(job.model, []).append(w)
+        self._work = _merged(self._work, work)
+        self._service = _merged(self._service, service)
+        self._arrays.pop(None, None)
+        for m, ws in by_model.items():
+            self._by_model[m] = _merged(self._by_model.get(m, _EMPTY), ws)
+            self._arrays.pop(m, None)
         self._pending.clear()
 
     def _row(self, key: Key) -> int:
@@ -174,7 +176,7 @@ class History:
         self._sorted()
         got = self._arrays.get(model)
         if got is None:
-            lengths = np.array(self._work if model is None else self._by_model.get(model, []))
+            lengths = self._work if model is None else self._by_model.get(model, _EMPTY)
             suffix = np.concatenate((np.cumsum(lengths[::-1])[::-1], [0.0]))
             got = self._arrays[model] = (lengths, suffix)
         return got
@@ -182,15 +184,25 @@ class History:
     def gpu_service_s(self) -> np.ndarray:
         """Sorted GPU-service (GPUs x iterations x compute per iteration) of finished jobs."""
         self._sorted()
-        return np.array(self._service)
+        return self._service.copy()
 
     def median_gpu_service_s(self) -> float | None:
         """Median GPU-service of the finished jobs; None before the first finishes."""
         self._sorted()
-        s, n = self._service, len(self._service)
+        s, n = self._service, self._service.size
         if n == 0:
             return None
-        return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+        return float(s[n // 2]) if n % 2 else 0.5 * (float(s[n // 2 - 1]) + float(s[n // 2]))
+
+
+_EMPTY = np.zeros(0)
+_EMPTY.flags.writeable = False
+
+
+def _merged(sorted_values: np.ndarray, new: list[float]) -> np.ndarray:
+    """``sorted_values`` with ``new`` inserted in order (a new array)."""
+    v = np.sort(np.array(new, dtype=np.float64))
+    return np.insert(sorted_values, np.searchsorted(sorted_values, v, side="right"), v)
 
 
 def expected_remaining_work(
