@@ -31,6 +31,8 @@ enter a key only when a job finishes, so no estimate reads a running or future j
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from dlcluster_gym.errors import ConfigError
@@ -65,9 +67,11 @@ class History:
         self._e = engine
         self._seen = 0
         self._work = _EMPTY
-        self._service = _EMPTY
         self._by_model: dict[str, np.ndarray] = {}
-        self._pending: list[int] = []  # finished, not yet in the sorted arrays
+        self._service: list[float] = []
+        # finished jobs not yet in the sorted lengths / the sorted GPU-service
+        self._pending_work: list[int] = []
+        self._pending_service: list[int] = []
         self._arrays: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
         # keyed windows: one row per key (row 0: all finished jobs), the KEY_WINDOW latest
         # lengths in a ring (NaN: empty); each job's row per level (-1: no such key)
@@ -102,32 +106,40 @@ class History:
                 if row >= 0:
                     ring[row, filled[row] % KEY_WINDOW] = work
                     filled[row] += 1
-        self._pending.extend(new)
+        self._pending_work.extend(new)
+        self._pending_service.extend(new)
         self._seen = len(order)
 
-    def _sorted(self) -> None:
-        """``_sync``, then the pending jobs' lengths and GPU-service merged into the sorted
-        arrays (new arrays: ones handed out before stay as they were)."""
+    def _sorted_work(self) -> None:
+        """``_sync``, then the pending jobs' lengths merged into the sorted arrays (new arrays:
+        ones handed out before stay as they were). Only when lengths are read."""
         self._sync()
-        if not self._pending:
+        if not self._pending_work:
             return
         e = self._e
         work: list[float] = []
-        service: list[float] = []
         by_model: dict[str, list[float]] = {}
-        for j in self._pending:
+        for j in self._pending_work:
             job = e.jobs[j]
             w = float(job.iterations * job.compute_s)
             work.append(w)
-            service.append(float(job.num_gpus * job.iterations * job.compute_s))
             by_model.setdefault(job.model, []).append(w)
         self._work = _merged(self._work, work)
-        self._service = _merged(self._service, service)
         self._arrays.pop(None, None)
         for m, ws in by_model.items():
             self._by_model[m] = _merged(self._by_model.get(m, _EMPTY), ws)
             self._arrays.pop(m, None)
-        self._pending.clear()
+        self._pending_work.clear()
+
+    def _sorted_service(self) -> None:
+        """``_sync``, then the pending jobs' GPU-service into the sorted list (a median reads
+        one or two of its elements). Only when GPU-service is read."""
+        self._sync()
+        e = self._e
+        for j in self._pending_service:
+            job = e.jobs[j]
+            bisect.insort(self._service, float(job.num_gpus * job.iterations * job.compute_s))
+        self._pending_service.clear()
 
     def _row(self, key: Key) -> int:
         row = self._kid.get(key)
@@ -173,7 +185,7 @@ class History:
     def work_s(self, model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(sorted lengths in ideal compute seconds, their suffix sums with a trailing 0) of
         the finished jobs (of ``model`` only, when given)."""
-        self._sorted()
+        self._sorted_work()
         got = self._arrays.get(model)
         if got is None:
             lengths = self._work if model is None else self._by_model.get(model, _EMPTY)
@@ -183,16 +195,16 @@ class History:
 
     def gpu_service_s(self) -> np.ndarray:
         """Sorted GPU-service (GPUs x iterations x compute per iteration) of finished jobs."""
-        self._sorted()
-        return self._service.copy()
+        self._sorted_service()
+        return np.array(self._service)
 
     def median_gpu_service_s(self) -> float | None:
         """Median GPU-service of the finished jobs; None before the first finishes."""
-        self._sorted()
-        s, n = self._service, self._service.size
+        self._sorted_service()
+        s, n = self._service, len(self._service)
         if n == 0:
             return None
-        return float(s[n // 2]) if n % 2 else 0.5 * (float(s[n // 2 - 1]) + float(s[n // 2]))
+        return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 _EMPTY = np.zeros(0)
