@@ -773,7 +773,7 @@ class Themis(BaseScheduler):
         for group in (main, rest, last):
             if group and free:
                 free -= self._round(
-                    group, ids, dem, rho, ideal, free, now, wins, view, n_run, share
+                    group, ids, dem, rho, ideal, free, now, wins, view, n_run, share, smallest
                 )
         # Placed once every round is decided: the expired winners first (their own GPUs when
         # no placement is better), then the waiting ones on their smallest-penalty placement.
@@ -853,6 +853,7 @@ class Themis(BaseScheduler):
         view: ClusterView | None = None,
         n_run: int = 0,
         share: np.ndarray | None = None,
+        smallest: np.ndarray | None = None,
     ) -> int:
         """One round of the auction arbiter over ``free`` GPUs: the bidders at positions
         ``group`` of ``ids`` (rank order; the first ``n_run`` of ``ids`` run) bid for their
@@ -860,7 +861,8 @@ class Themis(BaseScheduler):
         ``share`` (``workers="tuned"``) for each count of ``_bid_counts`` (``_count_bids``);
         ``arbitrate`` picks the winners and ``partial_fractions`` their leases; appends (job,
         GPUs, lease) to ``wins`` and returns the GPUs won. With ``fast_paths`` the round runs
-        compiled (``themis_kernel``: the same steps, the same floats)."""
+        compiled (``themis_kernel``: the same steps, the same floats); ``smallest``, each of
+        ``ids``'s smallest bid count (``_min_counts``), when the caller has it."""
         if self.fast_paths and auction_round is not None:
             pos = np.asarray(group, dtype=np.int64)
             d = dem[pos].astype(np.int64)
@@ -871,7 +873,8 @@ class Themis(BaseScheduler):
             else:
                 assert view is not None
                 held = np.where(pos < n_run, self._count[jobs], d)
-                tunable = self._min_counts(view, jobs) == 1
+                least = smallest[pos] if smallest is not None else self._min_counts(view, jobs)
+                tunable = least == 1
                 w, prune = share[pos], True
             won_a, frac_a = auction_round(
                 d, held, tunable, rho[pos], w, ideal[pos], free, self.lease_s, prune,

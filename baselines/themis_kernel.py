@@ -239,7 +239,7 @@ def _auction_round(
             k = slot[b_owner[s]]
             count[fill[k]] = b_count[s]
             after[fill[k]] = b_after[s]
-            gain[fill[k]] = m_before[k] - b_after[s]  # _options: before - after
+            gain[fill[k]] = b_gain[s]
             fill[k] += 1
     won = np.zeros(m, dtype=np.int64)
     _knapsack(free, -1, start, count, gain, won)
