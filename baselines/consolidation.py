@@ -17,7 +17,7 @@ import numpy as np
 from dlcluster_gym.cluster.topology import Cluster, Tier
 from dlcluster_gym.errors import ConfigError
 from dlcluster_gym.sim.boundary import PerJob
-from dlcluster_gym.sim.estimators import METHODS, remaining_iterations
+from dlcluster_gym.sim.estimators import METHODS, remaining_iterations_of
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 # How a move decision learns a running job's remaining iterations: an estimate from observable
@@ -61,12 +61,9 @@ def worth_moving(view: ClusterView, job: int, gpus: np.ndarray, remaining: str =
     if remaining == "known":
         left = float(view.oracle.total_iterations[job]) - done
     else:
-        left = float(
-            remaining_iterations(
-                view.history, np.array([spec.compute_s]), np.array([done]),
-                method=remaining, models=[spec.model], jobs=np.array([job]),
-            )[0]
-        )  # fmt: skip
+        left = remaining_iterations_of(
+            view.history, spec.compute_s, done, method=remaining, model=spec.model, job=job
+        )
     new_iter = spec.compute_s * (1.0 + view.comm_overhead_for(job, gpus))
     saving = left * (float(view.iter_time_s[job]) - new_iter)
     ov = view.scenario.overheads

@@ -34,7 +34,7 @@ from dlcluster_gym.envs.versions import version_name, warn_leaks
 from dlcluster_gym.errors import ConfigError, InvalidActionError
 from dlcluster_gym.perf.network import comm_overhead, net_params
 from dlcluster_gym.scheduler import is_clairvoyant, make_policy
-from dlcluster_gym.sim.estimators import remaining_iterations
+from dlcluster_gym.sim.estimators import remaining_iterations_of
 from dlcluster_gym.sim.offers import ACTION_NAMES, NUM_ACTIONS, NUM_CANDIDATES, WAIT, Offer
 from dlcluster_gym.sim.view import ClusterView
 from dlcluster_gym.workload.models import ModelProfile
@@ -252,9 +252,7 @@ class PlacementObserver:
             progress = done_i / total
             left = total - done_i
         else:  # estimates from the finished jobs' lengths (sim.estimators, "history")
-            left = float(
-                remaining_iterations(view.history, [spec.compute_s], [done_i], method="history")[0]
-            )
+            left = remaining_iterations_of(view.history, spec.compute_s, done_i)
             progress = done_i / (done_i + left) if done_i + left > 0 else 0.0
         remaining_gpu_h = left * spec.compute_s * d / 3600.0
         # features as Python numbers, converted to float32 once (the same rounding as

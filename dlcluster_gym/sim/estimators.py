@@ -69,9 +69,12 @@ class History:
         self._work = _EMPTY
         self._by_model: dict[str, np.ndarray] = {}
         self._service: list[float] = []
-        # finished jobs not yet in the sorted lengths / the sorted GPU-service
+        # finished jobs (in finish order) not yet in the pooled sorted lengths / the per-model
+        # ones / the sorted GPU-service / the key windows: each taken in when it is read
         self._pending_work: list[int] = []
+        self._pending_model: list[int] = []
         self._pending_service: list[int] = []
+        self._pending_ring: list[int] = []
         self._arrays: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
         # keyed windows: one row per key (row 0: all finished jobs), the KEY_WINDOW latest
         # lengths in a ring (NaN: empty); each job's row per level (-1: no such key)
@@ -90,13 +93,25 @@ class History:
         return np.asarray(self._e.finished_order, dtype=np.int64)
 
     def _sync(self) -> None:
-        """Take in the jobs finished since the last call: their lengths into the key windows
-        (in finish order); the sorted lists follow when read (``_sorted``)."""
+        """Note the jobs finished since the last call; each structure takes them in when it
+        is read (``_sorted_work``, ``_sorted_models``, ``_sorted_service``, ``_fill_ring``)."""
         order = self._e.finished_order
         if self._seen == len(order):
             return
-        e = self._e
         new = order[self._seen :]
+        self._pending_work.extend(new)
+        self._pending_model.extend(new)
+        self._pending_service.extend(new)
+        self._pending_ring.extend(new)
+        self._seen = len(order)
+
+    def _fill_ring(self) -> None:
+        """``_sync``, then the pending jobs' lengths into their keys' windows, in finish order."""
+        self._sync()
+        new = self._pending_ring
+        if not new:
+            return
+        e = self._e
         rows = self.key_rows(np.asarray(new, dtype=np.int64)).tolist()  # may grow the ring
         ring, filled = self._ring, self._filled
         for j, job_rows in zip(new, rows, strict=True):
@@ -106,30 +121,35 @@ class History:
                 if row >= 0:
                     ring[row, filled[row] % KEY_WINDOW] = work
                     filled[row] += 1
-        self._pending_work.extend(new)
-        self._pending_service.extend(new)
-        self._seen = len(order)
+        new.clear()
 
     def _sorted_work(self) -> None:
-        """``_sync``, then the pending jobs' lengths merged into the sorted arrays (new arrays:
-        ones handed out before stay as they were). Only when lengths are read."""
+        """``_sync``, then the pending jobs' lengths merged into the pooled sorted array (a new
+        array: ones handed out before stay as they were). Only when lengths are read."""
         self._sync()
         if not self._pending_work:
             return
         e = self._e
-        work: list[float] = []
-        by_model: dict[str, list[float]] = {}
-        for j in self._pending_work:
-            job = e.jobs[j]
-            w = float(job.iterations * job.compute_s)
-            work.append(w)
-            by_model.setdefault(job.model, []).append(w)
+        work = [float(e.jobs[j].iterations * e.jobs[j].compute_s) for j in self._pending_work]
         self._work = _merged(self._work, work)
         self._arrays.pop(None, None)
+        self._pending_work.clear()
+
+    def _sorted_models(self) -> None:
+        """``_sync``, then the pending jobs' lengths merged into their models' sorted arrays.
+        Only when a model's lengths are read."""
+        self._sync()
+        if not self._pending_model:
+            return
+        e = self._e
+        by_model: dict[str, list[float]] = {}
+        for j in self._pending_model:
+            job = e.jobs[j]
+            by_model.setdefault(job.model, []).append(float(job.iterations * job.compute_s))
         for m, ws in by_model.items():
             self._by_model[m] = _merged(self._by_model.get(m, _EMPTY), ws)
             self._arrays.pop(m, None)
-        self._pending_work.clear()
+        self._pending_model.clear()
 
     def _sorted_service(self) -> None:
         """``_sync``, then the pending jobs' GPU-service into the sorted list (a median reads
@@ -169,7 +189,7 @@ class History:
         """(the key windows' ring: one row of ``KEY_WINDOW`` lengths per key, NaN where
         empty; ``jobs``'s rows in it per level, -1 where a job has no such key), brought up
         to date."""
-        self._sync()
+        self._fill_ring()
         rows = self.key_rows(np.asarray(jobs, dtype=np.int64))  # may grow the ring: first
         return self._ring, rows
 
@@ -185,7 +205,10 @@ class History:
     def work_s(self, model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(sorted lengths in ideal compute seconds, their suffix sums with a trailing 0) of
         the finished jobs (of ``model`` only, when given)."""
-        self._sorted_work()
+        if model is None:
+            self._sorted_work()
+        else:
+            self._sorted_models()
         got = self._arrays.get(model)
         if got is None:
             lengths = self._work if model is None else self._by_model.get(model, _EMPTY)
@@ -213,6 +236,9 @@ _EMPTY.flags.writeable = False
 
 def _merged(sorted_values: np.ndarray, new: list[float]) -> np.ndarray:
     """``sorted_values`` with ``new`` inserted in order (a new array)."""
+    if len(new) == 1:  # most reads follow one finish: a slice and a join, not np.insert
+        k = int(np.searchsorted(sorted_values, new[0], side="right"))
+        return np.concatenate((sorted_values[:k], new, sorted_values[k:]))
     v = np.sort(np.array(new, dtype=np.float64))
     return np.insert(sorted_values, np.searchsorted(sorted_values, v, side="right"), v)
 
@@ -287,6 +313,52 @@ def _keyed(
     estimate_kernel.keyed(ring, rows, work if by_work else np.zeros(m), by_work, mean, count,
                           level)  # fmt: skip
     return mean, count, level  # no level: rows.shape[1] == len(KEY_LEVELS) + 1
+
+
+def _remaining_work_one(lengths: np.ndarray, suffix: np.ndarray, work: float) -> float | None:
+    """``expected_remaining_work`` of one job, or None where no length exceeds ``work``."""
+    k = int(np.searchsorted(lengths, work, side="right"))
+    longer = lengths.size - k
+    return float(suffix[k]) / longer - work if longer > 0 else None
+
+
+def remaining_iterations_of(
+    history: History,
+    compute_s: float,
+    done: float,
+    *,
+    method: str = "history",
+    floor_s: float = 0.0,
+    model: str | None = None,
+    job: int | None = None,
+) -> float:
+    """:func:`remaining_iterations` of one job (the same float operations, so the same value),
+    without building arrays for it: what a policy or an env asks for one job at a time."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown estimate method {method!r}; allowed: {', '.join(METHODS)}")
+    if method == "keyed":
+        ids = None if job is None else np.array([job], dtype=np.int64)
+        got = remaining_iterations(
+            history, np.array([compute_s]), np.array([done]), method=method, floor_s=floor_s,
+            jobs=ids,
+        )  # fmt: skip
+        return float(got[0])
+    compute_s, done = float(compute_s), float(done)
+    fallback = max(done, floor_s / compute_s)
+    if method == "attained" or history.count == 0:
+        return fallback
+    work = done * compute_s
+    rem = _remaining_work_one(*history.work_s(), work)
+    out = fallback if rem is None else rem / compute_s
+    if method == "model-history":
+        if model is None:
+            raise ConfigError("method 'model-history' needs the job's model")
+        lengths, suffix = history.work_s(model)
+        if lengths.size:
+            rem = _remaining_work_one(lengths, suffix, work)
+            if rem is not None:
+                out = rem / compute_s
+    return out
 
 
 def remaining_iterations(
