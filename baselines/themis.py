@@ -178,7 +178,7 @@ from dlcluster_gym.sim.estimators import remaining_iterations
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 from .consolidation import make_room
-from .themis_kernel import auction_round
+from .themis_kernel import auction_round, contested
 
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
@@ -191,6 +191,7 @@ _FLOOR_EPS = 1e-9  # floor((1 - f) x N) robust to the binary representation of f
 # Up to this many jobs a per-job Python loop beats the array operations (a running job's
 # iterations done; the bid tables of an auction round).
 _SCALAR_MAX = 16
+_NO_FLOATS = np.zeros(0)  # the lengths a non-clairvoyant Themis does not have
 
 # One bidder of an auction: (rho_before, [(GPUs, rho_after), ...]): its finish-time fairness
 # if it gets nothing now, and for each GPU count it bids for, its fairness with that many.
@@ -742,6 +743,74 @@ class Themis(BaseScheduler):
             kept = self._uncontested(view, plan, waiting, running[is_exp], own, now)
             if kept is not None:
                 return kept
+        if self.fast_paths and self.placement == "penalty" and contested is not None:
+            wins = self._contested(view, plan, waiting, running, is_exp, now)
+        else:
+            wins = self._ranked_rounds(view, plan, waiting, running, is_exp, now)
+        # Placed once every round is decided: the expired winners first (their own GPUs when
+        # no placement is better), then the waiting ones on their smallest-penalty placement.
+        kept: set[int] = set()
+        wins.sort(key=lambda w: w[0] not in own)  # stable: rank order kept
+        for job, gpus_won, lease in wins:
+            if job in own:
+                self._bid(plan, job, own, now, kept, lease, gpus_won)
+                continue
+            if self.placement == "penalty":
+                gpus, cross = self._place_penalty(plan, gpus_won)
+            else:
+                got = plan.find(gpus_won)
+                gpus = got if got is not None else np.flatnonzero(plan.free_mask)[:gpus_won]
+                cross = None
+            self._start(plan, job, gpus, now, cross, lease)
+        return kept
+
+    def _contested(
+        self,
+        view: ClusterView,
+        plan: Plan,
+        waiting: np.ndarray,
+        running: np.ndarray,
+        is_exp: np.ndarray,
+        now: float,
+    ) -> list[tuple[int, int, float]]:
+        """``_ranked_rounds`` for ``placement="penalty"`` with ``fast_paths``: the ranking,
+        the filter and the rounds in one compiled call (``themis_kernel.contested``: the same
+        float operations, ties and winners); the estimates stay here (they read the view)."""
+        ids = np.concatenate((running, waiting))
+        n_run, n = running.size, ids.size
+        done, remaining = self._estimates(view, ids, n_run)
+        known = self.lengths == "known"
+        if self.tuned:
+            self._min_counts(view, ids)  # known for every bidder from here on
+        pos, gpus, frac = contested(
+            ids, done, remaining, self._demand, self._compute, self._penalty, self._count,
+            self._arrival, self._iters if known else _NO_FLOATS,
+            self._ic if known else _NO_FLOATS, self._paid_until,
+            self._min_count if self.tuned else self._demand, is_exp, n_run, view.now,
+            view.num_gpus / max(n, 1), self.lease_s, bidding_count(n, self.fairness_knob),
+            plan.num_free, self.tuned, known, self.partial_allocation, now + EPS,
+        )  # fmt: skip
+        wins: list[tuple[int, int, float]] = []
+        for k, g, f in zip(ids[pos].tolist(), gpus.tolist(), frac.tolist(), strict=True):
+            lease = self.lease_s
+            if f < 1.0:  # the hidden payment: the GPUs return to the auction early
+                lease = f * self.lease_s
+                self._paid_until[k] = now + self.lease_s
+                self.partial_leases += 1
+            wins.append((k, g, lease))
+        return wins
+
+    def _ranked_rounds(
+        self,
+        view: ClusterView,
+        plan: Plan,
+        waiting: np.ndarray,
+        running: np.ndarray,
+        is_exp: np.ndarray,
+        now: float,
+    ) -> list[tuple[int, int, float]]:
+        """The arbiter's ranking, fairness filter and rounds (``_arbitrate``): the winners as
+        (job, GPUs, lease) in rank order per round."""
         ids = np.concatenate((running, waiting))
         n_run, n = running.size, ids.size
         dem = self._demand[ids]
@@ -775,22 +844,7 @@ class Themis(BaseScheduler):
                 free -= self._round(
                     group, ids, dem, rho, ideal, free, now, wins, view, n_run, share, smallest
                 )
-        # Placed once every round is decided: the expired winners first (their own GPUs when
-        # no placement is better), then the waiting ones on their smallest-penalty placement.
-        kept: set[int] = set()
-        wins.sort(key=lambda w: w[0] not in own)  # stable: rank order kept
-        for job, gpus_won, lease in wins:
-            if job in own:
-                self._bid(plan, job, own, now, kept, lease, gpus_won)
-                continue
-            if self.placement == "penalty":
-                gpus, cross = self._place_penalty(plan, gpus_won)
-            else:
-                got = plan.find(gpus_won)
-                gpus = got if got is not None else np.flatnonzero(plan.free_mask)[:gpus_won]
-                cross = None
-            self._start(plan, job, gpus, now, cross, lease)
-        return kept
+        return wins
 
     def _uncontested(
         self,

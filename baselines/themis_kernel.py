@@ -1,5 +1,6 @@
-"""One round of Themis's auction arbiter as one compiled loop (``Themis._round`` with
-``fast_paths``).
+"""Themis's auction arbiter compiled: one round (``auction_round``: ``Themis._round`` with
+``fast_paths``) and a whole contested auction from the ranking to the last round
+(``contested``: ``Themis._contested``).
 
 The Python form builds each bidder's bid table (``Themis._count_bids`` or the demand bids),
 solves the multiple-choice knapsack (``themis.arbitrate``) and the partial allocation
@@ -9,10 +10,13 @@ were most of its time. This kernel does the same steps **operation for operation
 arrays: the same float expressions in the same order, the same strict comparisons and the
 same tie orders (a stable sort on the negated improvement over bids kept in bidder order is
 Python's sort of ``(-gain, bidder)``), so the winners and the fractions are the same bits
-(``tests/test_themis_kernel.py`` compares both on random rounds with many ties).
+(``tests/test_themis_kernel.py`` compares both on random rounds with many ties). ``contested``
+adds the steps before the rounds (rho, T_ideal, the rank order, the fairness filter) in the
+same way, so an auction costs one call instead of dozens of small array operations; the same
+test file decides every contested auction of whole runs both ways.
 
-Without numba (``HAVE_NUMBA`` false) ``auction_round`` is None and Themis keeps the Python
-form.
+Without numba (``HAVE_NUMBA`` false) ``auction_round`` and ``contested`` are None and Themis
+keeps the Python form.
 """
 
 from __future__ import annotations
@@ -269,10 +273,176 @@ def _auction_round(
     return won_in, frac_in
 
 
+def _group_round(
+    members: np.ndarray,
+    n_members: int,
+    dem: np.ndarray,
+    count: np.ndarray,
+    tunable: np.ndarray,
+    rho: np.ndarray,
+    share: np.ndarray,
+    ideal: np.ndarray,
+    n_run: int,
+    free: int,
+    lease_s: float,
+    tables: bool,
+    partial: bool,
+    out_pos: np.ndarray,
+    out_gpus: np.ndarray,
+    out_frac: np.ndarray,
+    n_out: int,
+) -> tuple[int, int]:
+    """``Themis._round`` over the first ``n_members`` positions of ``members`` (rank order):
+    its winners appended to ``out_*`` from ``n_out`` on; returns (new ``n_out``, GPUs won)."""
+    m = n_members
+    d = np.empty(m, dtype=np.int64)
+    held = np.empty(m, dtype=np.int64)
+    tun = np.zeros(m, dtype=np.bool_)
+    r = np.empty(m)
+    w = np.zeros(m)
+    idl = np.empty(m)
+    for q in range(m):
+        k = members[q]
+        d[q] = dem[k]
+        r[q] = rho[k]
+        idl[q] = ideal[k]
+        if tables:
+            held[q] = count[k] if k < n_run else dem[k]
+            tun[q] = tunable[k]
+            w[q] = share[k]
+        else:
+            held[q] = dem[k]
+    won, frac = _auction_round(d, held, tun, r, w, idl, free, lease_s, tables, partial)
+    total = 0
+    for q in range(m):
+        if won[q]:
+            out_pos[n_out] = members[q]
+            out_gpus[n_out] = won[q]
+            out_frac[n_out] = frac[q]
+            n_out += 1
+            total += won[q]
+    return n_out, total
+
+
+def _contested(
+    ids: np.ndarray,
+    done: np.ndarray,
+    remaining: np.ndarray,
+    demand: np.ndarray,
+    compute: np.ndarray,
+    penalty: np.ndarray,
+    held: np.ndarray,
+    arrival: np.ndarray,
+    iters: np.ndarray,
+    ic: np.ndarray,
+    paid_until: np.ndarray,
+    least: np.ndarray,
+    is_exp: np.ndarray,
+    n_run: int,
+    now: float,
+    fair_share: float,
+    lease_s: float,
+    n_elig: int,
+    free: int,
+    tuned: bool,
+    known: bool,
+    partial: bool,
+    paid_after: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Themis._arbitrate``'s arbiter for ``placement="penalty"``, from the ranking to the
+    last round, over the active jobs ``ids`` (the first ``n_run`` running, ``is_exp``
+    flagging the expired ones, then the waiting ones) with their iterations ``done`` and
+    ``remaining`` (per position); the other inputs are Themis's per-job arrays (indexed by
+    job id): demand, compute, placement penalty, GPUs held, arrival, with ``known`` lengths
+    the iterations and iterations x compute, the end of a partial payment, and the smallest
+    bid count. The steps: rho (``_rho_bidders``), T_ideal (``_ideal``), the rank order (worst
+    rho first, ties by the lower job id: ``lexsort``'s order, as two stable sorts), the
+    fairness filter, the main, leftover and last rounds (``_round``), with the same float
+    expressions in the same order. Returns the winners in the order ``_round`` appends them:
+    (position in ``ids``, GPUs, fraction of the lease)."""
+    n = ids.size
+    dem = np.empty(n, dtype=np.int64)
+    count = np.empty(n, dtype=np.int64)
+    smallest = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        j = ids[i]
+        dem[i] = demand[j]
+        count[i] = held[j]
+        smallest[i] = least[j]
+    rho = np.empty(n)
+    ideal = np.empty(n)
+    share = np.empty(n)
+    tables = False
+    for i in range(n):
+        j = ids[i]
+        it = compute[j]
+        if i < n_run:
+            it = it * penalty[j]
+            if tuned:
+                it = it * (dem[i] / count[i])
+        over = dem[i] / fair_share
+        mx = over if over > 1.0 else 1.0
+        if known:
+            shared = (now - arrival[j]) + (iters[j] - done[i]) * it
+            ideal[i] = ic[j] * mx
+            rho[i] = shared / (ic[j] * mx)
+        else:
+            shared = (now - arrival[j]) + remaining[i] * it
+            ideal[i] = (done[i] + remaining[i]) * compute[j] * mx
+            rho[i] = shared / ideal[i]
+        if tuned and smallest[i] < dem[i]:
+            tables = True
+    if tables:
+        for i in range(n):
+            j = ids[i]
+            pen = penalty[j] if i < n_run else 1.0
+            share[i] = remaining[i] * compute[j] * pen / ideal[i]
+    by_id = np.argsort(ids, kind="mergesort")
+    neg = np.empty(n)
+    for q in range(n):
+        neg[q] = -rho[by_id[q]]
+    order = by_id[np.argsort(neg, kind="mergesort")]  # stable: ties stay in id order
+    tunable = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        tunable[i] = smallest[i] == 1
+    groups = np.empty((3, n), dtype=np.int64)
+    sizes = np.zeros(3, dtype=np.int64)
+    for q in range(n):
+        k = order[q]
+        bids = (is_exp[k] if k < n_run else True) and smallest[k] <= free
+        if not bids:
+            continue
+        if paid_until[ids[k]] > paid_after:
+            groups[2, sizes[2]] = k
+            sizes[2] += 1
+        elif q < n_elig:
+            groups[0, sizes[0]] = k
+            sizes[0] += 1
+        else:
+            groups[1, sizes[1]] = k
+            sizes[1] += 1
+    out_pos = np.empty(n, dtype=np.int64)
+    out_gpus = np.empty(n, dtype=np.int64)
+    out_frac = np.empty(n)
+    n_out = 0
+    for g in range(3):
+        if sizes[g] and free:
+            n_out, won = _group_round(
+                groups[g], sizes[g], dem, count, tunable, rho, share, ideal, n_run, free,
+                lease_s, tables, partial, out_pos, out_gpus, out_frac, n_out,
+            )  # fmt: skip
+            free -= won
+    return out_pos[:n_out], out_gpus[:n_out], out_frac[:n_out]
+
+
 if HAVE_NUMBA:
     _bit_length = compiled(_bit_length)
     _knapsack = compiled(_knapsack)
     _rho_of = compiled(_rho_of)
-    auction_round = compiled(_auction_round)
+    _auction_round = compiled(_auction_round)
+    auction_round = _auction_round
+    _group_round = compiled(_group_round)
+    contested = compiled(_contested)
 else:  # pragma: no cover
     auction_round = None
+    contested = None

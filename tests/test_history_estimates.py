@@ -109,7 +109,7 @@ def test_one_job_estimate_is_the_array_estimate(method: str, seed: int) -> None:
 
 def test_one_job_estimate_rejects_an_unknown_method() -> None:
     h = _history(_jobs(3, 0), [0, 1])
-    with pytest.raises(ConfigError, match="unknown estimate method 'median'.*allowed"):
+    with pytest.raises(ConfigError, match=r"unknown estimate method 'median'.*allowed"):
         remaining_iterations_of(h, 1.0, 5.0, method="median")
     with pytest.raises(ConfigError, match="model-history"):
         remaining_iterations_of(h, 1.0, 5.0, method="model-history")

@@ -114,3 +114,50 @@ def test_compiled_round_degenerate_inputs() -> None:
     want = _python_round(*args, 3, True, True)
     assert won.tolist() == want[0].tolist() == [2]
     assert frac.tolist() == want[1].tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "policy", "params"),
+    [
+        ("cassini-testbed-poisson", "themis", {}),
+        ("cassini-testbed-poisson", "themis", {"lengths": "history"}),
+        ("cassini-testbed-poisson", "themis-demand", {}),
+        ("dally-poisson-4rack", "themis", {}),
+        ("dally-poisson-4rack", "themis", {"partial_allocation": False, "fairness_knob": 0.5}),
+    ],
+)
+def test_compiled_contested_auction_matches_python_rounds(
+    monkeypatch: pytest.MonkeyPatch, scenario: str, policy: str, params: dict
+) -> None:
+    """Every contested auction of a run is decided twice: by the compiled arbiter
+    (``Themis._contested``: ranking, filter and rounds in one call) and by the Python form
+    (``Themis._ranked_rounds``) on the same state; the winners, their GPUs, their leases and
+    the partial payments must be the same bits."""
+    from dlcluster_gym.api import simulate
+    from dlcluster_gym.baselines.themis import Themis
+
+    seen = {"calls": 0, "wins": 0, "partial": 0, "last_round": 0}
+    compiled_form = Themis._contested
+
+    def both(self, view, plan, waiting, running, is_exp, now):
+        paid, partial = self._paid_until.copy(), self.partial_leases
+        paying = int((self._paid_until > now + 1e-9).sum())
+        want = self._ranked_rounds(view, plan, waiting, running, is_exp, now)
+        want_paid, want_partial = self._paid_until.copy(), self.partial_leases
+        self._paid_until[:] = paid
+        self.partial_leases = partial
+        got = compiled_form(self, view, plan, waiting, running, is_exp, now)
+        assert got == want
+        np.testing.assert_array_equal(self._paid_until, want_paid)
+        assert self.partial_leases == want_partial
+        seen["calls"] += 1
+        seen["wins"] += len(got)
+        seen["partial"] += sum(lease < self.lease_s for _, _, lease in got)
+        seen["last_round"] += paying > 0
+        return got
+
+    monkeypatch.setattr(Themis, "_contested", both)
+    simulate(scenario, policy, seed=1, policy_params=params)
+    assert seen["calls"] >= 50 and seen["wins"] >= 50, seen
+    if params.get("partial_allocation", True) and policy == "themis":
+        assert seen["partial"] > 0 and seen["last_round"] > 0, seen
