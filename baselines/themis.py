@@ -178,7 +178,7 @@ from dlcluster_gym.sim.estimators import remaining_iterations
 from dlcluster_gym.sim.view import ClusterView, Plan
 
 from .consolidation import make_room
-from .themis_kernel import auction_round, contested
+from .themis_kernel import contested
 
 AUCTIONS = ("reauction", "renew")
 PLACEMENTS = ("penalty", "consolidated")
@@ -842,7 +842,7 @@ class Themis(BaseScheduler):
         for group in (main, rest, last):
             if group and free:
                 free -= self._round(
-                    group, ids, dem, rho, ideal, free, now, wins, view, n_run, share, smallest
+                    group, ids, dem, rho, ideal, free, now, wins, view, n_run, share
                 )
         return wins
 
@@ -907,45 +907,14 @@ class Themis(BaseScheduler):
         view: ClusterView | None = None,
         n_run: int = 0,
         share: np.ndarray | None = None,
-        smallest: np.ndarray | None = None,
     ) -> int:
         """One round of the auction arbiter over ``free`` GPUs: the bidders at positions
         ``group`` of ``ids`` (rank order; the first ``n_run`` of ``ids`` run) bid for their
         demand (``rho_before = rho + lease_s / T_ideal``, ``rho_after = rho``), or with
         ``share`` (``workers="tuned"``) for each count of ``_bid_counts`` (``_count_bids``);
         ``arbitrate`` picks the winners and ``partial_fractions`` their leases; appends (job,
-        GPUs, lease) to ``wins`` and returns the GPUs won. With ``fast_paths`` the round runs
-        compiled (``themis_kernel``: the same steps, the same floats); ``smallest``, each of
-        ``ids``'s smallest bid count (``_min_counts``), when the caller has it."""
-        if self.fast_paths and auction_round is not None:
-            pos = np.asarray(group, dtype=np.int64)
-            d = dem[pos].astype(np.int64)
-            jobs = ids[pos]
-            if share is None:  # bids on the demand only
-                held, tunable, prune = d, np.zeros(pos.size, dtype=bool), False
-                w = np.zeros(pos.size)
-            else:
-                assert view is not None
-                held = np.where(pos < n_run, self._count[jobs], d)
-                least = smallest[pos] if smallest is not None else self._min_counts(view, jobs)
-                tunable = least == 1
-                w, prune = share[pos], True
-            won_a, frac_a = auction_round(
-                d, held, tunable, rho[pos], w, ideal[pos], free, self.lease_s, prune,
-                self.partial_allocation,
-            )  # fmt: skip
-            total = 0
-            for job, g, f in zip(jobs.tolist(), won_a.tolist(), frac_a.tolist(), strict=True):
-                if not g:
-                    continue
-                lease = self.lease_s
-                if f < 1.0:  # the hidden payment: the GPUs return to the auction early
-                    lease = f * self.lease_s
-                    self._paid_until[job] = now + self.lease_s
-                    self.partial_leases += 1
-                wins.append((job, g, lease))
-                total += g
-            return total
+        GPUs, lease) to ``wins`` and returns the GPUs won. The Python form: with
+        ``fast_paths`` and numba a contested auction runs compiled instead (``_contested``)."""
         if share is None:
             group = [k for k in group if dem[k] <= free]
             if not group:

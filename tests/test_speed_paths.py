@@ -278,9 +278,13 @@ def test_themis_auction_helpers_match_their_general_forms(
     iterations x compute taken once, the iterations done and remaining from ``_estimates``
     shared with T_ideal and the bid tables) equals ``rho`` bit for bit, and the penalty placement
     from per-rack GPU lists (``_place_penalty``) equals the scan of every GPU's rack, with the
-    right spans-racks flag."""
+    right spans-racks flag. The compiled contested auction is off here, so that the Python
+    form's helpers run (``tests/test_themis_kernel.py`` compares the compiled auction with
+    that form)."""
+    from dlcluster_gym.baselines import themis as themis_mod
     from dlcluster_gym.baselines.themis import Themis
 
+    monkeypatch.setattr(themis_mod, "contested", None)
     calls = {"rho": 0, "place": 0, "cross": 0}
     rho_bidders, place_penalty = Themis._rho_bidders, Themis._place_penalty
 
@@ -366,12 +370,12 @@ def test_themis_uncontested_auctions_and_compiled_rounds_match_general_loop(
     scenario, jobs, monkeypatch
 ):
     """An auction whose bidders all fit at once (``Themis._uncontested``: no ranking, every
-    bidder wins its demand) and the arbiter rounds run compiled (``themis_kernel``) give the
-    general loop's per-job results, renewals and auction instants."""
+    bidder wins its demand) and the other auctions run compiled (``themis_kernel.contested``)
+    give the general loop's per-job results, renewals and auction instants."""
     from dlcluster_gym.baselines import themis as themis_mod
 
     taken = {"uncontested": 0, "compiled": 0}
-    unc, kernel = themis_mod.Themis._uncontested, themis_mod.auction_round
+    unc, kernel = themis_mod.Themis._uncontested, themis_mod.contested
 
     def counted_unc(self, *args):
         out = unc(self, *args)
@@ -384,7 +388,7 @@ def test_themis_uncontested_auctions_and_compiled_rounds_match_general_loop(
 
     monkeypatch.setattr(themis_mod.Themis, "_uncontested", counted_unc)
     if kernel is not None:
-        monkeypatch.setattr(themis_mod, "auction_round", counted_kernel)
+        monkeypatch.setattr(themis_mod, "contested", counted_kernel)
     kw = {"jobs": jobs} if jobs else {}
     fast, pf = _run_with_policy(scenario, "themis", True, **kw)
     assert taken["uncontested"] > 20  # the paths are taken
