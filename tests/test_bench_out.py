@@ -95,3 +95,46 @@ def test_the_ppo_benchmark_judges_the_newest_scheduler_env_with_two_envs():
     rows[0]["steps_per_s"] = 650.0
     assert mod.target_line(rows).rstrip().endswith("target 600: met.")
     assert mod.target_line(rows[3:]) == ""  # no row of the newest env with 2 envs
+
+
+def _fake_run(tmp_path: Path, walls: list[float], finish: list[float], codes: list[str]) -> Path:
+    """A leaderboard run directory: results.csv and one cell file per row, each file's time
+    set to the cell's finish."""
+    import os
+
+    import pandas as pd
+
+    run = tmp_path / "run"
+    (run / "cells").mkdir(parents=True)
+    ids = [f"sc{i % 2}.pol{i}.s1" for i in range(len(walls))]
+    pd.DataFrame({
+        "id": ids, "scenario": [f"sc{i % 2}" for i in range(len(walls))],
+        "entrant": [f"pol{i}" for i in range(len(walls))], "code": codes,
+        "wall_s": walls, "cpu_s": [0.9 * w for w in walls],
+    }).to_csv(run / "results.csv", index=False)  # fmt: skip
+    for cid, t in zip(ids, finish, strict=True):
+        f = run / "cells" / f"{cid}.json"
+        f.write_text("{}")
+        os.utime(f, (1e9 + t, 1e9 + t))
+    return run
+
+
+def test_leaderboard_run_time_spans_first_start_to_last_finish(tmp_path):
+    script = ROOT / "experiments" / "benchmarks" / "bench_leaderboard.py"
+    # two workers: cells of 100, 300 and 50 s, finishing at 100, 300 and 150 s: 5 min of wall
+    run = _fake_run(tmp_path, [100.0, 300.0, 50.0], [100.0, 300.0, 150.0], ["a"] * 3)
+    out = tmp_path / "time.md"
+    cmd = [sys.executable, str(script), "--run", str(run), "--target-min", "4", "--out", str(out)]
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    text = out.read_text()
+    assert "3 cells; their wall times sum to 450 s (405 CPU s)" in text
+    assert "5.0 min (300 s); target 4 min: missed by 1.0 min (1.25x)" in text
+    assert "| `sc1` | 1 | 300 | 66.7 % | 270 | 300 |" in text
+    # a fresh checkout (every file at one time) and a page of several code versions: no wall
+    flat = _fake_run(tmp_path / "f", [100.0, 300.0], [500.0, 500.0], ["a", "a"])
+    mixed = _fake_run(tmp_path / "m", [100.0, 300.0], [100.0, 300.0], ["a", "b"])
+    for run, why in ((flat, "do not span the run"), (mixed, "2 versions of the code")):
+        got = subprocess.run([sys.executable, str(script), "--run", str(run)],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert got.returncode == 0 and why in got.stdout and "Run wall time" not in got.stdout
