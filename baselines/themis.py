@@ -792,13 +792,20 @@ class Themis(BaseScheduler):
         )  # fmt: skip
         wins: list[tuple[int, int, float]] = []
         for k, g, f in zip(ids[pos].tolist(), gpus.tolist(), frac.tolist(), strict=True):
-            lease = self.lease_s
-            if f < 1.0:  # the hidden payment: the GPUs return to the auction early
-                lease = f * self.lease_s
-                self._paid_until[k] = now + self.lease_s
-                self.partial_leases += 1
-            wins.append((k, g, lease))
+            self._win(wins, k, g, f, now)
         return wins
+
+    def _win(self, wins: list[tuple[int, int, float]], job: int, gpus: int, frac: float,
+             now: float) -> None:  # fmt: skip
+        """Append ``job``'s win of ``gpus`` to ``wins`` with its lease: ``frac`` of a full one
+        when it pays a partial allocation (the hidden payment: the GPUs return to the auction
+        early, and it bids in the last round until its full lease would have ended)."""
+        lease = self.lease_s
+        if frac < 1.0:
+            lease = frac * self.lease_s
+            self._paid_until[job] = now + self.lease_s
+            self.partial_leases += 1
+        wins.append((job, gpus, lease))
 
     def _ranked_rounds(
         self,
@@ -936,13 +943,7 @@ class Themis(BaseScheduler):
         for i, k in enumerate(group):
             if not won[i]:
                 continue
-            job = int(ids[k])
-            lease = self.lease_s
-            if frac[i] < 1.0:  # the hidden payment: the GPUs return to the auction early
-                lease = frac[i] * self.lease_s
-                self._paid_until[job] = now + self.lease_s
-                self.partial_leases += 1
-            wins.append((job, won[i], lease))
+            self._win(wins, int(ids[k]), won[i], frac[i], now)
         return sum(won)
 
     def _bid_counts(self, view: ClusterView, job: int) -> tuple[int, ...]:
