@@ -385,7 +385,7 @@ def _contested(
         if known:
             shared = (now - arrival[j]) + (iters[j] - done[i]) * it
             ideal[i] = ic[j] * mx
-            rho[i] = shared / (ic[j] * mx)
+            rho[i] = shared / ideal[i]
         else:
             shared = (now - arrival[j]) + remaining[i] * it
             ideal[i] = (done[i] + remaining[i]) * compute[j] * mx
